@@ -1,0 +1,1 @@
+"""dchlab.experiments"""
