@@ -37,7 +37,9 @@ class Tally:
 def _run(cmd: list[str], cwd: Path, capture: bool = False) -> subprocess.CompletedProcess[str]:
     print(f"\n\033[1m$ {' '.join(cmd)}\033[0m", flush=True)
     if capture:
-        proc = subprocess.run(cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         sys.stdout.write(proc.stdout)
         sys.stdout.flush()
         return proc
@@ -48,8 +50,19 @@ _CARGO_RESULT = re.compile(r"test result: (\w+)\. (\d+) passed; (\d+) failed; (\
 
 
 def run_rust(root: Path, tally: Tally) -> None:
-    tally.check("cargo fmt --check", _run(["cargo", "fmt", "--all", "--check"], root).returncode == 0)
-    clippy = ["cargo", "clippy", "--release", "--workspace", "--all-targets", "--", "-D", "warnings"]
+    tally.check(
+        "cargo fmt --check", _run(["cargo", "fmt", "--all", "--check"], root).returncode == 0
+    )
+    clippy = [
+        "cargo",
+        "clippy",
+        "--release",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]
     tally.check("cargo clippy -D warnings", _run(clippy, root).returncode == 0)
     proc = _run(["cargo", "test", "--release", "--workspace", "--no-fail-fast"], root, capture=True)
     found = False
@@ -69,7 +82,10 @@ def run_python(root: Path, tally: Tally, pytest_args: list[str]) -> None:
     lab = root / "lab"
     py = sys.executable
     tally.check("ruff check", _run([py, "-m", "ruff", "check", "."], lab).returncode == 0)
-    tally.check("ruff format --check", _run([py, "-m", "ruff", "format", "--check", "."], lab).returncode == 0)
+    tally.check(
+        "ruff format --check",
+        _run([py, "-m", "ruff", "format", "--check", "."], lab).returncode == 0,
+    )
     tally.check("mypy dchlab", _run([py, "-m", "mypy", "dchlab"], lab).returncode == 0)
     junit = root / "target" / "pytest-junit.xml"
     junit.parent.mkdir(parents=True, exist_ok=True)
