@@ -1,0 +1,58 @@
+"""The frame of the repository: CLI discovery, the CI entry point, the test tally."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dchlab import cli
+from dchlab.commands import test as test_cmd
+from dchlab.paths import repo_root
+
+
+def test_every_command_module_registers_with_help() -> None:
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    names = set(sub.choices)  # type: ignore[arg-type]
+    assert "test" in names
+    for name, p in sub.choices.items():  # type: ignore[union-attr]
+        assert p.description or p.format_help(), name
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args([name, "--help"])
+        assert exc.value.code == 0
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    root = repo_root()
+    readme = (root / "README.md").read_text()
+    blocks = re.findall(r"```sh\n(.*?)```", readme, re.S)
+    commands = [line.strip() for b in blocks for line in b.splitlines() if line.strip()]
+    assert commands == ["./dch demo", "./dch test"], commands
+    ci = (root / ".ci" / "run").read_text()
+    assert re.search(r"^exec \./dch test$", ci, re.M), ci
+
+
+def test_cargo_summary_lines_are_tallied() -> None:
+    out = (
+        "test result: ok. 12 passed; 0 failed; 1 ignored; 0 measured\n"
+        "test result: FAILED. 3 passed; 2 failed; 0 ignored; 0 measured\n"
+    )
+    found = [m.groups() for m in test_cmd._CARGO_RESULT.finditer(out)]
+    assert found == [("ok", "12", "0", "1"), ("FAILED", "3", "2", "0")]
+
+
+def test_lint_failure_counts_as_failed_test() -> None:
+    tally = test_cmd.Tally()
+    tally.check("ruff check", False)
+    tally.check("cargo fmt --check", True)
+    assert (tally.passed, tally.failed, tally.failures) == (1, 1, ["ruff check"])
+
+
+def test_setup_script_is_idempotent_by_construction() -> None:
+    # The fast path must skip apt when every package is installed and pip when the
+    # requirements hash is unchanged: both guards have to be present.
+    text = (repo_root() / "scripts" / "setup.sh").read_text()
+    assert "dpkg-query" in text and ".dch-stamp" in text
+    assert Path(repo_root() / "lab" / "requirements.txt").read_text().count("==") >= 10
