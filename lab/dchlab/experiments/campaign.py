@@ -1,0 +1,411 @@
+"""Campaign files: an experiment as data (DESIGN.md, principle 4).
+
+A campaign is a YAML file: schemes × channel conditions × workload × trials × seed,
+the paper's numbers it reproduces, and a `quick:` subset for the demo and CI.
+`load_campaign` validates it and raises `CampaignError` naming the file and the
+field (`conditions[2].hbc`) and what was expected. The schema is documented in
+docs/experiments.md.
+
+A *cell* is one measurement: (condition, workload item, trial, scheme). Its key
+is what the runner looks up in the results store to skip finished work.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app")
+ANALYSIS_KINDS = ("gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error")
+
+_TOP_KEYS = {
+    "name",
+    "description",
+    "paper",
+    "schemes",
+    "conditions",
+    "workload",
+    "trials",
+    "seed",
+    "quick",
+    "analysis",
+}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=:-]*$")
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)B?\s*$", re.I)
+
+
+class CampaignError(ValueError):
+    """A campaign file that does not follow the schema."""
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """One arm of the comparison: a testbed scheme plus extra agent flags."""
+
+    label: str  # unique within the campaign; used in cells, tables and plots
+    scheme: str  # testbed scheme string, e.g. `dchannel:alpha=0.5`
+    agent_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One channel condition: the HBC and LLC specs and what else is held fixed."""
+
+    name: str
+    hbc: str
+    llc: str
+    agent_args: tuple[str, ...] = ()
+    server_delay_ms: float = 0.0
+    cc: str = "cubic"
+    x: dict[str, Any] = field(default_factory=dict)  # sweep coordinates for plots
+
+
+@dataclass(frozen=True)
+class Workload:
+    kind: str
+    corpus: str | None = None  # pageload / curl-phases
+    pages: int | tuple[str, ...] | None = None  # pageload: first N pages, or names
+    url: str | None = None  # curl-phases
+    sizes: tuple[int, ...] = ()  # bulk, bytes
+    profile: str | None = None  # app
+    interactions: tuple[str, ...] = ()  # app
+    timeout_s: float = 60.0
+
+
+@dataclass(frozen=True)
+class Campaign:
+    path: Path
+    name: str
+    description: str
+    paper: dict[str, Any]
+    schemes: tuple[Scheme, ...]
+    conditions: tuple[Condition, ...]
+    workload: Workload
+    trials: int
+    seed: int
+    analysis: dict[str, Any]
+    quick_spec: dict[str, Any]
+    is_quick: bool = False
+
+    def scheme(self, label: str) -> Scheme:
+        for s in self.schemes:
+            if s.label == label:
+                return s
+        raise KeyError(label)
+
+    def quick(self) -> Campaign:
+        """The `quick:` subset (fewer schemes/conditions/trials/pages/sizes)."""
+        q = self.quick_spec
+        schemes = self.schemes
+        if "schemes" in q:
+            schemes = tuple(self.scheme(lbl) for lbl in q["schemes"])
+        conditions = self.conditions
+        if "conditions" in q:
+            by_name = {c.name: c for c in self.conditions}
+            conditions = tuple(by_name[n] for n in q["conditions"])
+        wl = self.workload
+        if "pages" in q:
+            wl = replace(wl, pages=q["pages"])
+        if "sizes" in q:
+            wl = replace(wl, sizes=tuple(q["sizes"]))
+        if "interactions" in q:
+            wl = replace(wl, interactions=tuple(q["interactions"]))
+        return replace(
+            self,
+            schemes=schemes,
+            conditions=conditions,
+            workload=wl,
+            trials=int(q.get("trials", self.trials)),
+            is_quick=True,
+        )
+
+    def rerun_command(self) -> str:
+        try:
+            from dchlab.paths import repo_root
+
+            rel = self.path.resolve().relative_to(repo_root())
+        except ValueError:
+            rel = self.path
+        return f"./dch run {rel}" + (" --quick" if self.is_quick else "")
+
+
+def cell_key(condition: str, item: str, trial: int, scheme_label: str) -> str:
+    return f"{condition}|{item}|t{trial}|{scheme_label}"
+
+
+def parse_size(value: Any, where: str) -> int:
+    """`10KB`, `1.5MB`, `100MB`, or an integer number of bytes (1 KB = 1000 B)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str):
+        m = _SIZE_RE.match(value)
+        if m:
+            mult = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}[m.group(2).upper()]
+            return int(float(m.group(1)) * mult)
+    raise CampaignError(f"{where}: expected a size like 10KB, 1MB or a byte count, got {value!r}")
+
+
+def format_size(n: int) -> str:
+    for unit, mult in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+        if n >= mult and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return f"{n}B"
+
+
+# ---------------------------------------------------------------- validation
+
+
+class _V:
+    """Validation helpers that prefix every error with the file name."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def err(self, where: str, msg: str) -> CampaignError:
+        return CampaignError(f"{self.path}: {where}: {msg}")
+
+    def mapping(self, v: Any, where: str) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise self.err(where, f"expected a mapping, got {type(v).__name__}")
+        return v
+
+    def string(self, v: Any, where: str) -> str:
+        if not isinstance(v, str) or not v.strip():
+            raise self.err(where, f"expected a non-empty string, got {v!r}")
+        return v
+
+    def name(self, v: Any, where: str) -> str:
+        s = self.string(v, where)
+        if not _NAME_RE.match(s) or "|" in s:
+            raise self.err(where, f"expected a name of letters, digits and _.+=:- , got {s!r}")
+        return s
+
+    def pos_int(self, v: Any, where: str) -> int:
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise self.err(where, f"expected a positive integer, got {v!r}")
+        return v
+
+    def number(self, v: Any, where: str, minimum: float = 0.0) -> float:
+        if not isinstance(v, int | float) or isinstance(v, bool) or v < minimum:
+            raise self.err(where, f"expected a number >= {minimum}, got {v!r}")
+        return float(v)
+
+    def args(self, v: Any, where: str) -> tuple[str, ...]:
+        if v is None:
+            return ()
+        if isinstance(v, str):
+            return tuple(v.split())
+        if isinstance(v, list) and all(isinstance(a, str | int | float) for a in v):
+            return tuple(str(a) for a in v)
+        raise self.err(where, f"expected a list of command-line arguments, got {v!r}")
+
+    def unknown(self, d: dict[str, Any], allowed: set[str], where: str) -> None:
+        extra = sorted(set(d) - allowed)
+        if extra:
+            raise self.err(
+                f"{where}.{extra[0]}" if where else extra[0],
+                f"unknown field (expected one of: {', '.join(sorted(allowed))})",
+            )
+
+
+def _check_channel(v: _V, spec: str, where: str) -> None:
+    """Validate a channel spec with the traces helper's resolver when it is importable."""
+    try:
+        from dchlab.traces import profiles  # type: ignore[attr-defined]
+    except ImportError:
+        return
+    check = getattr(profiles, "validate_spec", None) or getattr(profiles, "parse_spec", None)
+    if check is None:
+        return
+    try:
+        check(spec)
+    except Exception as e:  # the resolver's own message says what is wrong
+        raise v.err(where, f"bad channel spec {spec!r}: {e}") from e
+
+
+def _parse_scheme(v: _V, raw: Any, where: str) -> Scheme:
+    if isinstance(raw, str):
+        s = v.name(raw, where)
+        return Scheme(label=s, scheme=s)
+    d = v.mapping(raw, where)
+    v.unknown(d, {"label", "scheme", "agent_args"}, where)
+    if "scheme" not in d:
+        raise v.err(f"{where}.scheme", "missing (the testbed scheme, e.g. dchannel)")
+    scheme = v.name(d["scheme"], f"{where}.scheme")
+    label = v.name(d.get("label", scheme), f"{where}.label")
+    return Scheme(label=label, scheme=scheme, agent_args=v.args(d.get("agent_args"), where))
+
+
+def _parse_condition(v: _V, raw: Any, where: str, check_channels: bool) -> Condition:
+    d = v.mapping(raw, where)
+    v.unknown(d, {"name", "hbc", "llc", "agent_args", "server_delay_ms", "cc", "x"}, where)
+    for req in ("name", "hbc", "llc"):
+        if req not in d:
+            raise v.err(f"{where}.{req}", "missing")
+    hbc = v.string(d["hbc"], f"{where}.hbc")
+    llc = v.string(d["llc"], f"{where}.llc")
+    if check_channels:
+        _check_channel(v, hbc, f"{where}.hbc")
+        _check_channel(v, llc, f"{where}.llc")
+    cc = v.string(d.get("cc", "cubic"), f"{where}.cc")
+    if cc not in ("cubic", "bbr", "reno"):
+        raise v.err(f"{where}.cc", f"expected cubic, bbr or reno, got {cc!r}")
+    x = v.mapping(d.get("x", {}), f"{where}.x")
+    return Condition(
+        name=v.name(d["name"], f"{where}.name"),
+        hbc=hbc,
+        llc=llc,
+        agent_args=v.args(d.get("agent_args"), f"{where}.agent_args"),
+        server_delay_ms=v.number(d.get("server_delay_ms", 0.0), f"{where}.server_delay_ms"),
+        cc=cc,
+        x=dict(x),
+    )
+
+
+def _parse_pages(v: _V, raw: Any, where: str) -> int | tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        return v.pos_int(raw, where)
+    if isinstance(raw, list) and raw:
+        return tuple(v.string(p, f"{where}[{i}]") for i, p in enumerate(raw))
+    raise v.err(where, f"expected a page count or a list of page names, got {raw!r}")
+
+
+def _parse_workload(v: _V, raw: Any) -> Workload:
+    d = v.mapping(raw, "workload")
+    kind = d.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        raise v.err("workload.kind", f"expected one of {', '.join(WORKLOAD_KINDS)}, got {kind!r}")
+    allowed = {
+        "pageload": {"kind", "corpus", "pages", "timeout_s"},
+        "curl-phases": {"kind", "corpus", "url", "timeout_s"},
+        "bulk": {"kind", "sizes", "timeout_s"},
+        "app": {"kind", "profile", "interactions", "timeout_s"},
+    }[kind]
+    v.unknown(d, allowed, "workload")
+    timeout = v.number(d.get("timeout_s", 60.0), "workload.timeout_s", minimum=1.0)
+    if kind == "pageload":
+        return Workload(
+            kind=kind,
+            corpus=v.string(d.get("corpus", "synthetic:1"), "workload.corpus"),
+            pages=_parse_pages(v, d.get("pages"), "workload.pages"),
+            timeout_s=timeout,
+        )
+    if kind == "curl-phases":
+        if "url" not in d:
+            raise v.err("workload.url", "missing (the URL curl fetches)")
+        return Workload(
+            kind=kind,
+            corpus=d.get("corpus") and v.string(d["corpus"], "workload.corpus"),
+            url=v.string(d["url"], "workload.url"),
+            timeout_s=timeout,
+        )
+    if kind == "bulk":
+        sizes = d.get("sizes")
+        if not isinstance(sizes, list) or not sizes:
+            raise v.err("workload.sizes", f"expected a non-empty list of sizes, got {sizes!r}")
+        return Workload(
+            kind=kind,
+            sizes=tuple(
+                parse_size(s, f"{v.path}: workload.sizes[{i}]") for i, s in enumerate(sizes)
+            ),
+            timeout_s=timeout,
+        )
+    prof = v.string(d.get("profile"), "workload.profile")
+    inter = d.get("interactions", ["launch", "search", "item"])
+    if not isinstance(inter, list) or not inter:
+        raise v.err("workload.interactions", f"expected a list, got {inter!r}")
+    return Workload(
+        kind=kind,
+        profile=prof,
+        interactions=tuple(v.string(i, f"workload.interactions[{n}]") for n, i in enumerate(inter)),
+        timeout_s=timeout,
+    )
+
+
+def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campaign:
+    v = _V(path)
+    d = v.mapping(data, "top level")
+    v.unknown(d, _TOP_KEYS, "")
+    for req in ("name", "schemes", "conditions", "workload"):
+        if req not in d:
+            raise v.err(req, "missing")
+    name = v.name(d["name"], "name")
+    if not isinstance(d["schemes"], list) or not d["schemes"]:
+        raise v.err("schemes", "expected a non-empty list")
+    schemes = tuple(_parse_scheme(v, s, f"schemes[{i}]") for i, s in enumerate(d["schemes"]))
+    labels = [s.label for s in schemes]
+    dup = sorted({lbl for lbl in labels if labels.count(lbl) > 1})
+    if dup:
+        raise v.err("schemes", f"duplicate label {dup[0]!r} (give each arm its own `label:`)")
+    if not isinstance(d["conditions"], list) or not d["conditions"]:
+        raise v.err("conditions", "expected a non-empty list")
+    conditions = tuple(
+        _parse_condition(v, c, f"conditions[{i}]", check_channels)
+        for i, c in enumerate(d["conditions"])
+    )
+    cnames = [c.name for c in conditions]
+    dupc = sorted({n for n in cnames if cnames.count(n) > 1})
+    if dupc:
+        raise v.err("conditions", f"duplicate condition name {dupc[0]!r}")
+    workload = _parse_workload(v, d["workload"])
+    trials = v.pos_int(d.get("trials", 1), "trials")
+    seed = d.get("seed", 1)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise v.err("seed", f"expected a non-negative integer, got {seed!r}")
+    paper = v.mapping(d.get("paper", {}), "paper")
+    analysis = v.mapping(d.get("analysis", {"kind": "gain"}), "analysis")
+    akind = analysis.get("kind", "gain")
+    if akind not in ANALYSIS_KINDS:
+        raise v.err("analysis.kind", f"expected one of {', '.join(ANALYSIS_KINDS)}, got {akind!r}")
+    baseline = analysis.get("baseline", "all-hbc")
+    if akind not in ("phases", "reward-error") and baseline not in labels:
+        raise v.err("analysis.baseline", f"{baseline!r} is not one of the schemes {labels}")
+    quick = v.mapping(d.get("quick", {}), "quick")
+    v.unknown(quick, {"schemes", "conditions", "trials", "pages", "sizes", "interactions"}, "quick")
+    for i, lbl in enumerate(quick.get("schemes", [])):
+        if lbl not in labels:
+            raise v.err(f"quick.schemes[{i}]", f"{lbl!r} is not a scheme label of this campaign")
+    for i, cn in enumerate(quick.get("conditions", [])):
+        if cn not in cnames:
+            raise v.err(f"quick.conditions[{i}]", f"{cn!r} is not a condition name")
+    if "trials" in quick:
+        v.pos_int(quick["trials"], "quick.trials")
+    quick = dict(quick)
+    if "pages" in quick:
+        quick["pages"] = _parse_pages(v, quick["pages"], "quick.pages")
+    if "sizes" in quick:
+        quick["sizes"] = [
+            parse_size(s, f"{path}: quick.sizes[{i}]") for i, s in enumerate(quick["sizes"])
+        ]
+    return Campaign(
+        path=path,
+        name=name,
+        description=str(d.get("description", "")).strip(),
+        paper=dict(paper),
+        schemes=schemes,
+        conditions=conditions,
+        workload=workload,
+        trials=trials,
+        seed=seed,
+        analysis={"kind": akind, "baseline": baseline, **analysis},
+        quick_spec=quick,
+    )
+
+
+def load_campaign(path: str | Path, check_channels: bool = True) -> Campaign:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise CampaignError(f"{p}: cannot read campaign file: {e.strerror}") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise CampaignError(f"{p}: not valid YAML: {e}") from e
+    return parse_campaign(data, p, check_channels=check_channels)

@@ -1,0 +1,277 @@
+"""Run a campaign: every cell (condition, workload item, trial, scheme) once.
+
+Order: condition → trial → scheme → items. One testbed (one `RunSpec`) measures all
+pending items of a (condition, trial, scheme) in one go, so setup is paid once per
+arm and trial, and every scheme of a trial runs back to back — the paired design
+of the paper (the trace offset comes from seed, trial and page, identical for every
+scheme). The scheme order rotates with the trial so no scheme always runs first.
+
+Resumable: cells that already have a finished row in the store for this campaign
+and code revision are skipped. A failure (exception in the testbed or workload) is
+recorded as a row with `error` set and the run goes on; such cells are retried on
+the next run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from dchlab.experiments import store
+from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key, format_size
+
+log = logging.getLogger(__name__)
+
+
+class WorkloadUnavailable(RuntimeError):
+    """The workload layer (dchlab.workloads.api) is not importable or lacks a function."""
+
+
+@dataclass
+class Group:
+    """One testbed run: a (condition, trial, scheme) with its pending items."""
+
+    condition: Condition
+    trial: int
+    scheme: Scheme
+    items: list[str]  # item keys (page name, url label, size)
+    cells: list[str]
+
+
+@dataclass
+class RunSummary:
+    campaign: str
+    total_cells: int
+    skipped: int
+    measured: int = 0
+    invalid: int = 0
+    failed: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------- items
+
+
+def corpus_page_names(corpus: str) -> list[str]:
+    """Page names of a corpus (a directory or `synthetic[:SEED]`), in manifest order."""
+    try:
+        from dchlab.pages import resolve as pages_resolve  # type: ignore[attr-defined]
+
+        return [p.name for p in pages_resolve.resolve_corpus(corpus).pages]
+    except ImportError:
+        pass
+    path = Path(corpus)
+    if path.is_dir():
+        from dchlab.pages import corpus as corpus_mod
+
+        return [p.name for p in corpus_mod.load(path, check_bodies=False).pages]
+    raise WorkloadUnavailable(
+        f"cannot list the pages of corpus {corpus!r}: not a directory and the corpus resolver "
+        "(dchlab.pages) does not know it"
+    )
+
+
+def workload_items(c: Campaign) -> list[str]:
+    """The item keys of the campaign's workload (what a cell measures besides scheme/trial)."""
+    wl = c.workload
+    if wl.kind == "pageload":
+        if isinstance(wl.pages, tuple):
+            return list(wl.pages)
+        names = corpus_page_names(wl.corpus or "synthetic:1")
+        return names[: wl.pages] if isinstance(wl.pages, int) else names
+    if wl.kind == "curl-phases":
+        return ["curl"]
+    if wl.kind == "bulk":
+        return [format_size(s) for s in wl.sizes]
+    return list(wl.interactions)
+
+
+def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
+    """Groups of pending cells, and the total number of cells."""
+    items = workload_items(c)
+    groups: list[Group] = []
+    total = 0
+    for cond in c.conditions:
+        for trial in range(c.trials):
+            k = trial % len(c.schemes)
+            order = c.schemes[k:] + c.schemes[:k]
+            for sch in order:
+                pending, cells = [], []
+                for it in items:
+                    total += 1
+                    key = cell_key(cond.name, it, trial, sch.label)
+                    if key not in done:
+                        pending.append(it)
+                        cells.append(key)
+                if pending:
+                    groups.append(Group(cond, trial, sch, pending, cells))
+    return groups, total
+
+
+# ---------------------------------------------------------------- executing
+
+
+def _api() -> Any:
+    try:
+        from dchlab.workloads import api  # type: ignore[attr-defined,unused-ignore]
+    except ImportError as e:
+        raise WorkloadUnavailable(
+            f"the workload layer is not available ({e}); page loads, curl phases and bulk "
+            "transfers come from dchlab.workloads.api"
+        ) from e
+    return api
+
+
+def make_spec(c: Campaign, g: Group) -> Any:
+    api = _api()
+    return api.RunSpec(
+        scheme=g.scheme.scheme,
+        hbc=g.condition.hbc,
+        llc=g.condition.llc,
+        seed=c.seed,
+        trial=g.trial,
+        cc=g.condition.cc,
+        server_delay_ms=g.condition.server_delay_ms,
+        agent_args=tuple(g.scheme.agent_args) + tuple(g.condition.agent_args),
+    )
+
+
+def execute_group(c: Campaign, g: Group) -> list[dict[str, Any]]:
+    """Measure one group through dchlab.workloads.api; one row per item, in item order."""
+    api = _api()
+    spec = make_spec(c, g)
+    wl = c.workload
+    if wl.kind == "pageload":
+        rows = list(api.pageload(spec, wl.corpus, pages=list(g.items), timeout_s=wl.timeout_s))
+        by_page = {str(r.get("page")): r for r in rows}
+        return [
+            by_page.get(it) or _missing_row(it, "no row returned for this page") for it in g.items
+        ]
+    if wl.kind == "curl-phases":
+        return [dict(api.curl_phases(spec, wl.url))]
+    if wl.kind == "bulk":
+        sizes = [s for s in wl.sizes if format_size(s) in g.items]
+        rows = list(api.bulk(spec, sizes))
+        by_size = {int(r.get("size_bytes") or -1): r for r in rows}
+        return [
+            by_size.get(s) or _missing_row(format_size(s), "no row for this size") for s in sizes
+        ]
+    app = getattr(api, "app", None)
+    if app is None:
+        raise WorkloadUnavailable("dchlab.workloads.api has no app() yet (issue 10)")
+    return [dict(app(spec, wl.profile, it)) for it in g.items]
+
+
+def _missing_row(item: str, why: str) -> dict[str, Any]:
+    return {"page": item, "valid": False, "error": why}
+
+
+Executor = Callable[[Campaign, Group], list[dict[str, Any]]]
+
+
+def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for it, cell, r in zip(g.items, g.cells, rows, strict=True):
+        row = dict(r)
+        row.setdefault("workload", c.workload.kind)
+        row.setdefault("scheme", g.scheme.scheme)
+        row.setdefault("hbc", g.condition.hbc)
+        row.setdefault("llc", g.condition.llc)
+        row.setdefault("cc", g.condition.cc)
+        row.setdefault("seed", c.seed)
+        row.setdefault("trial", g.trial)
+        if c.workload.kind in ("pageload", "app"):
+            row.setdefault("page", it)
+        row.update(
+            cell=cell,
+            condition=g.condition.name,
+            arm=g.scheme.label,
+            item=it,
+            agent_args=list(g.scheme.agent_args) + list(g.condition.agent_args),
+            server_delay_ms=g.condition.server_delay_ms,
+            x=g.condition.x or None,
+            quick=c.is_quick,
+        )
+        if c.workload.kind == "pageload":
+            row.setdefault("corpus", c.workload.corpus)
+        out.append(row)
+    return out
+
+
+def error_rows(c: Campaign, g: Group, exc: BaseException) -> list[dict[str, Any]]:
+    msg = f"{type(exc).__name__}: {exc}"
+    base = {"valid": False, "error": msg, "invalid_reason": "runner error"}
+    return annotate(c, g, [dict(base) for _ in g.items])
+
+
+def run_campaign(
+    c: Campaign,
+    store_path: str | Path | None = None,
+    executor: Executor = execute_group,
+    console: Console | None = None,
+    any_revision: bool = False,
+) -> RunSummary:
+    """Run every pending cell of `c`, appending rows to the store; returns a summary."""
+    console = console or Console(stderr=True)
+    rev = None if any_revision else store.code_revision()[0]
+    done = store.done_cells(c.name, rev, store_path)
+    groups, total = plan(c, done)
+    pending = sum(len(g.items) for g in groups)
+    summary = RunSummary(campaign=c.name, total_cells=total, skipped=total - pending)
+    if summary.skipped:
+        console.print(
+            f"[dim]{c.name}: {summary.skipped}/{total} cells already in the store, skipped[/]"
+        )
+    start = time.monotonic()
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(c.name, total=pending, status="")
+        for g in groups:
+            progress.update(
+                task, status=f"{g.condition.name} t{g.trial} {g.scheme.label} ({len(g.items)})"
+            )
+            try:
+                rows = annotate(c, g, executor(c, g))
+            except KeyboardInterrupt:
+                raise
+            except Exception as e:
+                log.debug("group failed:\n%s", traceback.format_exc())
+                rows = error_rows(c, g, e)
+            store.append_rows(rows, campaign=c.name, store=store_path)
+            for r in rows:
+                if r.get("error"):
+                    summary.failed += 1
+                    if len(summary.errors) < 20:
+                        summary.errors.append(f"{r['cell']}: {r['error']}")
+                else:
+                    summary.measured += 1
+                    if r.get("valid") is False:
+                        summary.invalid += 1
+            progress.advance(task, len(g.items))
+        progress.update(task, status="done")
+    summary.seconds = time.monotonic() - start
+    return summary

@@ -1,0 +1,147 @@
+"""Paired analysis against hand-computed expectations (NSDI'23 §6.1 methodology:
+mean over pages of each page's mean PLT difference against all-hbc)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from dchlab.experiments.analysis import bootstrap_mean, llc_bytes_pct, means, paired_gains
+
+
+def row(arm, page, trial, plt, valid=True, cond="c", **kw):
+    return {
+        "arm": arm,
+        "page": page,
+        "trial": trial,
+        "plt_ms": plt,
+        "valid": valid,
+        "condition": cond,
+        "cell": f"{cond}|{page}|t{trial}|{arm}",
+        **kw,
+    }
+
+
+def test_paired_gain_two_pages_by_hand():
+    rows = [
+        # page a: base 100, 200; dchannel 80, 150 -> diffs 20, 50 -> mean 35 ms, base mean 150 -> 23.333 %
+        row("all-hbc", "a", 0, 100.0),
+        row("all-hbc", "a", 1, 200.0),
+        row("dchannel", "a", 0, 80.0),
+        row("dchannel", "a", 1, 150.0),
+        # page b: base 1000, 1000; dchannel 900, 700 -> diffs 100, 300 -> 200 ms, 20 %
+        row("all-hbc", "b", 0, 1000.0),
+        row("all-hbc", "b", 1, 1000.0),
+        row("dchannel", "b", 0, 900.0),
+        row("dchannel", "b", 1, 700.0),
+    ]
+    g = paired_gains(rows)[("c", "dchannel")]
+    assert g.gain_ms.mean == pytest.approx((35 + 200) / 2)
+    assert g.gain_pct.mean == pytest.approx((100 * 35 / 150 + 20.0) / 2)
+    assert g.pages == 2 and g.pairs == 4
+    assert g.invalid_arm == 0 and g.invalid_base == 0
+    # resampling 2 pages: every bootstrap mean lies between the two page gains
+    assert 35 <= g.gain_ms.lo <= g.gain_ms.mean <= g.gain_ms.hi <= 200
+    assert g.base_mean_ms == pytest.approx((150 + 1000) / 2)
+    assert g.arm_mean_ms == pytest.approx((115 + 800) / 2)
+
+
+def test_invalid_loads_are_excluded_and_counted_not_averaged():
+    rows = [
+        row("all-hbc", "a", 0, 100.0),
+        row("all-hbc", "a", 1, 100.0),
+        row("all-hbc", "a", 2, 100.0, valid=False),  # baseline invalid: pair 2 dropped
+        row("dchannel", "a", 0, 90.0),
+        row("dchannel", "a", 1, 3.0, valid=False),  # a suspiciously fast invalid load
+        row("dchannel", "a", 2, 50.0),
+    ]
+    g = paired_gains(rows)[("c", "dchannel")]
+    assert g.pairs == 1
+    assert g.gain_ms.mean == pytest.approx(10.0)
+    assert g.gain_pct.mean == pytest.approx(10.0)
+    assert g.invalid_arm == 1 and g.invalid_base == 1
+
+
+def test_runner_failures_are_not_loads_and_newest_row_wins():
+    rows = [
+        row("all-hbc", "a", 0, 100.0, ts="2026-01-01 00:00:00"),
+        row("dchannel", "a", 0, 10.0, ts="2026-01-01 00:00:00"),  # superseded by the rerun
+        row("dchannel", "a", 0, 60.0, ts="2026-01-02 00:00:00"),
+        row(
+            "dchannel",
+            "a",
+            0,
+            None,
+            valid=False,
+            error="RuntimeError: boom",
+            ts="2026-01-03 00:00:00",
+        ),
+    ]
+    g = paired_gains(rows)[("c", "dchannel")]
+    assert g.gain_ms.mean == pytest.approx(40.0)
+    assert g.invalid_arm == 0
+
+
+def test_ideal_share_and_llc_bytes():
+    rows = [
+        row("all-hbc", "a", 0, 100.0, bytes_hbc=1000, bytes_llc=0),
+        row("ideal", "a", 0, 60.0, bytes_hbc=1000, bytes_llc=0),  # gain 40
+        row("dchannel", "a", 0, 70.0, bytes_hbc=900, bytes_llc=100),  # gain 30 -> 75 % of ideal
+        row("all-hbc", "b", 0, 200.0),
+        row("ideal", "b", 0, 120.0),  # gain 80
+        row("dchannel", "b", 0, 160.0, bytes_hbc=2700, bytes_llc=300),  # gain 40
+    ]
+    gains = paired_gains(rows)
+    d = gains[("c", "dchannel")]
+    assert d.gain_ms.mean == pytest.approx(35.0)
+    assert gains[("c", "ideal")].gain_ms.mean == pytest.approx(60.0)
+    assert d.ideal_share == pytest.approx(35.0 / 60.0)
+    assert d.llc_bytes_pct == pytest.approx(100 * 400 / 4000)
+    assert gains[("c", "ideal")].ideal_share == pytest.approx(1.0)
+
+
+def test_conditions_are_kept_apart():
+    rows = [
+        row("all-hbc", "a", 0, 100.0, cond="x"),
+        row("dchannel", "a", 0, 50.0, cond="x"),
+        row("all-hbc", "a", 0, 100.0, cond="y"),
+        row("dchannel", "a", 0, 150.0, cond="y"),
+    ]
+    g = paired_gains(rows)
+    assert g[("x", "dchannel")].gain_pct.mean == pytest.approx(50.0)
+    assert g[("y", "dchannel")].gain_pct.mean == pytest.approx(-50.0)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_mean():
+    vals = [1.0, 2.0, 3.0, 10.0]
+    a, b = bootstrap_mean(vals, seed=7), bootstrap_mean(vals, seed=7)
+    assert a == b
+    assert a.mean == pytest.approx(4.0)
+    assert 1.0 <= a.lo < 4.0 < a.hi <= 10.0
+    assert bootstrap_mean([5.0]).lo == 5.0
+    assert math.isnan(bootstrap_mean([]).mean)
+
+
+def test_means_of_phases_over_trials():
+    rows = [
+        {"arm": "all-hbc", "item": "curl", "trial": t, "dns_ms": d, "valid": True, "condition": "c"}
+        for t, d in enumerate([40.0, 44.0, 48.0])
+    ] + [
+        {
+            "arm": "all-hbc",
+            "item": "curl",
+            "trial": 3,
+            "dns_ms": 1.0,
+            "valid": False,
+            "condition": "c",
+        }
+    ]
+    m = means(rows, ["dns_ms"])[("c", "all-hbc", "dns_ms")]
+    assert m.value.mean == pytest.approx(44.0)
+    assert m.loads == 4 and m.invalid == 1
+
+
+def test_llc_bytes_ignores_rows_without_byte_counts():
+    assert llc_bytes_pct([{"bytes_hbc": 3, "bytes_llc": 1}, {"plt_ms": 1}]) == pytest.approx(25.0)
+    assert math.isnan(llc_bytes_pct([]))

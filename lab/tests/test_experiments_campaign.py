@@ -1,0 +1,178 @@
+"""Campaign schema validation, the results store and the runner's cell bookkeeping."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dchlab.experiments import store
+from dchlab.experiments.campaign import CampaignError, load_campaign, parse_size
+from dchlab.experiments.runner import plan, run_campaign
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """
+name: t-bulk
+description: test campaign (bulk sizes)
+schemes: [all-hbc, {label: dch-x2, scheme: dchannel, agent_args: [--hbc-rtt-scale, "2"]}]
+conditions:
+  - {name: embb, hbc: "fixed:40ms/200mbit", llc: urllc, x: {hbc_rtt_ms: 40}}
+  - {name: embb60, hbc: "fixed:60ms/200mbit", llc: urllc, agent_args: "--reorder off"}
+workload: {kind: bulk, sizes: [10KB, 1MB]}
+trials: 2
+seed: 3
+quick: {conditions: [embb], trials: 1, sizes: [10KB]}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_good_campaign_parses(tmp_path):
+    c = load_campaign(write(tmp_path, GOOD), check_channels=False)
+    assert [s.label for s in c.schemes] == ["all-hbc", "dch-x2"]
+    assert c.scheme("dch-x2").agent_args == ("--hbc-rtt-scale", "2")
+    assert c.conditions[1].agent_args == ("--reorder", "off")
+    assert c.workload.sizes == (10_000, 1_000_000)
+    q = c.quick()
+    assert q.is_quick and q.trials == 1 and [x.name for x in q.conditions] == ["embb"]
+    assert q.workload.sizes == (10_000,)
+    assert q.rerun_command().endswith("--quick")
+
+
+@pytest.mark.parametrize(
+    ("patch", "where"),
+    [
+        ({"trials": 0}, "trials"),
+        ({"bogus": 1}, "bogus"),
+        ({"schemes": []}, "schemes"),
+        ({"schemes": ["all-hbc", "all-hbc"]}, "duplicate label"),
+        ({"conditions": [{"name": "a", "hbc": "embb"}]}, "conditions[0].llc"),
+        (
+            {"conditions": [{"name": "a", "hbc": "embb", "llc": "urllc", "cc": "vegas"}]},
+            "conditions[0].cc",
+        ),
+        ({"workload": {"kind": "video"}}, "workload.kind"),
+        ({"workload": {"kind": "bulk", "sizes": ["ten"]}}, "workload.sizes[0]"),
+        ({"workload": {"kind": "pageload", "pages": "all"}}, "workload.pages"),
+        ({"workload": {"kind": "curl-phases"}}, "workload.url"),
+        ({"quick": {"schemes": ["nope"]}}, "quick.schemes[0]"),
+        ({"analysis": {"kind": "gain", "baseline": "all-llc"}}, "analysis.baseline"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_schema_errors_name_file_and_field(tmp_path, patch, where):
+    data = yaml.safe_load(GOOD)
+    data.update(patch)
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(CampaignError) as e:
+        load_campaign(p, check_channels=False)
+    assert str(p) in str(e.value)
+    assert where in str(e.value)
+
+
+def test_unreadable_and_non_yaml_files(tmp_path):
+    with pytest.raises(CampaignError, match="cannot read"):
+        load_campaign(tmp_path / "missing.yaml")
+    with pytest.raises(CampaignError, match="not valid YAML"):
+        load_campaign(write(tmp_path, "name: [unclosed"))
+    with pytest.raises(CampaignError, match="top level"):
+        load_campaign(write(tmp_path, "- a list"))
+
+
+def test_parse_size():
+    assert parse_size("10KB", "x") == 10_000
+    assert parse_size("1.5MB", "x") == 1_500_000
+    assert parse_size(123, "x") == 123
+    with pytest.raises(CampaignError):
+        parse_size("1TB", "x")
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "experiments").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_shipped_campaigns_are_valid(path):
+    c = load_campaign(path)
+    q = c.quick()
+    assert q.trials <= c.trials
+    assert c.paper, f"{path.name}: the paper's numbers belong in the campaign (paper:)"
+
+
+def test_store_appends_provenance_and_grows_columns(tmp_path):
+    db = tmp_path / "s.duckdb"
+    store.append_rows(
+        [
+            {
+                "scheme": "dchannel:alpha=0.5",
+                "hbc": "embb",
+                "llc": "urllc",
+                "plt_ms": 12.5,
+                "stats": {"x": [1]},
+            }
+        ],
+        campaign="c1",
+        store=db,
+    )
+    store.append_rows(
+        [{"scheme": "all-hbc", "brand_new": 3, "valid": False}], campaign="c1", store=db
+    )
+    rows = store.load_rows("c1", store=db)
+    assert len(rows) == 2
+    a, b = rows
+    assert a["scheme_name"] == "dchannel" and store.decode_json(a["scheme_params"]) == {
+        "alpha": 0.5
+    }
+    assert store.decode_json(a["profiles"]) == {"hbc": "embb", "llc": "urllc"}
+    assert store.decode_json(a["stats"]) == {"x": [1]}
+    assert a["code_rev"] and a["kernel_version"] and a["hostname"] and a["ts"]
+    assert a["brand_new"] is None and b["brand_new"] == 3.0 and b["valid"] is False
+    with pytest.raises(store.StoreError, match="BOOLEAN"):
+        store.append_rows([{"valid": "yes"}], store=db)
+    with pytest.raises(store.StoreError, match="identifier"):
+        store.append_rows([{"bad key": 1}], store=db)
+    assert len(store.load_rows(store=db)) == 2  # the failed appends wrote nothing
+
+
+def _fake_bulk(calls):
+    """TEST DATA ONLY: a deterministic stand-in for the bulk workload, to exercise the
+    runner's bookkeeping without a testbed (the real one is tested with real loads)."""
+
+    def execute(c, g):
+        calls.append((g.condition.name, g.trial, g.scheme.label, tuple(g.items)))
+        if g.scheme.label == "dch-x2" and g.trial == 1 and g.condition.name == "embb60":
+            raise RuntimeError("testbed exploded")
+        return [
+            {"size_bytes": 1, "total_ms": 100.0 + g.trial, "valid": True, "test_data": True}
+            for _ in g.items
+        ]
+
+    return execute
+
+
+def test_runner_resumes_and_retries_failed_cells(tmp_path):
+    c = load_campaign(write(tmp_path, GOOD), check_channels=False)
+    db = tmp_path / "r.duckdb"
+    calls: list = []
+    s1 = run_campaign(c, store_path=db, executor=_fake_bulk(calls))
+    assert s1.total_cells == 2 * 2 * 2 * 2  # conditions × trials × schemes × sizes
+    assert (s1.measured, s1.failed, s1.skipped) == (14, 2, 0)
+    assert "testbed exploded" in s1.errors[0]
+    assert len(calls) == 8  # one testbed per (condition, trial, scheme)
+    # the scheme order rotates with the trial
+    assert [x[2] for x in calls[:4]] == ["all-hbc", "dch-x2", "dch-x2", "all-hbc"]
+    calls.clear()
+    s2 = run_campaign(c, store_path=db, executor=_fake_bulk(calls))
+    assert s2.skipped == 14 and calls == [("embb60", 1, "dch-x2", ("10KB", "1MB"))]
+    rows = store.load_rows("t-bulk", store=db)
+    assert {r["arm"] for r in rows} == {"all-hbc", "dch-x2"}
+    assert all(r["cell"].count("|") == 3 for r in rows)
+    # quick is a subset of the same cells: nothing left to do
+    groups, total = plan(c.quick(), store.done_cells("t-bulk", None, db))
+    assert total == 2 and groups == []
