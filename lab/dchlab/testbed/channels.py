@@ -1,0 +1,180 @@
+"""Channel specs → what `chanemu --profile` takes, and profiles derived from them.
+
+A channel spec is a preset (`urllc`, `embb`, scenario names like `MM-D`, with
+`+loss=..` modifiers), a profile TOML path, or `fixed:<rtt>ms/<rate>mbit`. Scenario
+names and modifiers are the traces package's job (`dchlab.traces.profiles`); this
+module asks it first and falls back to the built-ins chanemu knows itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from dchlab.testbed.errors import TestbedError
+
+FIXED_RE = re.compile(r"^fixed:(\d+(?:\.\d+)?)ms/(\d+(?:\.\d+)?)mbit$")
+BUILTINS = {"urllc": "fixed:5ms/2mbit", "embb": "fixed:40ms/200mbit"}
+
+
+def _traces_profiles() -> Any | None:
+    try:  # written by the traces package; optional until it lands
+        profiles = importlib.import_module("dchlab.traces.profiles")
+    except ImportError:
+        return None
+    return profiles if hasattr(profiles, "resolve_channel") else None
+
+
+def known_channels() -> list[str]:
+    """Preset names a user can pass (plus `fixed:<rtt>ms/<rate>mbit` and file paths)."""
+    tp = _traces_profiles()
+    names = set(BUILTINS)
+    if tp is not None and hasattr(tp, "known_channels"):
+        names |= set(tp.known_channels())
+    return sorted(names)
+
+
+def resolve_channel(spec: str, seed: int) -> str:
+    """The value for `chanemu --profile` (a built-in name or a profile file path).
+
+    Raises TestbedError listing the known presets for an unknown name.
+    """
+    spec = spec.strip()
+    tp = _traces_profiles()
+    if tp is not None:
+        try:
+            return str(tp.resolve_channel(spec, seed))
+        except (KeyError, ValueError, FileNotFoundError) as exc:
+            raise TestbedError(
+                f"unknown channel {spec!r} ({exc}); known presets: {', '.join(known_channels())}, "
+                "or fixed:<rtt>ms/<rate>mbit, or a profile .toml path"
+            ) from exc
+    if spec in BUILTINS or FIXED_RE.match(spec):
+        return spec
+    if Path(spec).is_file():
+        return str(Path(spec).resolve())
+    raise TestbedError(
+        f"unknown channel {spec!r}; known presets: {', '.join(known_channels())}, "
+        "or fixed:<rtt>ms/<rate>mbit, or a profile .toml path"
+    )
+
+
+def trace_offset_ms(spec: str, seed: int) -> int:
+    """Start offset into the channel's traces for `seed` (0 for trace-less channels)."""
+    tp = _traces_profiles()
+    if tp is not None and hasattr(tp, "trace_offset_ms"):
+        return int(tp.trace_offset_ms(spec, seed))
+    return 0
+
+
+def profile_dict(resolved: str) -> dict[str, Any]:
+    """A resolved channel as a profile dict (docs/formats.md), file paths made absolute."""
+    name = BUILTINS.get(resolved, resolved)
+    m = FIXED_RE.match(name)
+    if m:
+        rtt, rate = float(m.group(1)), float(m.group(2))
+        side = {"rate": {"mbit": rate}, "queue": {"packets": 800}, "loss": 0.0}
+        return {
+            "name": resolved,
+            "delay": {"kind": "fixed", "rtt_ms": rtt},
+            "uplink": dict(side),
+            "downlink": dict(side),
+        }
+    path = Path(resolved)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TestbedError(f"cannot read channel profile {path}: {exc}") from exc
+    return _absolutize(data, path.parent)
+
+
+def _absolutize(node: Any, base: Path) -> Any:
+    """Make every file reference (`file`, `series`, `mahimahi`) absolute."""
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k in ("file", "series", "mahimahi") and isinstance(v, str):
+                out[k] = str((base / v).resolve())
+            else:
+                out[k] = _absolutize(v, base)
+        return out
+    return node
+
+
+def nominal_mbit(resolved: str, direction: str) -> float:
+    """Average capacity (Mbit/s) of one direction (`uplink`/`downlink`): the agents'
+    `--llc-mbit`. Constant rates as given; series and Mahimahi traces averaged."""
+    prof = profile_dict(resolved)
+    rate = prof.get(direction, {}).get("rate", "unlimited")
+    if isinstance(rate, dict):
+        if "mbit" in rate:
+            return float(rate["mbit"])
+        if "series" in rate:
+            with open(rate["series"], newline="") as f:
+                vals = [float(r[rate["column"]]) for r in csv.DictReader(f)]
+            return sum(vals) / len(vals) if vals else 0.0
+        if "mahimahi" in rate:
+            stamps = [int(x) for x in Path(rate["mahimahi"]).read_text().split()]
+            if stamps and stamps[-1] > 0:
+                return len(stamps) * 1500 * 8 / (stamps[-1] * 1000.0)
+    raise TestbedError(f"channel {resolved}: {direction} rate {rate!r} has no nominal Mbit/s")
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {v!r} as TOML")
+
+
+def write_profile(prof: dict[str, Any], path: Path) -> Path:
+    """Write a profile dict as the TOML chanemu reads."""
+    lines = []
+    for k in ("name", "description"):
+        if k in prof:
+            lines.append(f"{k} = {_toml_value(prof[k])}")
+    for section in ("delay", "uplink", "downlink"):
+        if section in prof:
+            lines.append(f"\n[{section}]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in prof[section].items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def ideal_profile(hbc: str, llc: str) -> dict[str, Any]:
+    """The `ideal` channel: the LLC's delay (and radio sleep) with the HBC's capacity,
+    queue and loss — the bound no steering between the two can beat."""
+    h, low = profile_dict(hbc), profile_dict(llc)
+    out: dict[str, Any] = {
+        "name": f"ideal({Path(hbc).name} rate, {Path(llc).name} delay)",
+        "description": f"ideal: rate/queue/loss of {hbc}, delay/DRX of {llc}",
+        "delay": low["delay"],
+    }
+    for d in ("uplink", "downlink"):
+        side = {k: v for k, v in h.get(d, {}).items() if k != "drx"}
+        if "drx" in low.get(d, {}):
+            side["drx"] = low[d]["drx"]
+        out[d] = side
+    return out
+
+
+def server_path_profile(one_way_ms: float) -> dict[str, Any]:
+    """The gw↔srv path when `server_delay_ms` > 0: pure fixed delay, no rate limit."""
+    side = {"rate": "unlimited", "queue": "unlimited", "loss": 0.0}
+    return {
+        "name": f"server-delay-{one_way_ms:g}ms",
+        "delay": {"kind": "fixed", "rtt_ms": 2.0 * one_way_ms},
+        "uplink": dict(side),
+        "downlink": dict(side),
+    }

@@ -1,0 +1,62 @@
+"""TestbedConfig: everything that defines one testbed run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class TestbedConfig:
+    """What to build. All fields have the defaults of `dch shell`.
+
+    scheme: what runs on ue/gw — an agent policy (`dchannel`, `dchannel:alpha=0.5`,
+        `all-hbc`, `all-llc`, `pkt-size:750`, `pkt-control`, `pkt-uplink`, `pkt-state`,
+        `asap`), `hbc-only`/`llc-only` (plain routing, no agent), `mptcp` or `ideal`.
+        `dchlab.testbed.known_schemes()` lists them.
+    hbc, llc: channel specs: a preset (`urllc`, `embb`, scenario names such as `MM-D`
+        with optional `+loss=..` modifiers), a profile TOML path, or
+        `fixed:<rtt>ms/<rate>mbit`.
+    cc: TCP congestion control in every namespace: `cubic` (default, as in the
+        paper) or `bbr`.
+    seed: chooses the trace start offset (same seed → same offset for every scheme)
+        and seeds the emulators' random loss.
+    server_delay_ms: extra one-way delay on the gw↔srv path (like `mm-delay`; the RTT
+        grows by twice this), emulated by a third chanemu link; 0 = a plain veth.
+    corpus: a page corpus directory (docs/formats.md): every origin of its manifest
+        gets an address in srv and a DNS record, and webreplay serves the corpus.
+    hosts: extra host names (each gets the next service address) or an explicit
+        {name: address} mapping (addresses must lie in 198.19.128.0/17).
+    agent_args: extra arguments appended to both `dchannel client` and
+        `dchannel gateway` (e.g. ["--reorder", "off"]).
+    stats_path: if set, the run's stats JSON is written there at teardown.
+    keep_logs: keep the run directory (logs, stats, generated files) after exit.
+    """
+
+    __test__ = False
+
+    scheme: str = "dchannel"
+    hbc: str = "fixed:40ms/200mbit"
+    llc: str = "urllc"
+    cc: str = "cubic"
+    seed: int = 1
+    server_delay_ms: float = 0.0
+    corpus: Path | str | None = None
+    hosts: Sequence[str] | Mapping[str, str] | None = None
+    agent_args: list[str] = field(default_factory=list)
+    stats_path: Path | str | None = None
+    keep_logs: bool = False
+
+    def describe(self) -> dict[str, object]:
+        """The configuration as plain JSON-able values (for stats and results rows)."""
+        return {
+            "scheme": self.scheme,
+            "hbc": self.hbc,
+            "llc": self.llc,
+            "cc": self.cc,
+            "seed": self.seed,
+            "server_delay_ms": self.server_delay_ms,
+            "corpus": str(self.corpus) if self.corpus else None,
+            "agent_args": list(self.agent_args),
+        }

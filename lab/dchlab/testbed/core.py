@@ -1,0 +1,537 @@
+"""Testbed: build ue / gw / srv, the emulated channels and a scheme; run programs
+on ue; tear everything down (also on SIGINT, SIGTERM and a crashed child).
+
+    with Testbed(TestbedConfig(scheme="all-llc")) as tb:
+        r = tb.run_ue(["curl", "-s", "https://server.test/bytes/1000"], capture_output=True)
+    print(tb.stats())
+
+Topology (docs/testbed.md):
+
+    ue ──hbc (chanemu)── gw ──veth (or chanemu with server_delay_ms)── srv
+       ──llc (chanemu)──              dnsmasq + webreplay on service addresses
+"""
+
+from __future__ import annotations
+
+import _thread
+import contextlib
+import json
+import logging
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from dchlab.paths import binary
+from dchlab.testbed import addressing as A
+from dchlab.testbed import channels as ch
+from dchlab.testbed import runrecord, sh
+from dchlab.testbed.ca import ensure_ca
+from dchlab.testbed.cc import set_netns_cc
+from dchlab.testbed.config import TestbedConfig
+from dchlab.testbed.errors import TestbedError
+from dchlab.testbed.procs import Daemon, Supervisor
+from dchlab.testbed.schemes import Scheme, get_scheme
+
+log = logging.getLogger(__name__)
+
+ROLES = ("ue", "gw", "srv")
+RUNS_TMP = Path(tempfile.gettempdir()) / "dch-runs"
+
+
+class Testbed:
+    """One testbed run. Use as a context manager (or call `start()` / `close()`).
+
+    Attributes available inside the `with` block:
+      cfg       the TestbedConfig
+      prefix    per-run prefix (`dtb` + 6 hex), part of every name the run creates
+      netns     {"ue": name, "gw": name, "srv": name}
+      run_dir   directory with logs, hosts file, stats files (deleted at exit unless
+                cfg.keep_logs)
+      hosts     {host name: address} served by the testbed DNS and webreplay
+      ca_cert, ca_key  the testbed CA (also $DCH_CA on ue)
+      ue_env    environment for programs on ue (DCH_CA, SSL_CERT_FILE, CURL_CA_BUNDLE, ...)
+      channels  {"hbc": resolved profile, "llc": resolved profile} (chanemu --profile values)
+      offset_ms trace start offset of the HBC (offsets: per link)
+      scheme    the Scheme object
+    """
+
+    __test__ = False
+
+    def __init__(self, cfg: TestbedConfig | None = None) -> None:
+        self.cfg = cfg or TestbedConfig()
+        self.scheme: Scheme = get_scheme(self.cfg.scheme)
+        self.prefix = ""
+        self.netns: dict[str, str] = {}
+        self.run_dir = Path()
+        self.hosts: dict[str, str] = {}
+        self.channels: dict[str, str] = {}
+        self.offsets: dict[str, int] = {}
+        self.offset_ms = 0
+        self.ca_cert = Path()
+        self.ca_key = Path()
+        self.ue_env: dict[str, str] = {}
+        self.failure: str | None = None
+        self._record: runrecord.RunRecord | None = None
+        self._sup: Supervisor | None = None
+        self._workloads: list[subprocess.Popen[Any]] = []
+        self._stats_files: list[tuple[str, str, Path]] = []
+        self._stats: dict[str, Any] = {}
+        self._closed = False
+        self._closing = False
+        self._old_handlers: dict[int, Any] = {}
+        self._started = time.monotonic()
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Testbed:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> Testbed:
+        """Build everything; on any failure tear down what was built and raise."""
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _build(self) -> None:
+        cfg = self.cfg
+        if os.geteuid() != 0:
+            raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
+        # Everything that can be checked before touching the system.
+        exes = {
+            n: self._binary(n) for n in ["chanemu", "webreplay", *self.scheme.required_binaries()]
+        }
+        if shutil.which("dnsmasq") is None:
+            raise TestbedError("dnsmasq not found: apt-get install dnsmasq-base")
+        self.channels = {
+            "hbc": ch.resolve_channel(cfg.hbc, cfg.seed),
+            "llc": ch.resolve_channel(cfg.llc, cfg.seed),
+        }
+        self.offsets = {
+            "hbc": ch.trace_offset_ms(cfg.hbc, cfg.seed),
+            "llc": ch.trace_offset_ms(cfg.llc, cfg.seed),
+        }
+        self.offset_ms = self.offsets["hbc"]
+        self.hosts = self._host_table()
+        self.ca_cert, self.ca_key = ensure_ca()
+
+        self.prefix = runrecord.new_prefix()
+        self.netns = {r: f"{self.prefix}-{r}" for r in ROLES}
+        RUNS_TMP.mkdir(parents=True, exist_ok=True)
+        self.run_dir = RUNS_TMP / self.prefix
+        self.run_dir.mkdir()
+        self._record = runrecord.RunRecord(
+            prefix=self.prefix,
+            owner_pid=os.getpid(),
+            owner_start=runrecord.proc_start_time(os.getpid()),
+            run_dir=str(self.run_dir),
+            keep_logs=cfg.keep_logs,
+            netns=list(self.netns.values()),
+            etc_netns=[f"/etc/netns/{self.netns['ue']}"],
+        )
+        self._record.save()
+        self._install_signal_handlers()
+        self._sup = Supervisor(self.run_dir, self._on_spawn, self._on_failure)
+        log.info("testbed %s: scheme %s, hbc %s, llc %s", self.prefix, cfg.scheme, cfg.hbc, cfg.llc)
+
+        # Namespaces and their sysctls.
+        for role, ns in self.netns.items():
+            sh.run(["ip", "netns", "add", ns], f"create namespace {role} ({ns})")
+            self.ip(role, ["link", "set", "lo", "up"], f"bring up lo in {role}")
+            settings = {
+                "net.ipv4.conf.all.rp_filter": "0",
+                "net.ipv4.conf.default.rp_filter": "0",
+                "net.ipv6.conf.all.disable_ipv6": "1",
+                "net.ipv6.conf.default.disable_ipv6": "1",
+            }
+            if role == "gw":
+                settings["net.ipv4.ip_forward"] = "1"
+            sh.sysctl(ns, settings, f"sysctls in {role}")
+        set_netns_cc(list(self.netns.values()), cfg.cc)
+        etc = Path(f"/etc/netns/{self.netns['ue']}")
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "resolv.conf").write_text(
+            f"nameserver {A.DNS_SERVER}\noptions timeout:2 attempts:2\n"
+        )
+
+        # Service addresses in srv (before the servers bind them).
+        svc = sorted(set(self.hosts.values()) | {A.DNS_SERVER})
+        sh.ip_batch(
+            self.netns["srv"],
+            [f"addr add {a}/32 dev lo" for a in svc],
+            "add service addresses in srv",
+        )
+        hosts_file = self.run_dir / "hosts"
+        hosts_file.write_text("".join(f"{ip} {h}\n" for h, ip in self.hosts.items()))
+
+        # The emulated links (all in parallel), the gw<->srv path, the servers.
+        links = self.scheme.links(self)
+        for name, profile in links.items():
+            if name not in A.LINKS:
+                raise TestbedError(f"scheme {cfg.scheme}: unknown link {name!r}")
+            off = self.offsets.get(name, self.offset_ms)
+            self._spawn_chanemu(exes["chanemu"], name, profile, "ue", name, "gw", name, off)
+        if cfg.server_delay_ms > 0:
+            prof = ch.write_profile(
+                ch.server_path_profile(cfg.server_delay_ms), self.run_dir / "srvpath.toml"
+            )
+            self._spawn_chanemu(
+                exes["chanemu"], "srvpath", str(prof), "gw", "srv0", "srv", "gw0", 0
+            )
+        else:
+            self.ip(
+                "gw",
+                [
+                    "link",
+                    "add",
+                    "srv0",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "gw0",
+                    "netns",
+                    self.netns["srv"],
+                ],
+                "create gw-srv veth",
+            )
+        self.spawn(
+            "dnsmasq",
+            ["dnsmasq", "-k", "-C", "/dev/null", "--no-resolv", "--no-hosts",
+             "--addn-hosts", str(hosts_file), "--listen-address", A.DNS_SERVER,
+             "--bind-interfaces", "--user=root", "--pid-file=" + str(self.run_dir / "dnsmasq.pid"),
+             "--log-facility=-", "--log-queries", "--local-ttl=60"],
+            ns="srv", ready="started, version", ready_exact=False,
+        )  # fmt: skip
+        wr = [str(exes["webreplay"]), "--hosts", str(hosts_file), "--ca-cert", str(self.ca_cert),
+              "--ca-key", str(self.ca_key), "--access-log", str(self.run_dir / "access.log")]  # fmt: skip
+        if cfg.corpus:
+            wr += ["--corpus", str(Path(cfg.corpus).resolve())]
+        self.spawn("webreplay", [*wr, *self.scheme.webreplay_args(self)], ns="srv")
+        chanemus = [f"link-{n}" for n in links] + (
+            ["link-srvpath"] if cfg.server_delay_ms > 0 else []
+        )
+        self.wait_ready(chanemus)
+
+        # Addresses and routes.
+        for name in links:
+            p = A.LINKS[name]
+            self.ip(
+                "ue",
+                ["addr", "add", p.near, "peer", p.far, "dev", name],
+                f"address the {name} link in ue",
+            )
+            self.ip(
+                "gw",
+                ["addr", "add", p.far, "peer", p.near, "dev", name],
+                f"address the {name} link in gw",
+            )
+        sp = A.SRV_PATH
+        self.ip(
+            "gw",
+            ["addr", "add", sp.near, "peer", sp.far, "dev", "srv0"],
+            "address gw-srv path in gw",
+        )
+        self.ip("gw", ["link", "set", "srv0", "up"], "bring up gw-srv path in gw")
+        self.ip(
+            "srv",
+            ["addr", "add", sp.far, "peer", sp.near, "dev", "gw0"],
+            "address gw-srv path in srv",
+        )
+        self.ip("srv", ["link", "set", "gw0", "up"], "bring up gw-srv path in srv")
+        self.ip(
+            "srv", ["route", "add", "default", "via", sp.near, "dev", "gw0"], "default route in srv"
+        )
+        self.ip(
+            "gw",
+            ["route", "add", A.SERVICE_NET, "via", sp.far, "dev", "srv0"],
+            "route to the servers in gw",
+        )
+
+        self.ue_env = {
+            "DCH_CA": str(self.ca_cert),
+            "SSL_CERT_FILE": str(self.ca_cert),
+            "CURL_CA_BUNDLE": str(self.ca_cert),
+            "REQUESTS_CA_BUNDLE": str(self.ca_cert),
+            "NODE_EXTRA_CA_CERTS": str(self.ca_cert),
+            "DCH_PREFIX": self.prefix,
+            "DCH_SCHEME": cfg.scheme,
+            "DCH_RUN_DIR": str(self.run_dir),
+            "DCH_NETNS_UE": self.netns["ue"],
+        }
+        self.scheme.setup(self)
+        self.ue_env.update(self.scheme.env(self))
+        self.wait_ready(["dnsmasq", "webreplay"])
+        self._check_failure()
+        log.info("testbed %s ready in %.2f s", self.prefix, time.monotonic() - self._started)
+
+    def _spawn_chanemu(self, exe: Path, name: str, profile: str, ns_a: str, dev_a: str,
+                       ns_b: str, dev_b: str, offset: int) -> None:  # fmt: skip
+        stats = self.expect_stats("links", name, f"chanemu-{name}.json")
+        self.spawn(
+            f"link-{name}",
+            [str(exe), "--profile", profile, "--ns-a", self.netns[ns_a], "--dev-a", dev_a,
+             "--ns-b", self.netns[ns_b], "--dev-b", dev_b, "--seed", str(self.cfg.seed),
+             "--offset-ms", str(offset), "--stats", str(stats)],
+        )  # fmt: skip
+
+    def close(self) -> None:
+        """Stop everything in order, collect stats, remove every trace of the run.
+        Idempotent; never raises for a missing piece."""
+        if self._closed or self._closing:
+            return
+        self._closing = True
+        try:
+            self._teardown()
+        finally:
+            self._closed = True
+            self._restore_signal_handlers()
+
+    def _teardown(self) -> None:
+        stats: dict[str, Any] = {
+            "prefix": self.prefix,
+            **self.cfg.describe(),
+            "kind": self.scheme.kind,
+            "channels": dict(self.channels),
+            "offset_ms": self.offset_ms,
+            "offsets": dict(self.offsets),
+            "duration_s": round(time.monotonic() - self._started, 3),
+        }
+        if self.failure:
+            stats["failure"] = self.failure
+        for p in self._workloads:
+            _terminate(p)
+        if self._sup is not None and self.netns:
+            try:
+                stats.update(self.scheme.collect(self))
+            except Exception as exc:  # stats are best effort at teardown
+                stats["collect_error"] = str(exc)
+            stats["interfaces"] = self._interface_counters()
+            order = [*self.scheme.stop_first(), "webreplay", "dnsmasq"]
+            self._sup.stop_all(order)
+            for section, key, path in self._stats_files:
+                try:
+                    stats.setdefault(section, {})[key] = json.loads(path.read_text())
+                except (OSError, ValueError) as exc:
+                    stats.setdefault(section, {})[key] = {
+                        "error": f"no stats from {path.name}: {exc}"
+                    }
+        self._stats = stats
+        if self.cfg.stats_path:
+            Path(self.cfg.stats_path).write_text(json.dumps(stats, indent=2) + "\n")
+        if self._record is not None:
+            if self.cfg.keep_logs:
+                (self.run_dir / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+            removed = runrecord.teardown_record(self._record)
+            log.debug("teardown %s removed: %s", self.prefix, removed)
+
+    # ------------------------------------------------------------------ for schemes
+    def ip(self, role: str | None, args: Sequence[str], step: str) -> str:
+        """`ip -n <ns of role> ARGS` (role None = root namespace); raises naming `step`."""
+        return sh.ip(self.netns[role] if role else None, args, step)
+
+    def spawn(self, name: str, argv: Sequence[str], *, ns: str | None = None,
+              ready: str | None = "READY", ready_exact: bool = True) -> Daemon:  # fmt: skip
+        """Start a supervised daemon (inside namespace role `ns` if given). Its death
+        before teardown aborts the run."""
+        assert self._sup is not None
+        full = sh.netns_exec(self.netns[ns], argv) if ns else list(argv)
+        return self._sup.spawn(name, full, ready=ready, ready_exact=ready_exact)
+
+    def wait_ready(self, names: Sequence[str], timeout: float = 15.0) -> None:
+        assert self._sup is not None
+        self._sup.wait_ready(names, timeout)
+
+    def expect_stats(self, section: str, key: str, filename: str) -> Path:
+        """Declare that a daemon writes `run_dir/filename` at exit; it lands in
+        stats()[section][key]. Returns the path to pass to the daemon."""
+        path = self.run_dir / filename
+        self._stats_files.append((section, key, path))
+        return path
+
+    # ------------------------------------------------------------------ for users
+    def ue_argv(self, cmd: Sequence[str] | str) -> list[str]:
+        """The full argv that runs `cmd` on ue (a string runs through `sh -c`)."""
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
+        return sh.netns_exec(self.netns["ue"], self.scheme.wrap(self, argv))
+
+    def popen_ue(self, cmd: Sequence[str] | str, **kw: Any) -> subprocess.Popen[Any]:
+        """Start `cmd` on ue (subprocess.Popen keyword arguments accepted; `env` is
+        added to the testbed environment). Killed at teardown if still running."""
+        self._check_failure()
+        env = {**os.environ, **self.ue_env, **(kw.pop("env", None) or {})}
+        p = subprocess.Popen(self.ue_argv(cmd), env=env, **kw)
+        self._workloads.append(p)
+        return p
+
+    def run_ue(self, cmd: Sequence[str] | str, *, input: Any = None, timeout: float | None = None,
+               check: bool = False, capture_output: bool = False, **kw: Any) -> subprocess.CompletedProcess[Any]:  # fmt: skip
+        """Run `cmd` on ue to completion, like subprocess.run (same keywords).
+
+        Raises TestbedError if a testbed component died meanwhile (the command is
+        then killed), subprocess.TimeoutExpired after `timeout`.
+        """
+        if capture_output:
+            kw["stdout"] = kw["stderr"] = subprocess.PIPE
+        if input is not None:
+            kw["stdin"] = subprocess.PIPE
+        p = self.popen_ue(cmd, **kw)
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except BaseException:
+            _terminate(p)
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                self._workloads.remove(p)
+        self._check_failure()
+        res = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+        if check:
+            res.check_returncode()
+        return res
+
+    def stats(self) -> dict[str, Any]:
+        """The run's stats: config, per-link chanemu counters, per-agent stats, ue/gw
+        interface counters, scheme extras (mptcp subflows). Complete after the run
+        has been closed (daemons write their counters when they stop)."""
+        if not self._closed:
+            return {"prefix": self.prefix, **self.cfg.describe(), "running": True}
+        return self._stats
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _binary(name: str) -> Path:
+        try:
+            return binary(name)
+        except FileNotFoundError as exc:
+            raise TestbedError(str(exc)) from exc
+
+    def _host_table(self) -> dict[str, str]:
+        extra: list[str] = []
+        explicit: dict[str, str] = {}
+        if self.cfg.corpus:
+            manifest = Path(self.cfg.corpus) / "manifest.json"
+            try:
+                data = json.loads(manifest.read_text())
+                extra += [o["host"] for o in data["origins"]]
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise TestbedError(
+                    f"corpus manifest {manifest}: cannot read origins[].host ({exc})"
+                ) from exc
+        hosts = self.cfg.hosts
+        if isinstance(hosts, dict):
+            import ipaddress
+
+            net = ipaddress.ip_network(A.SERVICE_NET)
+            for h, addr in hosts.items():
+                if ipaddress.ip_address(addr) not in net:
+                    raise TestbedError(f"hosts: address {addr} of {h} is outside {A.SERVICE_NET}")
+                explicit[h.lower()] = addr
+        elif hosts:
+            extra += list(hosts)
+        table = A.service_addresses([h for h in extra if h.lower() not in explicit])
+        table.update(explicit)
+        return table
+
+    def _interface_counters(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for role in ("ue", "gw"):
+            proc = subprocess.run(
+                ["ip", "-n", self.netns[role], "-s", "-j", "link"], capture_output=True, text=True
+            )
+            try:
+                links = json.loads(proc.stdout or "[]")
+            except ValueError:
+                continue
+            out[role] = {
+                link["ifname"]: {
+                    "rx_bytes": link["stats64"]["rx"]["bytes"],
+                    "rx_packets": link["stats64"]["rx"]["packets"],
+                    "tx_bytes": link["stats64"]["tx"]["bytes"],
+                    "tx_packets": link["stats64"]["tx"]["packets"],
+                }
+                for link in links
+                if link.get("ifname") != "lo" and "stats64" in link
+            }
+        return out
+
+    def _on_spawn(self, name: str, pid: int, start: int | None) -> None:
+        assert self._record is not None
+        self._record.procs.append(runrecord.ProcEntry(name, pid, start))
+        self._record.save()
+
+    def _on_failure(self, d: Daemon, rc: int) -> None:
+        """Called from the supervisor thread when a daemon exits on its own."""
+        if self._closing:
+            return
+        self.failure = f"{d.name} exited unexpectedly with status {rc}; run aborted\n{d.log_tail()}"
+        log.error("%s", self.failure)
+        for p in list(self._workloads):
+            _terminate(p, grace=0.5)
+        if self._handlers_installed():
+            # Wake the main thread wherever it is (our SIGTERM handler raises).
+            _thread.interrupt_main(signal.SIGTERM)
+
+    def _check_failure(self) -> None:
+        if self.failure:
+            raise TestbedError(self.failure)
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+
+    def _handlers_installed(self) -> bool:
+        return bool(self._old_handlers)
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, old in self._old_handlers.items():
+            with contextlib.suppress(ValueError, TypeError):
+                signal.signal(sig, old)
+        self._old_handlers.clear()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self._closing:
+            return  # already tearing down: finish that
+        if self.failure:
+            raise TestbedError(self.failure)
+        raise TestbedInterrupted(
+            f"testbed {self.prefix} interrupted by {signal.Signals(signum).name}"
+        )
+
+
+class TestbedInterrupted(TestbedError):
+    """The run was stopped by SIGTERM/SIGHUP (SIGINT raises KeyboardInterrupt)."""
+
+
+def _terminate(p: subprocess.Popen[Any], grace: float = 2.0) -> None:
+    if p.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        p.terminate()
+    try:
+        p.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            p.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(2)
+
+
+def describe_cmd(argv: Sequence[str]) -> str:
+    return shlex.join(argv)

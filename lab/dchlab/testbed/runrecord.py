@@ -1,0 +1,210 @@
+"""Run records in /run/dch/<prefix>.json: what a run created, so anything can undo it.
+
+A record lists the run's namespaces, the supervised processes (pid + kernel start
+time, so a recycled pid is never killed), /etc/netns directories and the owner
+(the Python process that built the testbed). `teardown_record` removes all of it;
+it is used by the normal teardown and by `dch cleanup` for runs whose owner died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+RUN_DIR = Path(os.environ.get("DCH_RUN_RECORDS", "/run/dch"))
+#: Namespace names are `<prefix>-ue|gw|srv`; a prefix is `dtb` + 6 hex digits.
+PREFIX_RE = re.compile(r"^dtb[0-9a-f]{6}$")
+NETNS_RE = re.compile(r"^(dtb[0-9a-f]{6})-(ue|gw|srv)$")
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Kernel start time (clock ticks since boot) of `pid`, None if it does not exist."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
+
+
+def alive(pid: int, start: int | None) -> bool:
+    """True if `pid` runs and is the same process (same start time) as recorded."""
+    now = proc_start_time(pid)
+    return now is not None and (start is None or now == start)
+
+
+@dataclass
+class ProcEntry:
+    name: str
+    pid: int
+    start: int | None
+
+
+@dataclass
+class RunRecord:
+    prefix: str
+    owner_pid: int
+    owner_start: int | None
+    run_dir: str
+    keep_logs: bool = False
+    netns: list[str] = field(default_factory=list)
+    procs: list[ProcEntry] = field(default_factory=list)
+    etc_netns: list[str] = field(default_factory=list)
+    created: float = field(default_factory=time.time)
+
+    @property
+    def path(self) -> Path:
+        return RUN_DIR / f"{self.prefix}.json"
+
+    def save(self) -> None:
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(self.path)
+
+    def owner_alive(self) -> bool:
+        return alive(self.owner_pid, self.owner_start)
+
+    @classmethod
+    def load(cls, path: Path) -> RunRecord:
+        data = json.loads(path.read_text())
+        data["procs"] = [ProcEntry(**p) for p in data.get("procs", [])]
+        return cls(**data)
+
+
+def new_prefix() -> str:
+    """A fresh per-run prefix no record or namespace uses yet."""
+    existing = set(list_netns())
+    while True:
+        prefix = "dtb" + secrets.token_hex(3)
+        if not (RUN_DIR / f"{prefix}.json").exists() and f"{prefix}-ue" not in existing:
+            return prefix
+
+
+def list_netns() -> list[str]:
+    try:
+        return sorted(p.name for p in Path("/run/netns").iterdir())
+    except OSError:
+        return []
+
+
+def netns_pids(ns: str) -> list[int]:
+    proc = subprocess.run(
+        ["ip", "netns", "pids", ns], text=True, capture_output=True, stdin=subprocess.DEVNULL
+    )
+    return [int(x) for x in proc.stdout.split() if x.isdigit()]
+
+
+def _kill_all(pids: list[tuple[int, int | None]], grace: float) -> None:
+    """SIGTERM, wait up to `grace` s, then SIGKILL whatever is left."""
+    live = [(p, s) for p, s in pids if alive(p, s) and p != os.getpid()]
+    for pid, _ in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while live and time.monotonic() < deadline:
+        time.sleep(0.02)
+        _reap()
+        live = [(p, s) for p, s in live if alive(p, s) and not _zombie(p)]
+    for pid, _ in live:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _reap()
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _reap() -> None:
+    """Collect exited children of ours (PID 1 here does not reap orphans)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def teardown_record(rec: RunRecord, *, grace: float = 2.0) -> list[str]:
+    """Remove everything `rec` lists; returns the names of what was removed."""
+    removed: list[str] = []
+    # 1. Processes in the run's namespaces (workloads, agents, servers, anything they spawned).
+    for ns in rec.netns:
+        if ns in list_netns():
+            pids = netns_pids(ns)
+            _kill_all([(p, proc_start_time(p)) for p in pids], grace)
+            removed += [f"process {p} in {ns}" for p in pids]
+    # 2. Supervised processes outside them (the emulators live in the root namespace).
+    procs = [(p.pid, p.start) for p in rec.procs if alive(p.pid, p.start)]
+    _kill_all(procs, grace)
+    removed += [f"process {p}" for p, _ in procs]
+    # 3. Namespaces (their interfaces, TUN ends and veths go with them) and /etc/netns.
+    for ns in rec.netns:
+        if ns in list_netns():
+            subprocess.run(
+                ["ip", "netns", "del", ns], capture_output=True, stdin=subprocess.DEVNULL
+            )
+            removed.append(f"netns {ns}")
+    for d in rec.etc_netns:
+        if Path(d).exists():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    if not rec.keep_logs and rec.run_dir and Path(rec.run_dir).exists():
+        shutil.rmtree(rec.run_dir, ignore_errors=True)
+    rec.path.unlink(missing_ok=True)
+    return removed
+
+
+def cleanup_dead_runs(*, include_orphans: bool = True) -> list[str]:
+    """Tear down every recorded run whose owner process is gone (for `dch cleanup`).
+
+    With include_orphans, also remove namespaces that match the testbed's naming
+    (`dtb<6 hex>-ue|gw|srv`) but have no record of a live run.
+    """
+    removed: list[str] = []
+    live_prefixes: set[str] = set()
+    if RUN_DIR.exists():
+        for path in sorted(RUN_DIR.glob("dtb*.json")):
+            try:
+                rec = RunRecord.load(path)
+            except (OSError, ValueError, TypeError) as exc:
+                log.warning("unreadable run record %s (%s); removing it", path, exc)
+                path.unlink(missing_ok=True)
+                continue
+            if rec.owner_alive():
+                live_prefixes.add(rec.prefix)
+                continue
+            removed += teardown_record(rec)
+            removed.append(f"record {path}")
+    if include_orphans:
+        for ns in list_netns():
+            m = NETNS_RE.match(ns)
+            if m and m.group(1) not in live_prefixes:
+                orphan = RunRecord(
+                    prefix=m.group(1),
+                    owner_pid=0,
+                    owner_start=None,
+                    run_dir="",
+                    keep_logs=True,
+                    netns=[ns],
+                    etc_netns=[f"/etc/netns/{ns}"],
+                )
+                removed += teardown_record(orphan)
+    return removed

@@ -1,0 +1,88 @@
+"""Agent schemes: the dchannel client on ue and gateway on gw, with a policy.
+
+The policy spec is passed verbatim to both agents (`--policy SPEC`), so every
+policy the agents know is a scheme: `dchannel[:alpha=..]`, `all-hbc`, `all-llc`,
+`pkt-size:N`, `pkt-control`, `pkt-uplink`, `pkt-state`, `asap`. Applications on ue
+use the client's TUN (198.19.0.2, default route); gw routes that address back into
+the gateway's TUN.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import TYPE_CHECKING
+
+from dchlab.paths import binary
+from dchlab.testbed import addressing as A
+from dchlab.testbed.channels import nominal_mbit
+from dchlab.testbed.schemes import Scheme, register
+
+if TYPE_CHECKING:
+    from dchlab.testbed.core import Testbed
+
+TUN = "dch0"
+
+
+@register(
+    "dchannel",
+    help="NSDI'23 reward/cost steering (alpha=0.75; dchannel:alpha=X)",
+    params="optional",
+)
+@register("all-hbc", help="agents, every packet on the HBC")
+@register("all-llc", help="agents, every packet on the LLC")
+@register(
+    "pkt-size",
+    help="agents, packets smaller than N bytes on the LLC (pkt-size:N)",
+    params="required",
+)
+@register("pkt-control", help="agents, TCP packets without payload on the LLC")
+@register("pkt-uplink", help="agents, client→server on the LLC, server→client on the HBC")
+@register("pkt-state", help="agents, HotMobile'21 packet-state heuristic")
+@register("asap", help="agents, DNS/handshakes/requests on the LLC, response data on the HBC")
+class AgentScheme(Scheme):
+    kind = "agent"
+
+    def required_binaries(self) -> list[str]:
+        return ["dchannel"]
+
+    def setup(self, tb: Testbed) -> None:
+        token = secrets.token_hex(16)
+        exe = str(binary("dchannel"))
+        llc = tb.channels["llc"]
+        common = ["--policy", self.spec, "--tun", TUN]
+        gw_stats = tb.expect_stats("agents", "gateway", "gateway.stats.json")
+        ue_stats = tb.expect_stats("agents", "client", "client.stats.json")
+        tb.spawn(
+            "gateway",
+            [exe, "gateway", *common, "--tun-addr", f"{A.GW_AGENT}/32",
+             "--listen-hbc", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
+             "--listen-llc", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
+             "--client", f"{A.UE_AGENT}={token}",
+             "--llc-mbit", f"{nominal_mbit(llc, 'downlink'):g}",
+             "--stats-json", str(gw_stats), *tb.cfg.agent_args],
+            ns="gw",
+        )  # fmt: skip
+        tb.spawn(
+            "client",
+            [exe, "client", *common, "--tun-addr", f"{A.UE_AGENT}/32",
+             "--hbc-dev", "hbc", "--hbc-gateway", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
+             "--llc-dev", "llc", "--llc-gateway", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
+             "--token", token,
+             "--llc-mbit", f"{nominal_mbit(llc, 'uplink'):g}",
+             "--stats-json", str(ue_stats), *tb.cfg.agent_args],
+            ns="ue",
+        )  # fmt: skip
+        tb.wait_ready(["gateway", "client"])
+        tb.ip(
+            "gw",
+            ["route", "add", f"{A.UE_AGENT}/32", "dev", TUN],
+            "route ue's agent address into the gateway TUN",
+        )
+        tb.ip(
+            "ue",
+            ["route", "add", "default", "dev", TUN, "src", A.UE_AGENT],
+            "default route via the client TUN on ue",
+        )
+
+    def stop_first(self) -> list[str]:
+        return ["client", "gateway"]
