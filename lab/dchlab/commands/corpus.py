@@ -1,0 +1,153 @@
+"""`dch corpus`: inspect, import and generate page corpora (docs/pages.md)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+from dchlab.pages.corpus import CorpusError, summary, verify_bodies
+
+
+def _print_summary(corpus, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    rows = summary(corpus)
+    if as_json:
+        for r in rows:
+            print(json.dumps(r))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{corpus.name} — {corpus.source}")
+    for col in ("page", "requests", "MB", "origins", "missing", "entry URL"):
+        t.add_column(col, justify="right" if col not in ("page", "entry URL") else "left")
+    for r in rows:
+        t.add_row(
+            r["page"],
+            str(r["requests"]),
+            f"{r['bytes'] / 1e6:.2f}",
+            str(r["origins"]),
+            str(r["missing"]),
+            r["entry_url"],
+        )
+    con = Console()
+    con.print(t)
+    if rows:
+        con.print(
+            f"{len(rows)} pages, {len(corpus.objects)} objects, {len(corpus.origins)} origins; "
+            f"median {statistics.median(r['requests'] for r in rows):.0f} requests, "
+            f"{statistics.median(r['bytes'] for r in rows) / 1e6:.2f} MB per page"
+        )
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from dchlab.pages import open_corpus
+
+    corpus = open_corpus(args.corpus)
+    if args.verify:
+        problems = verify_bodies(corpus)
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        if problems:
+            return 1
+    _print_summary(corpus, args.json)
+    return 0
+
+
+def cmd_import_tp5n(args: argparse.Namespace) -> int:
+    from dchlab.pages.tp5n import import_tp5n
+
+    sites = args.sites.split(",") if args.sites else None
+    corpus, _ = import_tp5n(Path(args.src), Path(args.out), sites)
+    _print_summary(corpus, args.json)
+    return 0
+
+
+def cmd_import_warc(args: argparse.Namespace) -> int:
+    from dchlab.pages.warc import import_warc
+
+    files: list[Path] = []
+    for s in args.src:
+        p = Path(s)
+        files += sorted(p.glob("*.warc*")) if p.is_dir() else [p]
+    if not files:
+        raise CorpusError(f"no WARC files in {' '.join(args.src)}")
+    corpus, _ = import_warc(files, Path(args.out))
+    _print_summary(corpus, args.json)
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from dchlab.pages.generator import generate
+
+    corpus = generate(Path(args.out), args.seed, args.pages)
+    _print_summary(corpus, args.json)
+    return 0
+
+
+def _guard(func):  # type: ignore[no-untyped-def]
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return int(func(args))
+        except CorpusError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+
+    return run
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "corpus",
+        help="page corpora: info, import (tp5n saved trees, WARC), generate synthetic",
+        description=(
+            "Page corpora for `dch pageload` (format: docs/formats.md, guide: docs/pages.md). "
+            "A corpus is a directory with manifest.json and bodies/, or `synthetic[:SEED]` "
+            "for the built-in generated corpus."
+        ),
+    )
+    ps = p.add_subparsers(dest="corpus_cmd", metavar="SUBCOMMAND", required=True)
+
+    info = ps.add_parser("info", help="validate a corpus and list its pages")
+    info.add_argument("corpus", help="corpus directory or synthetic[:SEED[:PAGES]]")
+    info.add_argument("--verify", action="store_true", help="also hash every body")
+    info.add_argument("--json", action="store_true", help="one JSON object per page")
+    info.set_defaults(func=_guard(cmd_info))
+
+    tp = ps.add_parser(
+        "import-tp5n",
+        help="import a saved-page tree (tp5n layout: <site>/<host>/<path>)",
+        description=(
+            "Import saved pages: one folder per page, one folder per original host inside; "
+            "relative cross-host references become https://<host>/... URLs, `@` in saved "
+            "names becomes `?`, missing subresources are counted per page."
+        ),
+    )
+    tp.add_argument("src", help="tree root, e.g. ../shared/data/pages/tp5n")
+    tp.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
+    tp.add_argument("--sites", help="comma-separated site folders (default: all)")
+    tp.add_argument("--json", action="store_true", help="one JSON object per page")
+    tp.set_defaults(func=_guard(cmd_import_tp5n))
+
+    wa = ps.add_parser("import-warc", help="import WARC captures (one page per file)")
+    wa.add_argument("src", nargs="+", help="WARC files or directories of them")
+    wa.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
+    wa.add_argument("--json", action="store_true", help="one JSON object per page")
+    wa.set_defaults(func=_guard(cmd_import_warc))
+
+    ge = ps.add_parser(
+        "generate",
+        help="generate a synthetic corpus from HTTP Archive statistics",
+        description=(
+            "Generate pages with Web Almanac statistics (median ~70 requests / ~2 MB, "
+            "p90 ~180 / ~6 MB, 5-20 origins, dependency chains >= 3 deep). "
+            "Deterministic per seed."
+        ),
+    )
+    ge.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
+    ge.add_argument("--seed", type=int, default=1, help="RNG seed (default 1)")
+    ge.add_argument("--pages", type=int, default=20, help="number of pages (default 20)")
+    ge.add_argument("--json", action="store_true", help="one JSON object per page")
+    ge.set_defaults(func=_guard(cmd_generate))

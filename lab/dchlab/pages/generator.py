@@ -1,0 +1,432 @@
+"""Synthetic page corpora from published web statistics (the built-in default corpus).
+
+Statistics (sources in docs/pages.md): HTTP Archive Web Almanac 2022/2024 page weight
+and requests chapters (mobile+desktop medians): ≈70 requests and ≈2 MB per page at the
+median, ≈180 requests and ≈6 MB at p90; bytes by content type ≈ images 45 %, JavaScript
+27 %, fonts 6 %, CSS 3 %, HTML 1 % (the rest: JSON/XHR, media, other); 5–20 origins.
+
+Two stages:
+- `plan_page` draws the structure of one page (objects, types, sizes, origins and who
+  references whom) from a seeded RNG — cheap, used by the statistics tests;
+- `generate` turns plans into a corpus directory with real HTML, CSS, JS, PNG/JPEG and
+  WOFF bodies that Chromium parses, decodes and runs.
+
+Dependency chains (≥ 3 deep): HTML → CSS → fonts and background images;
+HTML → loader JS → dynamically inserted JS → images inserted by script;
+HTML → JS → fetch(JSON) → images listed in the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+
+import numpy as np
+
+from dchlab.pages import media
+from dchlab.pages.corpus import Corpus, CorpusWriter, load
+
+# Log-normal fits: sigma = ln(p90 / median) / z_0.9.
+Z90 = 1.2815515655446004
+REQ_MEDIAN, REQ_P90 = 70.0, 180.0
+BYTES_MEDIAN, BYTES_P90 = 2.0e6, 6.0e6
+ORIGINS_MEDIAN, ORIGINS_MIN, ORIGINS_MAX = 10.0, 5, 20
+REQ_BYTES_CORR = 0.6  # heavier pages have more requests
+_NORMAL = NormalDist()
+_WEYL = (0.6180339887498949, 0.4142135623730951, 0.7320508075688772)  # frac(φ), √2, √3
+
+# Byte shares by type (Web Almanac); "json" stands for XHR/fetch data and other types.
+BYTE_SHARE = {"image": 0.45, "js": 0.27, "json": 0.18, "font": 0.06, "css": 0.03, "html": 0.01}
+# Request shares by type (Web Almanac requests chapter, rounded).
+REQ_SHARE = {"image": 0.42, "js": 0.32, "json": 0.10, "font": 0.05, "css": 0.08}
+
+CONTENT_TYPE = {
+    "html": "text/html; charset=utf-8",
+    "css": "text/css; charset=utf-8",
+    "js": "application/javascript; charset=utf-8",
+    "json": "application/json",
+    "font": "font/woff",
+    "png": "image/png",
+    "jpeg": "image/jpeg",
+}
+EXT = {"html": "html", "css": "css", "js": "js", "json": "json", "font": "woff"}
+
+# Third-party origins shared by all pages of a corpus (as CDNs, font and ad hosts are).
+THIRD_PARTY = [
+    *(f"cdn{i}.static-cdn.test" for i in range(6)),
+    *(f"fonts{i}.webfonts.test" for i in range(2)),
+    *(f"js{i}.libs.test" for i in range(4)),
+    *(f"img{i}.pics.test" for i in range(4)),
+    *(f"api{i}.data.test" for i in range(4)),
+    *(f"t{i}.analytics.test" for i in range(4)),
+]
+FIRST_PARTY = ["www", "static", "img", "api"]
+
+
+@dataclass
+class Res:
+    """One planned object. `parent` is the index of the object that references it."""
+
+    idx: int
+    kind: str  # html | css | js | json | font | image
+    size: int
+    host: str
+    parent: int
+    role: str = ""  # how the parent references it (link, script, img, bg, font, dyn, fetch)
+    fmt: str = ""  # png | jpeg for images
+    url: str = ""
+    children: list[int] = field(default_factory=list)
+
+
+@dataclass
+class PagePlan:
+    name: str
+    entry_url: str
+    resources: list[Res]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(r.size for r in self.resources)
+
+    @property
+    def origins(self) -> set[str]:
+        return {r.host for r in self.resources}
+
+    def depth(self, idx: int) -> int:
+        d = 1
+        while self.resources[idx].parent >= 0:
+            idx = self.resources[idx].parent
+            d += 1
+        return d
+
+
+def _split(total: float, n: int, rng: np.random.Generator, sigma: float = 1.0) -> list[float]:
+    w = rng.lognormal(0.0, sigma, n)
+    return list(total * w / w.sum())
+
+
+def plan_page(seed: int, index: int) -> PagePlan:
+    rng = np.random.default_rng([seed, index, 0x9A6E])
+    # Quasi-random (Weyl sequence) quantiles instead of independent draws, so that even a
+    # 20-page corpus matches the published medians and p90s; the seed shifts the sequence.
+    shift = np.random.default_rng([seed, 0x5EED]).random(3)
+    z1, z2, z3 = (
+        _NORMAL.inv_cdf(min(max((shift[k] + index * a) % 1.0, 1e-6), 1 - 1e-6))
+        for k, a in enumerate(_WEYL)
+    )
+    zb = REQ_BYTES_CORR * z1 + math.sqrt(1 - REQ_BYTES_CORR**2) * z2
+    n_req = round(REQ_MEDIAN * math.exp(z1 * math.log(REQ_P90 / REQ_MEDIAN) / Z90))
+    n_req = max(12, min(n_req, 800))
+    total = BYTES_MEDIAN * math.exp(zb * math.log(BYTES_P90 / BYTES_MEDIAN) / Z90)
+    total = max(150e3, min(total, 40e6))
+    zo = 0.7 * z1 + math.sqrt(1 - 0.49) * z3
+    n_origins = round(ORIGINS_MEDIAN * math.exp(zo * 0.45))
+    n_origins = max(ORIGINS_MIN, min(n_origins, ORIGINS_MAX, n_req // 2))
+
+    site = f"site{index}"
+    first = [f"{p}.{site}.test" for p in FIRST_PARTY]
+    third = [str(h) for h in rng.permutation(THIRD_PARTY)]
+    hosts = (first + third)[:n_origins] if n_origins > 4 else first[:n_origins]
+
+    # Request counts per type (one HTML document; at least one of each other type).
+    rest = n_req - 1
+    counts = {k: max(1, round(rest * s)) for k, s in REQ_SHARE.items()}
+    counts["image"] += rest - sum(counts.values())
+    if counts["image"] < 1:
+        counts["js"] += counts["image"] - 1
+        counts["image"] = 1
+    counts["js"] = max(counts["js"], 2)  # a loader and the script it inserts
+
+    sizes: dict[str, list[float]] = {"html": [total * BYTE_SHARE["html"]]}
+    for kind in REQ_SHARE:
+        sizes[kind] = _split(total * BYTE_SHARE[kind], counts[kind], rng)
+    floor = {"html": 2000, "css": 300, "js": 300, "json": 64, "font": 2500, "image": 900}
+
+    res: list[Res] = []
+
+    def add(kind: str, size: float, host: str, parent: int, role: str) -> Res:
+        r = Res(len(res), kind, max(floor[kind], int(size)), host, parent, role)
+        res.append(r)
+        if parent >= 0:
+            res[parent].children.append(r.idx)
+        return r
+
+    www = hosts[0]
+    static_hosts = hosts[1:] or [www]
+
+    def pick() -> str:
+        return str(static_hosts[int(rng.integers(len(static_hosts)))])
+
+    html = add("html", sizes["html"][0], www, -1, "entry")
+    css = [add("css", s, pick(), html.idx, "link") for s in sizes["css"]]
+    js_sizes = sizes["js"]
+    # ~1/4 of scripts are inserted by other scripts (depth 3); one loader at least.
+    n_dyn = max(1, len(js_sizes) // 4)
+    top_js = [add("js", s, pick(), html.idx, "script") for s in js_sizes[n_dyn:]]
+    dyn_js = [
+        add("js", s, pick(), top_js[i % len(top_js)].idx, "dyn")
+        for i, s in enumerate(js_sizes[:n_dyn])
+    ]
+    for i, s in enumerate(sizes["font"]):
+        add("font", s, pick(), css[i % len(css)].idx, "font")
+    json_objs = [
+        add("json", s, pick(), top_js[(i + 1) % len(top_js)].idx, "fetch")
+        for i, s in enumerate(sizes["json"])
+    ]
+    # Images: 55 % <img> in the HTML, 20 % CSS backgrounds, 15 % inserted by dynamic
+    # scripts, 10 % listed in fetched JSON.
+    for i, s in enumerate(sizes["image"]):
+        u = (i * 0.618034) % 1.0  # low-discrepancy split keeps shares exact for small pages
+        if u < 0.55:
+            parent, role = html.idx, "img"
+        elif u < 0.75:
+            parent, role = css[i % len(css)].idx, "bg"
+        elif u < 0.90:
+            parent, role = dyn_js[i % len(dyn_js)].idx, "dyn"
+        else:
+            parent, role = json_objs[i % len(json_objs)].idx, "json"
+        r = add("image", s, pick(), parent, role)
+        r.fmt = "jpeg" if r.size > 20000 and rng.random() < 0.6 else "png"
+    # Guarantee that every chosen origin serves something (n_origins <= n_req / 2).
+    for j, h in enumerate(hosts[1:]):
+        res[1 + j].host = h
+    for r in res:
+        if r.kind == "html":
+            r.url = f"https://{r.host}/"
+        else:
+            ext = r.fmt if r.kind == "image" else EXT[r.kind]
+            r.url = f"https://{r.host}/{site}/{r.kind}/{r.idx}.{ext}"
+    return PagePlan(site, html.url, res)
+
+
+# --- bodies ---------------------------------------------------------------------------
+
+_WORDS = [
+    "lorem",
+    "ipsum",
+    "dolor",
+    "sit",
+    "amet",
+    "consectetur",
+    "adipiscing",
+    "elit",
+    "sed",
+    "do",
+    "eiusmod",
+    "tempor",
+    "incididunt",
+    "ut",
+    "labore",
+    "et",
+    "dolore",
+    "magna",
+    "aliqua",
+    "enim",
+    "ad",
+    "minim",
+    "veniam",
+    "quis",
+    "nostrud",
+    "exercitation",
+    "ullamco",
+    "laboris",
+    "nisi",
+    "aliquip",
+    "ex",
+    "ea",
+    "commodo",
+    "consequat",
+    "duis",
+    "aute",
+    "irure",
+]
+
+
+def _text(n: int, rng: np.random.Generator) -> str:
+    words = rng.choice(_WORDS, size=max(1, n // 6 + 1))
+    return " ".join(str(w) for w in words)[:n]
+
+
+def _b64(n: int, rng: np.random.Generator) -> str:
+    import base64
+
+    return base64.b64encode(rng.bytes(n * 3 // 4 + 3)).decode()[:n]
+
+
+def _pad_to(body: str, size: int, filler) -> str:  # type: ignore[no-untyped-def]
+    need = size - len(body.encode())
+    return body + filler(need) if need > 0 else body
+
+
+def _html(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
+    kids = [plan.resources[i] for i in r.children]
+    fonts = [
+        f for c in kids if c.kind == "css" for f in c.children if plan.resources[f].kind == "font"
+    ]
+    bgs = [
+        b for c in kids if c.kind == "css" for b in c.children if plan.resources[b].kind == "image"
+    ]
+    head = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{plan.name} — dchannel synthetic page</title>",
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+    ]
+    head += [f'<link rel="stylesheet" href="{c.url}">' for c in kids if c.kind == "css"]
+    scripts = [c for c in kids if c.kind == "js"]
+    # Half the scripts block the parser in <head>, the rest are deferred (as on real pages).
+    for i, s in enumerate(scripts):
+        attr = "" if i % 2 == 0 else " defer"
+        head.append(f'<script src="{s.url}"{attr}></script>')
+    head.append("</head><body>")
+    body = [f'<h1 class="ff{i}">{plan.name} headline {i}</h1>' for i in fonts]
+    body += [f'<div class="bg{i}"></div>' for i in bgs]
+    for c in kids:
+        if c.kind == "image":
+            body.append(f'<img src="{c.url}" width="16" height="16" alt="">')
+    body.append('<div id="dyn"></div>')
+    doc = "\n".join(head + body) + "\n"
+    end = "\n</body></html>\n"
+    doc = _pad_to(doc, r.size - len(end), lambda n: f"<p>{_text(max(0, n - 8), rng)}</p>")
+    return (doc + end).encode()
+
+
+def _css(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
+    out = []
+    for i in r.children:
+        c = plan.resources[i]
+        if c.kind == "font":
+            fam = f"F{plan.name}{i}"
+            out.append(
+                f'@font-face{{font-family:"{fam}";src:url("{c.url}") format("woff");'
+                "font-display:swap}"
+            )
+            out.append(f'.ff{i}{{font-family:"{fam}",sans-serif}}')
+        else:
+            out.append(f'.bg{i}{{background-image:url("{c.url}");width:16px;height:16px}}')
+    text = "\n".join(out) + "\n"
+
+    def filler(n: int) -> str:
+        rules = []
+        k = 0
+        while n > 0:
+            rule = (
+                f".r{r.idx}x{k}{{margin:{k % 17}px;color:#{int(rng.integers(0, 1 << 24)):06x}}}\n"
+            )
+            rules.append(rule)
+            n -= len(rule)
+            k += 1
+        return "".join(rules)
+
+    return _pad_to(text, r.size, filler).encode()
+
+
+def _js(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
+    lines = ["(function(){", "var root=document.getElementById('dyn')||document.documentElement;"]
+    for i in r.children:
+        c = plan.resources[i]
+        if c.kind == "js":
+            lines.append(
+                f"var s{i}=document.createElement('script');s{i}.src='{c.url}';"
+                f"document.head.appendChild(s{i});"
+            )
+        elif c.kind == "image":
+            lines.append(
+                f"var m{i}=new Image(16,16);m{i}.src='{c.url}';"
+                f"(document.body||root).appendChild(m{i});"
+            )
+        elif c.kind == "json":
+            lines.append(
+                f"fetch('{c.url}').then(function(r){{return r.json()}}).then(function(d){{"
+                "(d.images||[]).forEach(function(u){var m=new Image(16,16);m.src=u;"
+                "(document.body||root).appendChild(m);});window.__dchData=(window.__dchData||0)+1;});"
+            )
+    lines.append(f"window.__dchScripts=(window.__dchScripts||0)+1;var x{r.idx}=0;")
+    lines.append(f"for(var k=0;k<200;k++){{x{r.idx}+=k*k%7;}}")
+    lines.append("})();")
+    code = "\n".join(lines) + "\n"
+    return _pad_to(
+        code,
+        r.size,
+        lambda n: f'var _pad{r.idx}="{_b64(max(0, n - 16 - len(str(r.idx))), rng)}";\n',
+    ).encode()
+
+
+def _json(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
+    images = [plan.resources[i].url for i in r.children]
+    doc: dict[str, object] = {"images": images, "items": []}
+    base = len(json.dumps(doc))
+    doc["blob"] = _b64(max(0, r.size - base - 12), rng)
+    return json.dumps(doc).encode()
+
+
+def render(plan: PagePlan, r: Res, seed: int) -> bytes:
+    rng = np.random.default_rng([seed, int(plan.name[4:]), r.idx, 0xB0D1])
+    if r.kind == "html":
+        return _html(plan, r, rng)
+    if r.kind == "css":
+        return _css(plan, r, rng)
+    if r.kind == "js":
+        return _js(plan, r, rng)
+    if r.kind == "json":
+        return _json(plan, r, rng)
+    if r.kind == "font":
+        return media.woff(r.size, f"F{plan.name}{r.idx}", rng)
+    if r.fmt == "jpeg":
+        return media.jpeg(r.size, rng)
+    return media.png(r.size, rng)
+
+
+def think_ms(r: Res, rng: np.random.Generator) -> float:
+    """Server think time: dynamic HTML/JSON take longer to produce than static files."""
+    if r.kind in ("html", "json"):
+        return round(float(rng.lognormal(math.log(20.0), 0.5)), 2)
+    return round(float(rng.uniform(0.0, 2.0)), 2)
+
+
+def generate(root: Path, seed: int = 1, pages: int = 20) -> Corpus:
+    """Write the synthetic corpus `synthetic-<seed>` with `pages` pages under `root`."""
+    root = Path(root)
+    if root.exists():
+        shutil.rmtree(root)
+    w = CorpusWriter(root, f"synthetic-{seed}", f"generator seed={seed} pages={pages}")
+    rng = np.random.default_rng([seed, 0xA1B2])
+    alpn_of: dict[str, list[str]] = {}
+    for i in range(pages):
+        plan = plan_page(seed, i)
+        w.add_page(plan.name, plan.entry_url, 0)
+        for r in plan.resources:
+            if r.host not in alpn_of:
+                # ~80 % of origins speak HTTP/2 (Web Almanac HTTP chapter).
+                alpn_of[r.host] = ["h2", "http/1.1"] if rng.random() < 0.8 else ["http/1.1"]
+                w.add_origin(r.host, alpn_of[r.host])
+            ctype = CONTENT_TYPE[r.fmt if r.kind == "image" else r.kind]
+            headers = [
+                ("content-type", ctype),
+                ("cache-control", "max-age=86400" if r.kind != "html" else "no-cache"),
+                ("access-control-allow-origin", "*"),
+            ]
+            w.add_object(r.url, plan.name, render(plan, r, seed), headers, 200, think_ms(r, rng))
+    return w.finish()
+
+
+def cached(seed: int = 1, pages: int = 20) -> Corpus:
+    """The generated corpus for (seed, pages), built once under the cache directory."""
+    from dchlab.paths import cache_dir
+
+    root = cache_dir() / "corpora" / f"synthetic-{seed}-p{pages}"
+    stamp = root / ".complete"
+    if stamp.exists():
+        return load(root, check_bodies=False)
+    tmp = root.with_name(f"{root.name}.building-{os.getpid()}")
+    generate(tmp, seed, pages)
+    if root.exists():
+        shutil.rmtree(root)
+    tmp.rename(root)
+    (root / ".complete").write_text("ok\n")
+    return load(root, check_bodies=False)

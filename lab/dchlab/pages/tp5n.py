@@ -1,0 +1,275 @@
+"""Import saved-page trees (Mozilla Talos tp5n layout) into a corpus.
+
+Layout: `<src>/<site>/<host>/<path>` — one folder per page (`site`), inside it one
+folder per original host. References between hosts are relative (`../../cdn.host/x.css`),
+`?` in saved names became `@`. Every file becomes an object `https://<host>/<path>`;
+references in HTML and CSS are rewritten to those absolute https URLs (absolute
+`http://` references too), so the page loads over the replay server's per-origin
+addresses exactly as the original did. References the browser would fetch but the tree
+lacks are counted per page (`missing`) — real saved pages lose ~1.5 % of their
+subresources — and still point where the original did, so they fail as they would live.
+"""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+import posixpath
+import shutil
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter
+from dchlab.pages.rewrite import (
+    SKIP_SCHEMES,
+    fs_name_to_url_path,
+    normalize,
+    rewrite_css,
+    rewrite_html,
+)
+
+log = logging.getLogger(__name__)
+
+MANIFEST_PREFIX = "http://localhost/page_load_test/tp5n/"
+TEXT_KINDS = ("html", "css")
+
+
+def content_type(name: str) -> str:
+    base = name.split("@", 1)[0]
+    guess, _ = mimetypes.guess_type(base)
+    if guess is None:
+        low = base.lower()
+        if (
+            low.endswith((".php", ".asp", ".aspx", ".jsp", "/"))
+            or "." not in low.rsplit("/", 1)[-1]
+        ):
+            guess = "text/html"
+        else:
+            guess = "application/octet-stream"
+    if guess.startswith("text/") or guess in ("application/javascript", "application/json"):
+        return guess
+    return guess
+
+
+def kind_of(ctype: str) -> str:
+    if "html" in ctype:
+        return "html"
+    if "css" in ctype:
+        return "css"
+    if "javascript" in ctype:
+        return "js"
+    return "other"
+
+
+@dataclass
+class PageReport:
+    site: str
+    entry_url: str
+    files: int = 0
+    missing: set[str] = field(default_factory=set)
+
+
+def _entries(src: Path) -> dict[str, str]:
+    """site → saved path of its entry document (from tp5n.manifest, else index.html)."""
+    out: dict[str, str] = {}
+    man = src / "tp5n.manifest"
+    if man.is_file():
+        for lineno, line in enumerate(man.read_text().splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if not line.startswith(MANIFEST_PREFIX):
+                raise CorpusError(f"{man}:{lineno}: expected a URL starting {MANIFEST_PREFIX!r}")
+            rel = line[len(MANIFEST_PREFIX) :]
+            site = rel.split("/", 1)[0]
+            out[site] = unquote(rel.split("/", 1)[1])
+    return out
+
+
+class _SiteImporter:
+    def __init__(self, src: Path, site: str, entry_rel: str, writer: CorpusWriter) -> None:
+        self.root = src / site
+        self.site = site
+        self.entry_rel = entry_rel
+        self.w = writer
+        self.hosts = {p.name.lower(): p.name for p in self.root.iterdir() if p.is_dir()}
+
+    def url_of(self, rel: str) -> str:
+        """Saved path relative to the site folder (`host/a/b@q`) → absolute URL."""
+        host, _, rest = rel.partition("/")
+        return f"https://{host.lower()}{fs_name_to_url_path(rest)}"
+
+    def run(self) -> PageReport:
+        report = PageReport(self.site, self.url_of(self.entry_rel))
+        files = sorted(p for p in self.root.rglob("*") if p.is_file())
+        report.files = len(files)
+        known_urls = {self.url_of(p.relative_to(self.root).as_posix()) for p in files}
+        # Walk what the browser loads, from the entry document, to count missing files.
+        queue = deque([self.entry_rel])
+        seen = {self.entry_rel}
+        bodies: dict[str, bytes] = {}
+        while queue:
+            rel = queue.popleft()
+            path = self.root / rel
+            data = path.read_bytes()
+            ctype = content_type(rel)
+            kind = kind_of(ctype)
+            if kind not in TEXT_KINDS and kind != "js":
+                continue
+            found: list[str] = []
+            bodies[rel] = self._rewrite(rel, data, kind, known_urls, report, found)
+            for child in found:
+                if child not in seen:
+                    seen.add(child)
+                    queue.append(child)
+        for p in files:
+            rel = p.relative_to(self.root).as_posix()
+            if rel not in bodies:
+                ctype = content_type(rel)
+                kind = kind_of(ctype)
+                data = p.read_bytes()
+                body = (
+                    self._rewrite(rel, data, kind, known_urls, PageReport("", ""), [])
+                    if kind in TEXT_KINDS or kind == "js"
+                    else data
+                )
+            else:
+                body = bodies[rel]
+            ctype = content_type(rel)
+            if ctype.startswith("text/") and "charset" not in ctype:
+                ctype += "; charset=" + _sniff_charset(body)
+            headers = [("content-type", ctype), ("access-control-allow-origin", "*")]
+            self.w.add_object(self.url_of(rel), self.site, body, headers, 200, 0.0)
+        return report
+
+    def _rewrite(
+        self,
+        rel: str,
+        data: bytes,
+        kind: str,
+        known_urls: set[str],
+        report: PageReport,
+        found: list[str],
+    ) -> bytes:
+        text = data.decode("latin-1")
+        base_dir = posixpath.dirname(rel)
+
+        def resolve(ref: str, fetched: bool) -> str | None:
+            ref = ref.strip()
+            if (
+                not ref
+                or ref.lower().startswith(SKIP_SCHEMES)
+                or (
+                    "://" in ref.split("?")[0]
+                    and not ref.lower().startswith(("http://", "https://"))
+                )
+            ):
+                return None
+            low = ref.lower()
+            if low.startswith(("http://", "https://", "//")):
+                parts = urlsplit(ref if not low.startswith("//") else "https:" + ref)
+                host = (parts.hostname or "").lower()
+                url = normalize(
+                    f"https://{parts.netloc}{parts.path or '/'}"
+                    + (f"?{parts.query}" if parts.query else "")
+                )
+                if host in self.hosts:
+                    fs = f"{self.hosts[host]}/{unquote(parts.path.lstrip('/'))}"
+                    if parts.query:
+                        fs += "@" + unquote(parts.query)
+                    self._note(fs, url, fetched, known_urls, report, found)
+                elif fetched:
+                    report.missing.add(url)
+                return url
+            if low.startswith(("/",)):
+                # Root-relative: same host as the referring document.
+                target = posixpath.normpath(posixpath.join(rel.split("/", 1)[0], ref.lstrip("/")))
+            else:
+                path_part, _, query = ref.partition("?")
+                path_part = path_part.split("#", 1)[0]
+                target = posixpath.normpath(posixpath.join(base_dir, unquote(path_part)))
+                if query:
+                    target += "@" + unquote(query.split("#", 1)[0])
+            if target.startswith("..") or "/" not in target:
+                if fetched:
+                    report.missing.add(f"{self.site}/{target}")
+                return None
+            url = self.url_of(target)
+            self._note(target, url, fetched, known_urls, report, found)
+            return url
+
+        if kind == "html":
+            text = rewrite_html(text, resolve)
+        elif kind == "css":
+            text = rewrite_css(text, resolve)
+        # In every text body, absolute http:// URLs of the page's hosts become https://.
+        for host in self.hosts:
+            text = text.replace(f"http://{host}", f"https://{host}")
+            text = text.replace(f"http:\\/\\/{host}", f"https:\\/\\/{host}")
+        return text.encode("latin-1")
+
+    def _note(
+        self,
+        fs: str,
+        url: str,
+        fetched: bool,
+        known_urls: set[str],
+        report: PageReport,
+        found: list[str],
+    ) -> None:
+        if not fetched:
+            return
+        if url in known_urls and (self.root / fs).is_file():
+            found.append(fs)
+        else:
+            report.missing.add(url)
+
+
+def _sniff_charset(body: bytes) -> str:
+    head = body[:2048].lower()
+    import re
+
+    m = re.search(rb"charset\s*=\s*[\"']?([a-z0-9_\-]+)", head)
+    return m.group(1).decode() if m else "utf-8"
+
+
+def import_tp5n(
+    src: Path, dest: Path, sites: list[str] | None = None
+) -> tuple[Corpus, list[PageReport]]:
+    """Import the saved-page tree `src` into the corpus directory `dest` (replaced)."""
+    src = Path(src)
+    if not src.is_dir():
+        raise CorpusError(f"{src}: not a directory")
+    entries = _entries(src)
+    all_sites = sorted(p.name for p in src.iterdir() if p.is_dir())
+    chosen = sites or all_sites
+    for s in chosen:
+        if s not in all_sites:
+            raise CorpusError(f"{src}: no site folder {s!r} (have: {', '.join(all_sites[:10])}...)")
+    dest = Path(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    w = CorpusWriter(dest, f"tp5n-{len(chosen)}", f"tp5n import of {src}")
+    reports = []
+    for site in chosen:
+        entry = entries.get(site)
+        if entry is None:
+            index = [p for p in (src / site).rglob("index.html")]
+            if not index:
+                log.warning("%s: no entry in tp5n.manifest and no index.html; skipped", site)
+                continue
+            entry = index[0].relative_to(src / site).as_posix()
+        if not (src / site / entry).is_file():
+            raise CorpusError(f"{src / 'tp5n.manifest'}: entry of {site} ({entry}) does not exist")
+        rep = _SiteImporter(src, site, entry, w).run()
+        w.add_page(site, rep.entry_url, len(rep.missing))
+        reports.append(rep)
+        if rep.missing:
+            log.info("%s: %d missing subresources", site, len(rep.missing))
+    if w.duplicates:
+        log.info(
+            "%d objects shared a URL with an earlier page; the first copy is served", w.duplicates
+        )
+    return w.finish(), reports

@@ -1,0 +1,121 @@
+"""Import WARC captures (one page per file) into a corpus, with warcio.
+
+Every `response` record becomes an object: status and headers as recorded, body decoded
+(chunked transfer coding and content-encoding removed — the server recomputes them).
+All URLs become https:// (object URLs, references in HTML/CSS, absolute URLs of the
+capture's hosts in any text body, `location` headers), so the page loads without mixed
+content. The entry URL is the first HTML response of the file. Subresources that HTML
+or CSS references but the capture lacks are counted per page as `missing`.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter, url_key
+from dchlab.pages.rewrite import SKIP_SCHEMES, normalize, rewrite_css, rewrite_html
+
+log = logging.getLogger(__name__)
+
+
+def _https(url: str) -> str:
+    return "https://" + url[7:] if url.lower().startswith("http://") else url
+
+
+def _read_records(path: Path) -> list[tuple[str, int, list[tuple[str, str]], bytes]]:
+    from warcio.archiveiterator import ArchiveIterator
+
+    out = []
+    try:
+        with path.open("rb") as fh:
+            for rec in ArchiveIterator(fh):
+                if rec.rec_type != "response" or rec.http_headers is None:
+                    continue
+                url = rec.rec_headers.get_header("WARC-Target-URI")
+                if not url:
+                    continue
+                status = int(rec.http_headers.get_statuscode() or 0)
+                headers = list(rec.http_headers.headers)
+                body = rec.content_stream().read()
+                out.append((url, status, headers, body))
+    except Exception as e:  # warcio raises a variety of parse errors
+        raise CorpusError(f"{path}: not a readable WARC file: {e}") from e
+    if not out:
+        raise CorpusError(f"{path}: no HTTP response records")
+    return out
+
+
+def _ctype(headers: list[tuple[str, str]]) -> str:
+    for k, v in headers:
+        if k.lower() == "content-type":
+            return v.lower()
+    return ""
+
+
+def import_warc(
+    files: list[Path], dest: Path, name: str | None = None
+) -> tuple[Corpus, dict[str, int]]:
+    """Import WARC files (a page each) into `dest` (replaced). Returns missing per page."""
+    files = [Path(f) for f in files]
+    dest = Path(dest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    src = files[0].parent if files else Path(".")
+    w = CorpusWriter(dest, name or f"warc-{len(files)}", f"warc import of {src}")
+    missing: dict[str, int] = {}
+    for path in files:
+        page = path.name.split(".")[0].lower()
+        records = _read_records(path)
+        hosts = {(urlsplit(u).hostname or "").lower() for u, *_ in records}
+        have = {url_key(normalize(_https(u))) for u, *_ in records}
+        lost: set[str] = set()
+        entry = None
+        for url, status, headers, body in records:
+            url = normalize(_https(url))
+            ctype = _ctype(headers)
+
+            def resolve(
+                ref: str,
+                fetched: bool,
+                base: str = url,
+                have: set[str] = have,
+                lost: set[str] = lost,
+            ) -> str | None:
+                if not ref or ref.lower().startswith(SKIP_SCHEMES):
+                    return None
+                absolute = urljoin(base, ref)
+                if not absolute.lower().startswith(("http://", "https://")):
+                    return None
+                absolute = normalize(_https(absolute.split("#", 1)[0]))
+                if fetched and url_key(absolute) not in have:
+                    lost.add(absolute)
+                return absolute
+
+            if "html" in ctype or "css" in ctype or "javascript" in ctype:
+                text = body.decode("latin-1")
+                if "html" in ctype:
+                    text = rewrite_html(text, resolve)
+                elif "css" in ctype:
+                    text = rewrite_css(text, resolve)
+                for h in hosts:
+                    text = text.replace(f"http://{h}", f"https://{h}")
+                    text = text.replace(f"http:\\/\\/{h}", f"https:\\/\\/{h}")
+                body = text.encode("latin-1")
+            headers = [
+                (k, _https(v) if k.lower() == "location" else v)
+                for k, v in headers
+                # Replayed pages are loaded cold and over our own TLS: drop cookies' and
+                # HSTS's cross-load state.
+                if k.lower() not in ("set-cookie", "strict-transport-security", "alt-svc")
+            ]
+            if entry is None and status == 200 and "html" in ctype:
+                entry = url
+            w.add_object(url, page, body, headers, status or 200, 0.0)
+        if entry is None:
+            raise CorpusError(f"{path}: no HTML response to use as the entry page")
+        w.add_page(page, entry, len(lost))
+        missing[page] = len(lost)
+    return w.finish(), missing
