@@ -1,0 +1,311 @@
+"""`dch traces`: synthesize the paper's 5G scenarios, import real traces, print
+Table 1 statistics and plot traces.
+
+Subcommands:
+  synth NAME [--seed N] -o DIR     scenario trace files + channel profile
+  stats FILE... [--json]           span, RTT min/p50/p98/mean/CV, mean up/down
+  plot FILE -o x.png               RTT and capacity over time
+  import ping|csv|mahimahi ...     real traces -> *.rtt.csv / *.cap.csv / Mahimahi
+  fit [--data DIR]                 refit the RTT time structure to real ping runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("dch.traces")
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from dchlab.traces.scenario_files import write_scenario
+    from dchlab.traces.stats import file_stats
+
+    out = Path(args.output)
+    profile = write_scenario(args.name, args.seed, out)
+    print(f"wrote {out}/ (profile {profile.name}, seed {args.seed})")
+    _print_table([file_stats(profile, args.seed)])
+    return 0
+
+
+def _print_table(rows: list[dict[str, Any]]) -> None:
+    head = ["file", "span(min)", "RTT min", "p50", "p98", "mean", "CV", "up Mbit/s", "down Mbit/s"]
+    keys = [
+        "span_min",
+        "rtt_min",
+        "rtt_p50",
+        "rtt_p98",
+        "rtt_mean",
+        "rtt_cv",
+        "up_mbit",
+        "down_mbit",
+    ]
+    table = [head]
+    for r in rows:
+        table.append([r["file"]] + [_fmt(r[k], 3 if k == "rtt_cv" else 2) for k in keys])
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for row in table:
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        print("  ".join(cells))
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from dchlab.traces.stats import file_stats
+
+    rows = [file_stats(f, args.seed) for f in args.files]
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        print()
+    else:
+        _print_table(rows)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from dchlab.traces.plot import plot_file
+
+    plot_file(Path(args.file), Path(args.output), seconds=args.seconds, seed=args.seed)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def cmd_import_ping(args: argparse.Namespace) -> int:
+    from dchlab.traces.ping import parse_ping
+    from dchlab.traces.timeline import write_rtt
+
+    r = parse_ping(Path(args.file), interval_s=args.interval)
+    write_rtt(Path(args.output), r.timeline)
+    print(
+        f"wrote {args.output}: {r.replies} samples, {r.lost} lost, {r.duplicates} duplicates; "
+        + "; ".join(r.notes)
+    )
+    return 0
+
+
+def cmd_import_csv(args: argparse.Namespace) -> int:
+    from dchlab.traces.capacity import write_capacity
+    from dchlab.traces.throughput_csv import import_throughput_csv
+
+    r = import_throughput_csv(
+        Path(args.file),
+        mode=args.mode,
+        down_col=args.down_col,
+        up_col=args.up_col,
+        unit=args.unit,
+        max_gap_s=args.max_gap,
+    )
+    write_capacity(Path(args.output), r.series)
+    print(f"wrote {args.output}: {len(r.series)} s; " + "; ".join(r.notes))
+    return 0
+
+
+def cmd_import_mahimahi(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dchlab.traces.capacity import CapacitySeries, read_capacity, write_capacity
+    from dchlab.traces.mahimahi import (
+        opportunities_to_rate,
+        rate_to_opportunities,
+        read_mahimahi,
+        write_mahimahi,
+    )
+
+    if args.direction == "read":
+        if not args.down:
+            raise SystemExit("dch traces import mahimahi read: --down FILE is required")
+        down = opportunities_to_rate(read_mahimahi(Path(args.down)))
+        up = opportunities_to_rate(read_mahimahi(Path(args.up))) if args.up else np.zeros(len(down))
+        n = max(len(up), len(down))
+        up = np.pad(up, (0, n - len(up)))
+        down = np.pad(down, (0, n - len(down)))
+        write_capacity(Path(args.output), CapacitySeries(up, down))
+        print(
+            f"wrote {args.output}: {n} s, mean up {up.mean():.2f} / down {down.mean():.2f} Mbit/s"
+        )
+    else:
+        cap = read_capacity(Path(args.capacity))
+        stem = Path(args.output)
+        for col, ext in (("up_mbit", "up"), ("down_mbit", "down")):
+            ts = rate_to_opportunities(cap.column(col))
+            path = stem.with_name(f"{stem.name}.{ext}")
+            write_mahimahi(path, ts)
+            print(f"wrote {path}: {len(ts)} delivery opportunities over {len(cap)} s")
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    from dchlab.paths import shared_data
+    from dchlab.traces import fit
+
+    data = Path(args.data) if args.data else None
+    if data is None:
+        shared = shared_data()
+        if shared is None:
+            raise SystemExit("no shared data: pass --data DIR with ping runs (*.out)")
+        data = shared / "traces" / "imc23-driving-rtt"
+    report = fit.fit_report(data, grid=args.grid)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from dchlab.traces.scenarios import SCENARIOS
+
+    p = sub.add_parser(
+        "traces",
+        help="synthesize the paper's 5G scenarios, import, inspect and plot traces",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tsub = p.add_subparsers(dest="traces_command", metavar="SUBCOMMAND", required=True)
+
+    s = tsub.add_parser(
+        "synth",
+        help="write a Table 1 scenario's traces and channel profile",
+        description=(
+            "Synthesize scenario NAME (RTT timeline at 15 ms + per-second capacity, matching "
+            "the paper's Table 1 statistics) into DIR: NAME.rtt.csv, NAME.cap.csv, profile.toml "
+            "(drop-tail 800 packets, DRX preset of the band) and source.json. Deterministic per seed."
+        ),
+    )
+    s.add_argument("name", choices=list(SCENARIOS), metavar="NAME", help=" | ".join(SCENARIOS))
+    s.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    s.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    s.set_defaults(func=cmd_synth)
+
+    st = tsub.add_parser(
+        "stats",
+        help="print Table 1 columns for trace files or profiles",
+        description=(
+            "For each FILE (*.rtt.csv, *.cap.csv, profile .toml, Mahimahi trace or ping "
+            "output) print span (min), RTT min/p50/p98/mean/CV (ms) and mean up/down (Mbit/s)."
+        ),
+    )
+    st.add_argument("files", nargs="+", metavar="FILE")
+    st.add_argument("--json", action="store_true", help="machine-readable output (a JSON list)")
+    st.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    st.set_defaults(func=cmd_stats)
+
+    pl = tsub.add_parser(
+        "plot",
+        help="plot RTT and capacity over time",
+        description="Draw RTT (ms) and capacity (Mbit/s) over time from a trace file or profile.",
+    )
+    pl.add_argument(
+        "file",
+        metavar="FILE",
+        help="*.rtt.csv, *.cap.csv, profile .toml, Mahimahi trace, ping output",
+    )
+    pl.add_argument("-o", "--output", required=True, metavar="PNG")
+    pl.add_argument("--seconds", type=float, default=None, help="plot only the first N seconds")
+    pl.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
+    pl.set_defaults(func=cmd_plot)
+
+    im = tsub.add_parser(
+        "import",
+        help="convert ping output, throughput CSVs and Mahimahi traces",
+        description="Import real traces into the formats chanemu reads (docs/formats.md).",
+    )
+    isub = im.add_subparsers(dest="import_kind", metavar="KIND", required=True)
+    ip = isub.add_parser(
+        "ping",
+        help="Linux ping output -> RTT timeline",
+        description=(
+            "Linux ping output -> t_ms,rtt_ms. Uses [epoch] timestamps (ping -D) when present "
+            "(send time = receive time - rtt), else icmp_seq x interval. Lost pings leave a gap "
+            "that the timeline interpolates across."
+        ),
+    )
+    ip.add_argument("file", metavar="PING_OUTPUT")
+    ip.add_argument("-o", "--output", required=True, metavar="FILE.rtt.csv")
+    ip.add_argument(
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="ping -i interval (default: from the summary line, else 1 s)",
+    )
+    ip.set_defaults(func=cmd_import_ping)
+    ic = isub.add_parser(
+        "csv",
+        help="per-second throughput CSV -> capacity series",
+        description=(
+            "Per-second throughput CSV (e.g. the Raca et al. 5G dataset) -> t_s,up_mbit,down_mbit. "
+            "Rows are binned by their Timestamp second (duplicates averaged, gaps up to --max-gap "
+            "seconds filled with the previous value); rows of other network modes are dropped and "
+            "the remaining stretches joined."
+        ),
+    )
+    ic.add_argument("file", metavar="CSV")
+    ic.add_argument("-o", "--output", required=True, metavar="FILE.cap.csv")
+    ic.add_argument(
+        "--mode",
+        default="5G",
+        help="NetworkMode filter: 5G, 4G (LTE), 3G, all, or a raw value (default 5G)",
+    )
+    ic.add_argument("--down-col", default="DL_bitrate", help="downlink column (default DL_bitrate)")
+    ic.add_argument("--up-col", default="UL_bitrate", help="uplink column (default UL_bitrate)")
+    ic.add_argument(
+        "--unit",
+        default="kbit",
+        choices=["bit", "kbit", "mbit"],
+        help="unit of the rate columns (default kbit)",
+    )
+    ic.add_argument(
+        "--max-gap",
+        type=int,
+        default=3,
+        help="longest gap (s) filled with the previous value (default 3)",
+    )
+    ic.set_defaults(func=cmd_import_csv)
+    im_m = isub.add_parser(
+        "mahimahi",
+        help="Mahimahi link traces <-> capacity series",
+        description=(
+            "read: Mahimahi traces (--down, optional --up) -> per-second capacity series. "
+            "write: capacity series -> OUT.up and OUT.down Mahimahi traces (1500-byte delivery "
+            "opportunities; loop period = series length)."
+        ),
+    )
+    im_m.add_argument("direction", choices=["read", "write"])
+    im_m.add_argument("--down", metavar="FILE", help="read: downlink Mahimahi trace")
+    im_m.add_argument(
+        "--up", metavar="FILE", help="read: uplink Mahimahi trace (default: 0 Mbit/s)"
+    )
+    im_m.add_argument("--capacity", metavar="FILE.cap.csv", help="write: the capacity series")
+    im_m.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="read: FILE.cap.csv; write: OUT (writes OUT.up, OUT.down)",
+    )
+    im_m.set_defaults(func=cmd_import_mahimahi)
+
+    f = tsub.add_parser(
+        "fit",
+        help="refit the RTT time structure to real ping runs",
+        description=(
+            "Compare the synthesizer's time structure (autocorrelation at 0.2-1 s, excursions "
+            "above p90) with real ping runs (default: the IMC'23 driving data) and run the grid search."
+        ),
+    )
+    f.add_argument(
+        "--data", metavar="DIR", help="directory of ping outputs (*.out), searched recursively"
+    )
+    f.add_argument("--grid", action="store_true", help="also run the grid search (about a minute)")
+    f.set_defaults(func=cmd_fit)

@@ -1,0 +1,134 @@
+"""Fit and check the latent time structure against real RTT series.
+
+The reference is the IMC'23 driving data (../shared/data/traces/imc23-driving-rtt):
+~110 ping runs of 100 pings at ~200 ms spacing. Statistics (dchlab.traces.structure)
+are computed per run and pooled; the synthetic series is subsampled to 200 ms and
+cut into 100-sample windows first. `dch traces fit` reruns the grid search.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from dchlab.traces.latent import LatentParams, latent, rank_map
+from dchlab.traces.marginal import fit_quantiles
+from dchlab.traces.ping import parse_ping
+from dchlab.traces.structure import Array, excursions_above, window_stats, windows_of
+
+log = logging.getLogger(__name__)
+
+REAL_SPACING_MS = 200.0
+WINDOW = 100
+LAGS = [1, 2, 3, 4, 5]  # x 200 ms: 0.2 .. 1 s
+
+
+def real_windows(root: Path, min_replies: int = 50) -> list[Array]:
+    """One NaN-gapped series per ping run (index = sequence number)."""
+    out = []
+    for f in sorted(root.rglob("*.out")):
+        try:
+            r = parse_ping(f)
+        except ValueError as e:
+            log.info("skipping %s", e)
+            continue
+        if r.replies < min_replies or r.interval_ms is None:
+            continue
+        idx = np.round(r.timeline.t_ms / r.interval_ms).astype(int)
+        w = np.full(idx[-1] + 1, np.nan)
+        w[idx] = r.timeline.rtt_ms
+        out.append(w)
+    return out
+
+
+def synthetic_series(p: LatentParams, seed: int = 1, minutes: float = 40.0) -> Array:
+    """A synthetic 15 ms series with the MM-D marginal (the driving scenario)."""
+    step = 15.0
+    n = int(minutes * 60000 / step)
+    rng = np.random.default_rng(seed)
+    values, _ = fit_quantiles(n, 18, 40, 236, 56.15, 0.96)
+    return rank_map(latent(rng, n, step, p), values)
+
+
+def synthetic_windows(p: LatentParams, seed: int = 1, minutes: float = 40.0) -> list[Array]:
+    """The synthetic series cut like the real runs (200 ms spacing, 100 samples)."""
+    return windows_of(synthetic_series(p, seed, minutes), 15.0, REAL_SPACING_MS, WINDOW)
+
+
+def burst_ms(x: Array, step_ms: float = 15.0) -> float:
+    """Mean length (ms) of excursions above p90 at full resolution."""
+    return float(np.mean(excursions_above(x, 90.0))) * step_ms
+
+
+#: The real data (200 ms spacing) cannot see below 200 ms; the paper (and the
+#: issue) describe spikes lasting hundreds of ms to seconds, so the fit only
+#: accepts models whose bursts above p90 last at least this long on average.
+MIN_BURST_MS = 150.0
+
+
+def distance(real: dict[str, object], syn: dict[str, object]) -> float:
+    ra, sa = real["acf"], syn["acf"]
+    assert isinstance(ra, dict) and isinstance(sa, dict)
+    d = sum((ra[k] - sa[k]) ** 2 for k in ra)
+    for key in ("excursion_p1", "excursion_p2", "excursion_p3plus"):
+        d += (float(real[key]) - float(syn[key])) ** 2  # type: ignore[arg-type]
+    return float(d)
+
+
+#: Grid of `dch traces fit --grid` (spike_ms, spike_share, fast_ms, slow_ms, w_fast,
+#: w_slow, w_spike); about 1300 models, a couple of minutes.
+GRID = (
+    [150.0, 200.0, 300.0, 400.0],
+    [0.06, 0.10, 0.14],
+    [30.0, 60.0, 120.0],
+    [3000.0, 10000.0],
+    [0.3, 0.6, 1.0],
+    [0.3, 0.6, 1.0],
+    [2.0, 4.0],
+)
+
+
+def grid_search(real: dict[str, object]) -> tuple[LatentParams, dict[str, object], float]:
+    best: tuple[LatentParams, dict[str, object], float] | None = None
+    for values in itertools.product(*GRID):
+        p = LatentParams(*values)
+        x = synthetic_series(p, minutes=30.0)
+        if burst_ms(x) < MIN_BURST_MS:
+            continue
+        syn = window_stats(windows_of(x, 15.0, REAL_SPACING_MS, WINDOW), LAGS)
+        d = distance(real, syn)
+        if best is None or d < best[2]:
+            best = (p, syn, d)
+            log.info("best so far %s: distance %.4f", p, d)
+    assert best is not None
+    return best
+
+
+def fit_report(data: Path, grid: bool = False) -> dict[str, object]:
+    """Real vs synthetic time-structure statistics (and optionally a new grid fit)."""
+    from dchlab.traces.synth import LATENT
+
+    windows = real_windows(data)
+    real = window_stats(windows, LAGS)
+    x = synthetic_series(LATENT)
+    syn = window_stats(windows_of(x, 15.0, REAL_SPACING_MS, WINDOW), LAGS)
+    iid = window_stats(synthetic_windows(LatentParams(1.0, 0.5, 1.0, 1.0, 1e-9, 0.0, 0.0)), LAGS)
+    report: dict[str, object] = {
+        "runs": len(windows),
+        "spacing_ms": REAL_SPACING_MS,
+        "real": real,
+        "model": {
+            "params": LATENT.as_dict(),
+            **syn,
+            "distance": distance(real, syn),
+            "burst_ms_at_15ms": burst_ms(x),
+        },
+        "iid_baseline": {**iid, "distance": distance(real, iid)},
+    }
+    if grid:
+        p, s, d = grid_search(real)
+        report["grid_best"] = {"params": p.as_dict(), **s, "distance": d}
+    return report

@@ -1,0 +1,347 @@
+"""Channel specs -> what `chanemu --profile` takes. The API other parts of the lab use.
+
+Grammar of a spec: BASE [+KEY=VALUE]...
+- BASE: `urllc`, `embb`, `fixed:<rtt>ms/<rate>mbit` (built into chanemu),
+  a Table 1 scenario name (MM-S MM-W MM-D LB-S LB-W LB-D; synthesized per seed
+  into `cache_dir()/profiles/<NAME>-seed<seed>/`), or a path to a profile TOML.
+- modifiers: `loss=P` (both directions), `rtt=MS` (fixed RTT), `cov=C` (gaussian
+  delay with the same mean RTT, `resample=MS`, default 10), `queue=N` (packets,
+  or `unlimited`), `drx=mmwave|lowband|none` (downlink).
+A built-in without modifiers is returned unchanged; anything else becomes a
+profile file in the cache (written atomically, reused by later runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dchlab.paths import cache_dir
+from dchlab.traces.atomic import atomic_write_text, build_dir_once
+from dchlab.traces.capacity import read_capacity
+from dchlab.traces.mahimahi import opportunities_to_rate, read_mahimahi
+from dchlab.traces.profile_toml import Profile, dump_profile, load_profile, validate
+from dchlab.traces.scenario_files import SYNTH_VERSION, write_scenario
+from dchlab.traces.scenarios import DRX_PRESETS, QUEUE_PACKETS, SCENARIOS
+from dchlab.traces.timeline import read_rtt
+
+BUILTINS = {"urllc": "fixed:5ms/2mbit", "embb": "fixed:40ms/200mbit"}
+FIXED_SYNTAX = "fixed:<rtt>ms/<rate>mbit"
+_FIXED = re.compile(r"^fixed:(\d+(?:\.\d+)?)ms/(\d+(?:\.\d+)?)mbit$")
+MODIFIERS = ("loss", "rtt", "cov", "resample", "queue", "drx")
+DEFAULT_RESAMPLE_MS = 10
+
+
+def known_channels() -> list[str]:
+    """Runnable channel names: the built-ins and the six scenarios (fixed:... also works)."""
+    return [*BUILTINS, *SCENARIOS]
+
+
+@dataclass
+class Spec:
+    base: str
+    mods: dict[str, str]
+
+
+def parse_spec(spec: str) -> Spec:
+    parts = spec.strip().split("+")
+    base, mods = parts[0].strip(), {}
+    if not base:
+        raise ValueError(f"channel spec {spec!r}: empty base name")
+    for part in parts[1:]:
+        key, sep, value = part.partition("=")
+        key, value = key.strip().lower(), value.strip()
+        if not sep or not value:
+            raise ValueError(f"channel spec {spec!r}: modifier {part!r} is not KEY=VALUE")
+        if key not in MODIFIERS:
+            raise ValueError(
+                f"channel spec {spec!r}: unknown modifier {key!r} (known: {', '.join(MODIFIERS)})"
+            )
+        if key in mods:
+            raise ValueError(f"channel spec {spec!r}: modifier {key!r} given twice")
+        mods[key] = value
+    return Spec(base, mods)
+
+
+def _unknown(base: str) -> ValueError:
+    return ValueError(
+        f"unknown channel {base!r}: expected a preset ({', '.join(BUILTINS)}, {FIXED_SYNTAX}), "
+        f"a scenario ({', '.join(SCENARIOS)}) or the path of a profile TOML"
+    )
+
+
+def fixed_profile(rtt_ms: float, rate_mbit: float, name: str) -> Profile:
+    side = {"rate": {"mbit": rate_mbit}, "queue": {"packets": QUEUE_PACKETS}, "loss": 0.0}
+    return {
+        "name": name,
+        "description": f"fixed {rtt_ms:g} ms RTT, {rate_mbit:g} Mbit/s each way",
+        "delay": {"kind": "fixed", "rtt_ms": rtt_ms},
+        "uplink": dict(side),
+        "downlink": dict(side),
+    }
+
+
+def scenario_dir(name: str, seed: int) -> Path:
+    return cache_dir() / "profiles" / f"{name}-seed{seed}"
+
+
+def scenario_profile_path(name: str, seed: int = 1) -> Path:
+    """Synthesize scenario `name` for `seed` into the cache once; return its profile."""
+    name = name.upper()
+    final = scenario_dir(name, seed)
+    version_file = final / "VERSION"
+    if (final / "profile.toml").exists() and version_file.exists():
+        if version_file.read_text().strip() == str(SYNTH_VERSION):
+            return final / "profile.toml"
+        # Made by an older synthesizer: move it aside atomically and rebuild.
+        stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
+        with contextlib.suppress(OSError):
+            os.rename(final, stale)
+
+    def build(tmp: Path) -> None:
+        write_scenario(name, seed, tmp)
+        (tmp / "VERSION").write_text(f"{SYNTH_VERSION}\n")
+
+    build_dir_once(final, build, "VERSION")
+    return final / "profile.toml"
+
+
+def _base_profile(base: str, seed: int) -> tuple[Profile, Path | None]:
+    """The base as a profile dict plus the directory its file paths are relative to."""
+    fixed = BUILTINS.get(base.lower(), base)
+    m = _FIXED.match(fixed)
+    if m:
+        return fixed_profile(float(m[1]), float(m[2]), base), None
+    if base.upper() in SCENARIOS:
+        path = scenario_profile_path(base.upper(), seed)
+        return load_profile(path), path.parent
+    path = Path(base)
+    if path.suffix == ".toml" and path.is_file():
+        return load_profile(path), path.resolve().parent
+    raise _unknown(base)
+
+
+def resolve_channel(spec: str, seed: int = 1) -> str:
+    """What to pass to `chanemu --profile` for `spec` (see the module docstring)."""
+    s = parse_spec(spec)
+    fixed = BUILTINS.get(s.base.lower(), s.base)
+    if not s.mods and _FIXED.match(fixed):
+        return s.base.lower() if s.base.lower() in BUILTINS else s.base
+    if not s.mods:
+        if s.base.upper() in SCENARIOS:
+            return str(scenario_profile_path(s.base.upper(), seed))
+        path = Path(s.base)
+        if path.suffix == ".toml" and path.is_file():
+            load_profile(path)  # refuse a bad profile here, with its file and key
+            return str(path.resolve())
+        raise _unknown(s.base)
+    profile, rel_to = _base_profile(s.base, seed)
+    derived = apply_modifiers(profile, s.mods, rel_to, spec)
+    return str(_write_derived(derived, rel_to, spec, seed))
+
+
+def _mean_rtt(profile: Profile, rel_to: Path | None) -> float:
+    d = profile["delay"]
+    if d["kind"] == "fixed":
+        return float(d["rtt_ms"])
+    if d["kind"] == "gaussian":
+        return float(d["mean_rtt_ms"])
+    assert rel_to is not None
+    tl = read_rtt(rel_to / d["file"])
+    return timeline_mean(tl.t_ms, tl.rtt_ms, tl.period_ms)
+
+
+def timeline_mean(t: np.ndarray, rtt: np.ndarray, period: float) -> float:
+    """Time-weighted mean over one loop, with linear interpolation (and the wrap)."""
+    if len(t) < 2:
+        return float(rtt[0])
+    tt = np.append(t, t[0] + period)
+    rr = np.append(rtt, rtt[0])
+    return float(np.sum((rr[1:] + rr[:-1]) / 2 * np.diff(tt)) / (tt[-1] - tt[0]))
+
+
+def apply_modifiers(
+    profile: Profile, mods: dict[str, str], rel_to: Path | None, spec: str
+) -> Profile:
+    p: Profile = {k: (dict(v) if isinstance(v, dict) else v) for k, v in profile.items()}
+
+    def num(key: str, lo: float, hi: float = float("inf")) -> float:
+        try:
+            v = float(mods[key])
+        except ValueError:
+            raise ValueError(
+                f"channel spec {spec!r}: {key}= expects a number, got {mods[key]!r}"
+            ) from None
+        if not lo <= v <= hi:
+            raise ValueError(
+                f"channel spec {spec!r}: {key}={mods[key]} out of range [{lo:g}, {hi:g}]"
+            )
+        return v
+
+    if "rtt" in mods:
+        p["delay"] = {"kind": "fixed", "rtt_ms": num("rtt", 0.0)}
+    if "cov" in mods:
+        resample = num("resample", 1e-3) if "resample" in mods else DEFAULT_RESAMPLE_MS
+        p["delay"] = {
+            "kind": "gaussian",
+            "mean_rtt_ms": round(_mean_rtt(p, rel_to), 3),
+            "cov": num("cov", 0.0),
+            "resample_ms": resample,
+        }
+    elif "resample" in mods:
+        if p["delay"]["kind"] != "gaussian":
+            raise ValueError(
+                f"channel spec {spec!r}: resample= needs a gaussian delay (add +cov=C)"
+            )
+        p["delay"]["resample_ms"] = num("resample", 1e-3)
+    for side in ("uplink", "downlink"):
+        if "loss" in mods:
+            p[side]["loss"] = num("loss", 0.0, 1.0)
+        if "queue" in mods:
+            if mods["queue"].lower() == "unlimited":
+                p[side]["queue"] = "unlimited"
+            else:
+                p[side]["queue"] = {"packets": int(num("queue", 1))}
+    if "drx" in mods:
+        preset = mods["drx"].lower()
+        if preset == "none":
+            p["downlink"].pop("drx", None)
+        elif preset in DRX_PRESETS:
+            p["downlink"]["drx"] = dict(DRX_PRESETS[preset])
+        else:
+            raise ValueError(
+                f"channel spec {spec!r}: drx= expects mmwave|lowband|none, got {preset!r}"
+            )
+    suffix = "".join(f"+{k}={v}" for k, v in mods.items())
+    p["name"] = f"{profile['name']}{suffix}"
+    p["description"] = f"{profile.get('description', profile['name'])}; modified: {suffix[1:]}"
+    return p
+
+
+def _rebase(p: Profile, rel_to: Path | None, new_dir: Path) -> Profile:
+    """Rewrite trace file references so they stay valid from `new_dir`."""
+    if rel_to is None:
+        return p
+
+    def fix(name: str) -> str:
+        return os.path.relpath(rel_to / name, new_dir)
+
+    if p["delay"]["kind"] == "timeline":
+        p["delay"]["file"] = fix(p["delay"]["file"])
+    for side in ("uplink", "downlink"):
+        r = p[side]["rate"]
+        if isinstance(r, dict):
+            r = dict(r)
+            for key in ("series", "mahimahi"):
+                if key in r:
+                    r[key] = fix(r[key])
+            p[side]["rate"] = r
+    return p
+
+
+def _write_derived(p: Profile, rel_to: Path | None, spec: str, seed: int) -> Path:
+    root = cache_dir() / "profiles" / "derived"
+    key = f"{spec}|seed={seed}|{dump_profile(p)}|{rel_to}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", spec.split("/")[-1])[:60]
+    out = root / f"{slug}-{digest}"
+    path = out / "profile.toml"
+    if not path.exists():
+        p = _rebase(p, rel_to, out)
+        out.mkdir(parents=True, exist_ok=True)
+        validate(p, path)
+        atomic_write_text(path, dump_profile(p))
+    return path
+
+
+def _profile_for(spec_or_profile: str, seed: int) -> tuple[Profile, Path | None]:
+    resolved = resolve_channel(spec_or_profile, seed)
+    fixed = BUILTINS.get(resolved.lower(), resolved)
+    m = _FIXED.match(fixed)
+    if m:
+        return fixed_profile(float(m[1]), float(m[2]), resolved), None
+    path = Path(resolved)
+    return load_profile(path), path.parent
+
+
+def _periods_ms(p: Profile, base: Path | None) -> list[float]:
+    out: list[float] = []
+    if base is None:
+        return out
+    if p["delay"]["kind"] == "timeline":
+        out.append(read_rtt(base / p["delay"]["file"]).period_ms)
+    for side in ("uplink", "downlink"):
+        r = p[side]["rate"]
+        if isinstance(r, dict) and "series" in r:
+            out.append(float(read_capacity(base / r["series"]).period_ms))
+        elif isinstance(r, dict) and "mahimahi" in r:
+            out.append(float(read_mahimahi(base / r["mahimahi"])[-1]))
+    return out
+
+
+def trace_offset_ms(spec_or_profile: str, seed: int) -> int:
+    """Where time 0 of a run falls in the looped traces: a deterministic function of the
+    seed (same seed, same offset, whatever the scheme), in [0, longest period).
+    0 for channels without traces."""
+    p, base = _profile_for(spec_or_profile, seed)
+    periods = _periods_ms(p, base)
+    if not periods:
+        return 0
+    period = int(max(periods))
+    h = int.from_bytes(hashlib.sha256(f"dchannel-trace-offset:{seed}".encode()).digest()[:8], "big")
+    return h % max(period, 1)
+
+
+def _rate_summary(r: Any, base: Path | None) -> float | None:
+    if r == "unlimited":
+        return None
+    if "mbit" in r:
+        return float(r["mbit"])
+    assert base is not None
+    if "series" in r:
+        return float(read_capacity(base / r["series"]).column(r["column"]).mean())
+    return float(opportunities_to_rate(read_mahimahi(base / r["mahimahi"])).mean())
+
+
+def profile_summary(spec: str, seed: int = 1) -> dict[str, Any]:
+    """Numbers for reports: mean RTT, mean rates, queue, loss, DRX, trace period."""
+    p, base = _profile_for(spec, seed)
+    d = p["delay"]
+    out: dict[str, Any] = {
+        "spec": spec,
+        "seed": seed,
+        "name": p["name"],
+        "description": p.get("description", ""),
+        "profile": resolve_channel(spec, seed),
+        "delay_kind": d["kind"],
+        "mean_rtt_ms": round(_mean_rtt(p, base), 3),
+    }
+    if d["kind"] == "timeline":
+        assert base is not None
+        from dchlab.traces.stats import rtt_stats
+
+        out.update(
+            {f"rtt_{k}": v for k, v in rtt_stats(read_rtt(base / d["file"])).items() if k != "mean"}
+        )
+    if d["kind"] == "gaussian":
+        out["cov"] = d["cov"]
+        out["resample_ms"] = d.get("resample_ms", DEFAULT_RESAMPLE_MS)
+    for side, short in (("uplink", "up"), ("downlink", "down")):
+        t = p[side]
+        rate = _rate_summary(t["rate"], base)
+        out[f"{short}_mbit"] = None if rate is None else round(rate, 3)
+        q = t.get("queue", {"packets": QUEUE_PACKETS})
+        out[f"{short}_queue"] = q if q == "unlimited" else dict(q)
+        out[f"{short}_loss"] = float(t.get("loss", 0.0))
+    out["drx"] = p["downlink"].get("drx")
+    periods = _periods_ms(p, base)
+    out["period_ms"] = max(periods) if periods else None
+    out["trace_offset_ms"] = trace_offset_ms(spec, seed)
+    return out
