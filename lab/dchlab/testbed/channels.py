@@ -50,8 +50,7 @@ def resolve_channel(spec: str, seed: int) -> str:
             return str(tp.resolve_channel(spec, seed))
         except (KeyError, ValueError, FileNotFoundError) as exc:
             raise TestbedError(
-                f"unknown channel {spec!r} ({exc}); known presets: {', '.join(known_channels())}, "
-                "or fixed:<rtt>ms/<rate>mbit, or a profile .toml path"
+                f"{exc.args[0] if exc.args else exc}; known presets: {', '.join(known_channels())}"
             ) from exc
     if spec in BUILTINS or FIXED_RE.match(spec):
         return spec

@@ -55,6 +55,10 @@ class MptcpScheme(Scheme):
                 "subflows": conns + joins,
                 "fallbacks": ue.get("MPCapableFallbackSYNACK", 0)
                 + ue.get("MPCapableFallbackACK", 0),
-                "counters": {"ue": ue, "srv": srv},
+                "counters": {"ue": _nonzero(ue), "srv": _nonzero(srv)},
             }
         }
+
+
+def _nonzero(c: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in c.items() if v}

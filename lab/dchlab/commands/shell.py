@@ -1,0 +1,153 @@
+"""`dch shell`: build the dual-channel testbed, run one command on the device, tear down.
+
+Exit status: the command's own; 125 when the testbed itself failed (a step, a
+crashed emulator/agent/server); 130 after Ctrl-C (SIGINT), 143 after SIGTERM/SIGHUP.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from dchlab.testbed import (
+    Testbed,
+    TestbedConfig,
+    TestbedError,
+    TestbedInterrupted,
+    known_channels,
+    known_schemes,
+)
+
+log = logging.getLogger(__name__)
+TESTBED_FAILED = 125
+
+
+def add_testbed_args(p: argparse.ArgumentParser) -> None:
+    """The options every command that builds a testbed shares."""
+    p.add_argument(
+        "--scheme",
+        default="dchannel",
+        help="what runs on ue/gw (default dchannel; `dch shell --list` lists all)",
+    )
+    p.add_argument(
+        "--hbc",
+        default="fixed:40ms/200mbit",
+        metavar="CH",
+        help="high-bandwidth channel: preset, profile .toml, or fixed:<rtt>ms/<rate>mbit (default %(default)s)",
+    )
+    p.add_argument(
+        "--llc",
+        default="urllc",
+        metavar="CH",
+        help="low-latency channel (default %(default)s = 5 ms RTT, 2 Mbit/s)",
+    )
+    p.add_argument(
+        "--cc",
+        default="cubic",
+        choices=["cubic", "bbr"],
+        help="TCP congestion control in every namespace (default cubic)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=1, help="trace start offset and emulator randomness (default 1)"
+    )
+    p.add_argument(
+        "--server-delay-ms",
+        type=float,
+        default=0.0,
+        metavar="X",
+        help="extra one-way delay between gw and srv (default 0)",
+    )
+    p.add_argument(
+        "--corpus",
+        help="page corpus directory: its origins get addresses and DNS records, webreplay serves it",
+    )
+    p.add_argument("--agent-arg", action="append", default=[], metavar="ARG", help="extra argument for both agents (repeatable), e.g. --agent-arg=--reorder --agent-arg=off")  # fmt: skip
+
+
+def config_from_args(args: argparse.Namespace) -> TestbedConfig:
+    return TestbedConfig(
+        scheme=args.scheme,
+        hbc=args.hbc,
+        llc=args.llc,
+        cc=args.cc,
+        seed=args.seed,
+        server_delay_ms=args.server_delay_ms,
+        corpus=args.corpus,
+        agent_args=list(args.agent_arg),
+        stats_path=getattr(args, "stats", None),
+        keep_logs=getattr(args, "keep_logs", False),
+    )
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    if args.list:
+        print("schemes:")
+        for name, help_ in known_schemes().items():
+            print(f"  {name:22} {help_}")
+        print(
+            "channels: "
+            + ", ".join(known_channels())
+            + ", fixed:<rtt>ms/<rate>mbit, or a profile .toml"
+        )
+        return 0
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        cmd = ["bash", "-i"] if sys.stdin.isatty() else ["sh"]
+    cfg = config_from_args(args)
+    try:
+        with Testbed(cfg) as tb:
+            if args.keep_logs:
+                print(f"dch shell: run {tb.prefix}, logs in {tb.run_dir}", file=sys.stderr)
+            rc = tb.run_ue(cmd).returncode
+        if args.stats:
+            s = tb.stats()
+            log.info("stats written to %s (%d keys)", args.stats, len(s))
+        if rc < 0:  # killed by a signal: shell convention
+            rc = 128 - rc
+        return rc
+    except TestbedInterrupted as exc:
+        print(f"dch shell: {exc}; testbed removed", file=sys.stderr)
+        return 143
+    except TestbedError as exc:
+        print(f"dch shell: {exc}", file=sys.stderr)
+        return TESTBED_FAILED
+    except KeyboardInterrupt:
+        print("dch shell: interrupted; testbed removed", file=sys.stderr)
+        return 130
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "shell",
+        help="run a command on the device of an emulated dual-channel network",
+        description=(
+            "Build the namespaces ue (device), gw (gateway) and srv (DNS + web server "
+            "answering server.test on 80/443 with GET /bytes/N), the HBC and LLC as "
+            "emulated links between ue and gw, and the chosen scheme; run CMD on ue; "
+            "remove everything. Returns CMD's exit status (125 if the testbed failed). "
+            "Inside: $DCH_CA is the testbed CA; curl trusts it via CURL_CA_BUNDLE."
+        ),
+        epilog="example: dch shell --scheme all-llc -- curl -so /dev/null -w '%{time_total}\\n' https://server.test/bytes/100000",
+    )
+    add_testbed_args(p)
+    p.add_argument(
+        "--stats", metavar="FILE", help="write per-agent / per-channel counters (JSON) at exit"
+    )
+    p.add_argument(
+        "--keep-logs",
+        action="store_true",
+        help="keep the run directory (daemon logs, stats) after exit",
+    )
+    p.add_argument(
+        "--list", action="store_true", help="list schemes and channel presets, then exit"
+    )
+    p.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- CMD [ARG...]",
+        help="command to run on ue (default: a shell)",
+    )
+    p.set_defaults(func=cmd_shell)

@@ -1,0 +1,110 @@
+"""Testbed pieces that need no root: scheme registry, channel handling, addresses, CA."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from dchlab.testbed import TestbedError, ensure_ca, get_scheme, known_schemes
+from dchlab.testbed import addressing as A
+from dchlab.testbed import channels as ch
+
+AGENT_SPECS = [
+    "dchannel",
+    "dchannel:alpha=0.5",
+    "all-hbc",
+    "all-llc",
+    "pkt-size:750",
+    "pkt-control",
+    "pkt-uplink",
+    "pkt-state",
+    "asap",
+]
+
+
+@pytest.mark.parametrize("spec", AGENT_SPECS)
+def test_agent_specs_pass_verbatim(spec: str) -> None:
+    s = get_scheme(spec)
+    assert s.kind == "agent"
+    assert s.spec == spec  # handed to `dchannel --policy` unchanged
+
+
+def test_other_scheme_kinds() -> None:
+    assert get_scheme("mptcp").kind == "mptcp"
+    assert get_scheme("ideal").kind == "ideal"
+    assert get_scheme("hbc-only").kind == "plain"
+
+
+def test_unknown_scheme_lists_known() -> None:
+    with pytest.raises(TestbedError) as e:
+        get_scheme("pkt-sise:750")
+    msg = str(e.value)
+    assert "pkt-sise:750" in msg and "pkt-size:PARAMS" in msg and "mptcp" in msg
+    with pytest.raises(TestbedError, match="needs a parameter"):
+        get_scheme("pkt-size")
+    with pytest.raises(TestbedError, match="takes no parameters"):
+        get_scheme("mptcp:2")
+    assert set(known_schemes()) >= {"ideal", "mptcp", "dchannel[:PARAMS]", "all-llc"}
+
+
+def test_unknown_channel_lists_presets() -> None:
+    with pytest.raises(TestbedError) as e:
+        ch.resolve_channel("urlcc", 1)
+    assert "urlcc" in str(e.value) and "urllc" in str(e.value) and "embb" in str(e.value)
+
+
+def test_ideal_profile_takes_llc_delay_and_hbc_rate(tmp_path) -> None:
+    prof = ch.ideal_profile("fixed:40ms/200mbit", "urllc")
+    assert prof["delay"] == {"kind": "fixed", "rtt_ms": 5.0}
+    assert prof["uplink"]["rate"] == {"mbit": 200.0}
+    assert prof["downlink"]["rate"] == {"mbit": 200.0}
+    # Written as TOML that round-trips.
+    path = ch.write_profile(prof, tmp_path / "ideal.toml")
+    assert tomllib.loads(path.read_text())["delay"]["rtt_ms"] == 5.0
+
+
+def test_ideal_profile_from_trace_profile_keeps_paths_absolute(tmp_path) -> None:
+    (tmp_path / "x.rtt.csv").write_text("t_ms,rtt_ms\n0,30\n10,40\n")
+    (tmp_path / "x.cap.csv").write_text("t_s,up_mbit,down_mbit\n0,10,100\n1,20,300\n")
+    (tmp_path / "hbc.toml").write_text(
+        'name = "x"\n[delay]\nkind = "timeline"\nfile = "x.rtt.csv"\n'
+        '[uplink]\nrate = { series = "x.cap.csv", column = "up_mbit" }\n'
+        '[downlink]\nrate = { series = "x.cap.csv", column = "down_mbit" }\n'
+        "drx = { inactivity_ms = 30, wake_period_ms = 40 }\n"
+    )
+    hbc = str(tmp_path / "hbc.toml")
+    prof = ch.ideal_profile(hbc, "urllc")
+    assert prof["delay"]["kind"] == "fixed"  # the LLC's
+    assert prof["downlink"]["rate"]["series"] == str(tmp_path / "x.cap.csv")
+    assert "drx" not in prof["downlink"]  # radio sleep follows the delay side (LLC: none)
+    assert ch.nominal_mbit(hbc, "downlink") == pytest.approx(200.0)
+    assert ch.nominal_mbit("urllc", "uplink") == 2.0
+
+
+def test_service_addresses() -> None:
+    table = A.service_addresses(["www.a.test", "cdn.b.test", "www.a.test", "WWW.A.TEST."])
+    assert table == {
+        "server.test": "198.19.128.1",
+        "www.a.test": "198.19.128.2",
+        "cdn.b.test": "198.19.128.3",
+    }
+    assert A.DNS_SERVER not in table.values()
+
+
+def test_ca_is_ecdsa_p256_pkcs8_and_cached(tmp_path) -> None:
+    cert_path, key_path = ensure_ca(tmp_path)
+    pem = key_path.read_bytes()
+    assert pem.startswith(b"-----BEGIN PRIVATE KEY-----")  # PKCS#8, not SEC1
+    key = serialization.load_pem_private_key(pem, None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1"
+    cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
+    assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    assert cert.public_key().public_numbers() == key.public_key().public_numbers()
+    assert ensure_ca(tmp_path) == (cert_path, key_path)
+    assert cert_path.read_bytes() == x509.load_pem_x509_certificate(
+        cert_path.read_bytes()
+    ).public_bytes(serialization.Encoding.PEM)
