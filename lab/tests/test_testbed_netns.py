@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import require_binaries, require_root
+
 from dchlab.testbed import Testbed, TestbedConfig
 from dchlab.testbed.runrecord import RUN_DIR, list_netns
 
