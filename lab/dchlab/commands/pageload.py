@@ -1,0 +1,66 @@
+"""`dch pageload`: Chromium page-load times over the testbed, paired across schemes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs, specs
+
+
+def _show(row: dict[str, Any]) -> str:
+    state = "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
+    return (
+        f"{row['scheme']:<14} {row['page']:<24} trial {row['trial']}  "
+        f"PLT {fmt_ms(row['plt_ms'])} ms  resources {row['resources_loaded']}"
+        f"/{row['resources_failed']} failed  offset {row['trace_offset_ms']} ms  {state}"
+    )
+
+
+def cmd_pageload(args: argparse.Namespace) -> int:
+    from dchlab.pages import CorpusError, open_corpus
+    from dchlab.workloads.api import load_one
+
+    try:
+        corpus = open_corpus(args.corpus)
+        if args.pages is None:
+            names = [p.name for p in corpus.pages]
+        elif args.pages.isdigit():
+            names = [p.name for p in corpus.pages[: int(args.pages)]]
+        else:
+            names = [corpus.page(n.strip()).name for n in args.pages.split(",") if n.strip()]
+    except CorpusError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    jobs = []
+    # Order: page, trial, scheme — schemes of one (page, trial) run back to back, so a
+    # partial run still holds complete paired comparisons.
+    for name in names:
+        for trial in range(args.trials):
+            for spec in specs(args, trial):
+                label = f"{spec.scheme} {name} #{trial}"
+                jobs.append((label, lambda s=spec, n=name: [load_one(s, corpus, n, args.timeout)]))
+    return run_jobs(jobs, args, _show)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pageload",
+        help="page-load time of real Chromium over the testbed (paired across schemes)",
+        description=(
+            "Load pages of a corpus in a fresh headless Chromium on ue, once per page, "
+            "trial and scheme, each in a fresh testbed. PLT = loadEventEnd - navigationStart. "
+            "For a page and trial every scheme sees the same trace offset. A load with a "
+            "failed resource or a certificate error is reported invalid."
+        ),
+    )
+    p.add_argument(
+        "--corpus",
+        default="synthetic",
+        help="corpus directory or synthetic[:SEED[:PAGES]] (default: synthetic = seed 1, 20 pages)",
+    )
+    p.add_argument("--pages", help="first K pages, or comma-separated page names (default: all)")
+    p.add_argument("--timeout", type=float, default=60.0, help="per-load timeout, s (default 60)")
+    add_common(p)
+    p.set_defaults(func=cmd_pageload)

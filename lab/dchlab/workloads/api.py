@@ -1,0 +1,280 @@
+"""Workloads on the testbed: Chromium page loads, curl phase breakdown, bulk downloads.
+
+Used by the `dch pageload|curl-phases|bulk` commands and the campaign runner. Each
+measurement builds its own testbed (fresh namespaces, daemons and TCP state), runs the
+workload on `ue` and returns one flat row (keys: ROW_KEYS; the results store adds
+provenance).
+
+Paired runs: the testbed seed — which picks the trace start offset and seeds random
+loss — is derived from (seed, page or URL, trial) and never from the scheme, so every
+scheme of a comparison sees the same trace sub-sequence for a given page and trial.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dchlab import REPO_ROOT
+
+log = logging.getLogger(__name__)
+
+ROW_KEYS = [
+    "workload",
+    "scheme",
+    "hbc",
+    "llc",
+    "cc",
+    "seed",
+    "trial",
+    "trace_offset_ms",
+    "page",
+    "plt_ms",
+    "valid",
+    "invalid_reason",
+    "resources_loaded",
+    "resources_failed",
+    "dns_ms",
+    "connect_ms",
+    "tls_ms",
+    "ttfb_ms",
+    "transfer_ms",
+    "total_ms",
+    "size_bytes",
+    "bytes_hbc",
+    "bytes_llc",
+    "pkts_hbc",
+    "pkts_llc",
+    "stats",
+]
+DEFAULT_CURL_URL = "https://server.test/bytes/100000"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    scheme: str
+    hbc: str
+    llc: str
+    seed: int = 1
+    trial: int = 0
+    cc: str = "cubic"
+    server_delay_ms: float = 0.0
+    agent_args: tuple[str, ...] = field(default_factory=tuple)
+
+
+def paired_seed(seed: int, item: str, trial: int) -> int:
+    """Testbed seed for (seed, page/URL, trial): independent of the scheme (paired runs)."""
+    h = hashlib.sha256(f"{seed}\x00{item}\x00{trial}".encode()).digest()
+    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
+
+
+def _row(spec: RunSpec, workload: str, page: str) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
+    row.update(
+        workload=workload,
+        scheme=spec.scheme,
+        hbc=spec.hbc,
+        llc=spec.llc,
+        cc=spec.cc,
+        seed=spec.seed,
+        trial=spec.trial,
+        page=page,
+        valid=False,
+        invalid_reason="",
+        stats={},
+    )
+    return row
+
+
+def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
+    """Bytes and packets (both directions) on the ue side of each channel's link."""
+    ue = (stats.get("interfaces") or {}).get("ue") or {}
+    out: dict[str, int | None] = {}
+    for ch in ("hbc", "llc"):
+        c = ue.get(ch)
+        out[f"bytes_{ch}"] = c["rx_bytes"] + c["tx_bytes"] if c else None
+        out[f"pkts_{ch}"] = c["rx_packets"] + c["tx_packets"] if c else None
+    return out
+
+
+def _config(spec: RunSpec, item: str, corpus: Path | None = None):  # type: ignore[no-untyped-def]
+    from dchlab.testbed import TestbedConfig
+
+    return TestbedConfig(
+        scheme=spec.scheme,
+        hbc=spec.hbc,
+        llc=spec.llc,
+        cc=spec.cc,
+        seed=paired_seed(spec.seed, item, spec.trial),
+        server_delay_ms=spec.server_delay_ms,
+        corpus=corpus,
+        agent_args=list(spec.agent_args),
+    )
+
+
+def _measure(row: dict[str, Any], cfg: Any, body: Callable[[Any], None]) -> dict[str, Any]:
+    """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters."""
+    from dchlab.testbed import Testbed, TestbedError
+
+    tb = Testbed(cfg)
+    try:
+        with tb:
+            row["trace_offset_ms"] = tb.offset_ms
+            body(tb)
+    except TestbedError as e:
+        row["valid"] = False
+        row["invalid_reason"] = f"testbed: {e}"
+    stats = tb.stats()
+    row["stats"] = stats
+    row.update(channel_counters(stats))
+    return row
+
+
+# --- Chromium page loads ---------------------------------------------------------------
+
+
+def pageload(
+    spec: RunSpec, corpus: str, pages: list[str] | None = None, timeout_s: float = 60
+) -> list[dict[str, Any]]:
+    """Load each page of `corpus` (a directory or `synthetic[:SEED]`) once in Chromium."""
+    from dchlab.pages import open_corpus
+
+    c = open_corpus(corpus)
+    names = pages if pages else [p.name for p in c.pages]
+    return [load_one(spec, c, c.page(n).name, timeout_s) for n in names]
+
+
+def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> dict[str, Any]:
+    from dchlab.testbed import make_nss_db
+
+    entry = corpus.page(page)
+    row = _row(spec, "pageload", page)
+
+    def body(tb: Any) -> None:
+        home = tb.run_dir / "chromium-home"
+        make_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
+        res = run_browser(tb, entry.entry_url, timeout_s, home)
+        row.update(
+            plt_ms=res.get("plt_ms"),
+            valid=bool(res.get("valid")),
+            invalid_reason=res.get("invalid_reason", ""),
+            resources_loaded=res.get("resources_loaded"),
+            resources_failed=res.get("resources_failed"),
+            dns_ms=res.get("dns_ms"),
+            connect_ms=res.get("connect_ms"),
+            tls_ms=res.get("tls_ms"),
+            ttfb_ms=res.get("ttfb_ms"),
+            total_ms=res.get("plt_ms"),
+            size_bytes=res.get("bytes_received"),
+        )
+        row["_browser"] = res
+
+    _measure(row, _config(spec, page, corpus.root), body)
+    browser = row.pop("_browser", {})
+    row["stats"] = {**row["stats"], "browser": browser}
+    return row
+
+
+def run_browser(tb: Any, url: str, timeout_s: float, home: Path) -> dict[str, Any]:
+    """Run the CDP driver (dchlab.workloads.browser) on ue; returns its JSON result."""
+    argv = [
+        sys.executable,
+        "-m",
+        "dchlab.workloads.browser",
+        url,
+        "--timeout",
+        str(timeout_s),
+        "--home",
+        str(home),
+    ]
+    env = {"PYTHONPATH": str(Path(REPO_ROOT) / "lab")}
+    proc = tb.run_ue(argv, capture_output=True, timeout=timeout_s + 60, env=env)
+    out = proc.stdout.decode(errors="replace").strip().splitlines()
+    if proc.returncode != 0 or not out:
+        err = proc.stderr.decode(errors="replace")[-500:]
+        return {"valid": False, "invalid_reason": f"driver exited {proc.returncode}: {err}"}
+    return dict(json.loads(out[-1]))
+
+
+# --- curl --------------------------------------------------------------------------------
+
+CURL_W = "%{json}"
+
+
+def run_curl(tb: Any, url: str, timeout_s: float = 600) -> dict[str, Any]:
+    proc = tb.run_ue(
+        ["curl", "-sS", "-o", "/dev/null", "--max-time", str(timeout_s), "-w", CURL_W, url],
+        capture_output=True,
+        timeout=timeout_s + 30,
+    )
+    try:
+        return dict(json.loads(proc.stdout.decode()))
+    except ValueError:
+        return {"exitcode": proc.returncode, "errormsg": proc.stderr.decode()[-300:]}
+
+
+def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = None) -> None:
+    """Phases as in the paper's Table 2 (ms): DNS = time_namelookup; TCP connect =
+    time_connect − time_namelookup; TLS = time_appconnect − time_connect; transfer =
+    time_total − time_appconnect (request, server, response); total = time_total."""
+    ok = w.get("exitcode", 1) == 0 and 200 <= int(w.get("http_code", 0)) < 400
+    if expect_size is not None and ok and int(w.get("size_download", -1)) != expect_size:
+        ok = False
+        w["errormsg"] = f"downloaded {w.get('size_download')} bytes, expected {expect_size}"
+    row["valid"] = ok
+    if not ok:
+        row["invalid_reason"] = (
+            w.get("errormsg") or f"curl exit {w.get('exitcode')} http {w.get('http_code')}"
+        )
+        return
+    dns = w["time_namelookup"] * 1000
+    conn = w["time_connect"] * 1000
+    app = (w.get("time_appconnect") or 0) * 1000 or conn
+    total = w["time_total"] * 1000
+    row.update(
+        dns_ms=dns,
+        connect_ms=conn - dns,
+        tls_ms=app - conn,
+        ttfb_ms=w["time_starttransfer"] * 1000 - app,
+        transfer_ms=total - app,
+        total_ms=total,
+        size_bytes=int(w.get("size_download", 0)),
+    )
+
+
+def curl_phases(spec: RunSpec, url: str = DEFAULT_CURL_URL) -> dict[str, Any]:
+    """One curl fetch of `url` on ue with its phase breakdown (the paper's Table 2)."""
+    row = _row(spec, "curl-phases", url)
+
+    def body(tb: Any) -> None:
+        w = run_curl(tb, url)
+        curl_row(row, w)
+        row["_curl"] = w
+
+    _measure(row, _config(spec, url), body)
+    row["stats"] = {**row["stats"], "curl": row.pop("_curl", {})}
+    return row
+
+
+def bulk(spec: RunSpec, sizes: list[int]) -> list[dict[str, Any]]:
+    """Download `/bytes/N` from server.test for each size (the paper's Fig. 6)."""
+    rows = []
+    for n in sizes:
+        url = f"https://server.test/bytes/{n}"
+        row = _row(spec, "bulk", url)
+
+        def body(tb: Any, url: str = url, n: int = n, row: dict[str, Any] = row) -> None:
+            w = run_curl(tb, url)
+            curl_row(row, w, expect_size=n)
+            row["_curl"] = w
+
+        _measure(row, _config(spec, f"bulk:{n}"), body)
+        row["stats"] = {**row["stats"], "curl": row.pop("_curl", {})}
+        rows.append(row)
+    return rows

@@ -1,0 +1,337 @@
+"""Chromium page loads over the DevTools protocol (CDP, via `websockets`).
+
+Runs *inside* the namespace whose network it measures: `dchlab.workloads.pageload`
+starts `python -m dchlab.workloads.browser URL ...` on `ue` (tb.run_ue), this module
+starts Chromium next to itself, talks CDP to it over the namespace's loopback and prints
+one JSON result on stdout. (The DevTools socket lives on the ue loopback, which the
+lab's root-namespace process cannot reach — so the driver goes where the browser is.)
+
+Per load: a fresh --user-data-dir (cold HTTP cache, cold DNS cache, no cookies or HSTS)
+and a fresh Chromium process; the testbed CA is trusted through an NSS database under
+$HOME/.pki/nssdb (never --ignore-certificate-errors, so a broken certificate fails as it
+would for a user). Measured:
+
+- plt_ms = loadEventEnd − navigationStart (Navigation Timing, as the paper);
+- the main document's dns/connect/tls/ttfb from the PerformanceNavigationTiming entry:
+  dns = domainLookupEnd − domainLookupStart, connect (TCP) = secureConnectionStart −
+  connectStart, tls = connectEnd − secureConnectionStart, ttfb = responseStart −
+  requestStart;
+- resources loaded/failed from Network.* events (failed: Network.loadingFailed or HTTP
+  status ≥ 400), counted until the network has been quiet for 500 ms after `load`
+  (scripts may fetch after `load`).
+
+valid = the main document loaded with 2xx/3xx, no certificate error, no failed
+resource, no timeout; invalid_reason says why not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = os.environ.get("DCH_CHROMIUM", "/usr/lib/chromium/chromium")
+FLAGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--disable-domain-reliability",
+    "--disable-breakpad",
+    "--disable-client-side-phishing-detection",
+    "--disable-features=OptimizationHints,MediaRouter,Translate,InterestFeedContentSuggestions",
+    "--no-proxy-server",
+    "--mute-audio",
+    "--window-size=1366,768",
+    "--remote-debugging-address=127.0.0.1",
+    "--remote-debugging-port=0",
+]
+QUIET_MS = 500.0  # network quiet time after `load` before resources are counted
+MAX_TAIL_S = 5.0  # at most this long after `load`
+_WS_RE = re.compile(r"DevTools listening on (ws://\S+)")
+
+
+@dataclass
+class LoadResult:
+    url: str
+    plt_ms: float | None = None
+    valid: bool = False
+    invalid_reason: str = ""
+    resources_loaded: int = 0
+    resources_failed: int = 0
+    failed_urls: list[str] = field(default_factory=list)
+    dns_ms: float | None = None
+    connect_ms: float | None = None
+    tls_ms: float | None = None
+    ttfb_ms: float | None = None
+    main_status: int | None = None
+    protocol: str | None = None
+    bytes_received: int = 0
+    driver_ms: float = 0.0  # wall time of the whole load including browser start/stop
+
+
+class CDP:
+    """Minimal CDP client: flat sessions, futures per command id, an event queue."""
+
+    def __init__(self, ws: Any) -> None:
+        self.ws = ws
+        self.next_id = 0
+        self.pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for raw in self.ws:
+            msg = json.loads(raw)
+            if "id" in msg and msg["id"] in self.pending:
+                fut = self.pending.pop(msg["id"])
+                if not fut.done():
+                    fut.set_result(msg)
+            elif "method" in msg:
+                await self.events.put(msg)
+
+    async def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
+        self.next_id += 1
+        msg: dict[str, Any] = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.pending[self.next_id] = fut
+        await self.ws.send(json.dumps(msg))
+        reply = await fut
+        if "error" in reply:
+            raise RuntimeError(f"CDP {method}: {reply['error']}")
+        return dict(reply.get("result", {}))
+
+
+def _launch(profile: Path, home: Path) -> tuple[subprocess.Popen[bytes], str]:
+    env = {**os.environ, "HOME": str(home)}
+    proc = subprocess.Popen(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,  # its own process group: we stop all of it by pgid
+    )
+    assert proc.stderr is not None
+    deadline = time.monotonic() + 20
+    buf = b""
+    os.set_blocking(proc.stderr.fileno(), False)
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited with {proc.returncode}: {buf.decode()[-800:]}")
+        chunk = proc.stderr.read() or b""
+        buf += chunk
+        m = _WS_RE.search(buf.decode(errors="replace"))
+        if m:
+            return proc, m.group(1)
+        time.sleep(0.02)
+    _stop(proc)
+    raise RuntimeError(f"chromium did not open DevTools within 20 s: {buf.decode()[-800:]}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(3)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # helpers left behind in the group
+
+
+async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> None:
+    import websockets
+
+    async with websockets.connect(ws_url, max_size=None, ping_interval=None) as ws:
+        cdp = CDP(ws)
+        targets = await cdp.send("Target.getTargets")
+        page = next(t for t in targets["targetInfos"] if t["type"] == "page")
+        sid = (
+            await cdp.send("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})
+        )["sessionId"]
+        await cdp.send("Network.enable", {}, sid)
+        await cdp.send("Network.setCacheDisabled", {"cacheDisabled": True}, sid)
+        await cdp.send("Page.enable", {}, sid)
+        requests: dict[str, str] = {}  # requestId -> url
+        status: dict[str, int] = {}
+        done: set[str] = set()
+        failed: dict[str, str] = {}
+        main_id: str | None = None
+        loaded = False
+        last_activity = time.monotonic()
+        nav = await cdp.send("Page.navigate", {"url": url}, sid)
+        if nav.get("errorText"):
+            res.invalid_reason = f"navigation failed: {nav['errorText']}"
+        loader = nav.get("loaderId")
+        deadline = time.monotonic() + timeout_s
+        load_at = 0.0
+        while True:
+            now = time.monotonic()
+            inflight = len(set(requests) - done - set(failed))
+            if loaded and (
+                (inflight == 0 and (now - last_activity) * 1000 >= QUIET_MS)
+                or now - load_at > MAX_TAIL_S
+            ):
+                break
+            if now > deadline:
+                if not loaded:
+                    res.invalid_reason = res.invalid_reason or f"timeout after {timeout_s:.0f} s"
+                break
+            try:
+                ev = await asyncio.wait_for(cdp.events.get(), timeout=0.1)
+            except TimeoutError:
+                continue
+            method, p = ev["method"], ev.get("params", {})
+            if method == "Network.requestWillBeSent":
+                rid = p["requestId"]
+                req_url = p["request"]["url"]
+                if req_url.startswith("data:") or (
+                    # Headless Chromium asks for /favicon.ico on its own; not the page's.
+                    p.get("type") == "Other" and req_url.split("?")[0].endswith("/favicon.ico")
+                ):
+                    continue
+                requests[rid] = p["request"]["url"]
+                if main_id is None and p.get("type") == "Document" and p.get("loaderId") == loader:
+                    main_id = rid
+                last_activity = time.monotonic()
+            elif method == "Network.responseReceived":
+                r = p["response"]
+                status[p["requestId"]] = int(r.get("status", 0))
+                if p["requestId"] == main_id:
+                    res.main_status = int(r.get("status", 0))
+                    res.protocol = r.get("protocol")
+                last_activity = time.monotonic()
+            elif method == "Network.loadingFinished":
+                if p["requestId"] in requests:
+                    done.add(p["requestId"])
+                    res.bytes_received += int(p.get("encodedDataLength", 0))
+                last_activity = time.monotonic()
+            elif method == "Network.loadingFailed":
+                if p["requestId"] in requests:
+                    failed[p["requestId"]] = p.get("errorText", "failed")
+                    if p["requestId"] == main_id and not res.invalid_reason:
+                        res.invalid_reason = f"main document failed: {p.get('errorText')}"
+                last_activity = time.monotonic()
+            elif method == "Page.loadEventFired" and not loaded:
+                loaded = True
+                load_at = time.monotonic()
+                last_activity = load_at
+        # Timing of the main document (PerformanceNavigationTiming, ms since navigationStart).
+        if loaded:
+            for _ in range(50):
+                ev = await cdp.send(
+                    "Runtime.evaluate",
+                    {
+                        "expression": "JSON.stringify({t: performance.timing.toJSON(), "
+                        "n: (performance.getEntriesByType('navigation')[0]||{toJSON(){return {}}}).toJSON(), "
+                        "u: location.href})",
+                        "returnByValue": True,
+                    },
+                    sid,
+                )
+                timing = json.loads(ev["result"]["value"])
+                if timing["t"].get("loadEventEnd", 0) > 0:
+                    break
+                await asyncio.sleep(0.05)
+            t, n = timing["t"], timing["n"]
+            if t.get("loadEventEnd", 0) > 0:
+                res.plt_ms = float(t["loadEventEnd"] - t["navigationStart"])
+            if n:
+                res.dns_ms = n["domainLookupEnd"] - n["domainLookupStart"]
+                sec = n.get("secureConnectionStart") or 0
+                if sec > 0:
+                    res.connect_ms = sec - n["connectStart"]
+                    res.tls_ms = n["connectEnd"] - sec
+                else:
+                    res.connect_ms = n["connectEnd"] - n["connectStart"]
+                    res.tls_ms = 0.0
+                res.ttfb_ms = n["responseStart"] - n["requestStart"]
+            if timing["u"].startswith("chrome-error://"):
+                res.invalid_reason = (
+                    res.invalid_reason or "error page shown (certificate or network error)"
+                )
+        bad = {rid: err for rid, err in failed.items()}
+        for rid, st in status.items():
+            if st >= 400 and rid not in bad and rid in requests:
+                bad[rid] = f"HTTP {st}"
+        res.resources_failed = len(bad)
+        res.failed_urls = sorted(f"{requests[r]} ({e})" for r, e in bad.items())[:50]
+        res.resources_loaded = len([r for r in done if r not in bad])
+        cdp.reader.cancel()
+
+
+def load_page(url: str, timeout_s: float = 60.0, home: Path | None = None) -> LoadResult:
+    """Load `url` once in a fresh Chromium; `home` holds .pki/nssdb trusting the CA."""
+    start = time.monotonic()
+    res = LoadResult(url)
+    work = Path(tempfile.mkdtemp(prefix="dch-chromium-"))
+    home = home or work
+    proc = None
+    try:
+        proc, ws_url = _launch(work / "profile", home)
+        try:
+            asyncio.run(asyncio.wait_for(_load(ws_url, url, res, timeout_s), timeout_s + 15))
+        except TimeoutError:
+            res.invalid_reason = res.invalid_reason or f"timeout after {timeout_s:.0f} s"
+    except Exception as e:  # a crashed browser is an invalid load, never a fast one
+        res.invalid_reason = res.invalid_reason or f"driver error: {e}"
+    finally:
+        if proc is not None:
+            _stop(proc)
+        shutil.rmtree(work, ignore_errors=True)
+    if not res.invalid_reason:
+        if res.plt_ms is None:
+            res.invalid_reason = "no load event"
+        elif res.main_status is None or res.main_status >= 400:
+            res.invalid_reason = f"main document status {res.main_status}"
+        elif res.resources_failed:
+            res.invalid_reason = f"{res.resources_failed} failed resources"
+        elif res.resources_loaded == 0:
+            res.invalid_reason = "no resources loaded"
+    res.valid = not res.invalid_reason
+    res.driver_ms = (time.monotonic() - start) * 1000
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description="Load one URL in a fresh headless Chromium over CDP; print JSON (runs in "
+        "the namespace whose network it measures)."
+    )
+    ap.add_argument("url")
+    ap.add_argument("--timeout", type=float, default=60.0, help="per-load timeout, s")
+    ap.add_argument("--home", help="HOME with .pki/nssdb trusting the testbed CA")
+    args = ap.parse_args(argv)
+    res = load_page(args.url, args.timeout, Path(args.home) if args.home else None)
+    sys.stdout.write(json.dumps(asdict(res)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

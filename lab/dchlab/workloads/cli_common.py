@@ -1,0 +1,132 @@
+"""Shared plumbing of `dch pageload`, `dch curl-phases` and `dch bulk`: common options,
+a rich progress bar with ETA, JSON-lines output and appending rows to the results store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dchlab.workloads.api import RunSpec
+
+log = logging.getLogger(__name__)
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?i?b?)?\s*$", re.I)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
+_UNITS.update({"kib": 1024, "mib": 1024**2, "gib": 1024**3})
+
+
+def parse_size(text: str) -> int:
+    """`10KB` → 10000, `1MiB` → 1048576, `500` → 500 (decimal units as the paper)."""
+    m = _SIZE_RE.match(text)
+    unit = (m.group(2) or "").lower() if m else ""
+    if not m or unit not in _UNITS:
+        raise argparse.ArgumentTypeError(
+            f"bad size {text!r}: expected a number with an optional unit B, KB, MB, GB, KiB, MiB"
+        )
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scheme",
+        default="dchannel",
+        help="comma-separated schemes, e.g. all-hbc,dchannel,mptcp (default dchannel; "
+        "`dch shell --help` lists them)",
+    )
+    p.add_argument("--hbc", default="fixed:40ms/200mbit", help="HBC channel (default embb)")
+    p.add_argument("--llc", default="urllc", help="LLC channel (default urllc)")
+    p.add_argument("--cc", default="cubic", choices=["cubic", "bbr"], help="TCP congestion control")
+    p.add_argument("--seed", type=int, default=1, help="seed of the trace offsets (paired runs)")
+    p.add_argument("--trials", type=int, default=1, help="trials per item (default 1)")
+    p.add_argument(
+        "--server-delay-ms", type=float, default=0.0, help="extra one-way gw<->srv delay"
+    )
+    p.add_argument("--agent-arg", action="append", default=[], help="extra agent argument")
+    p.add_argument("--json", action="store_true", help="one JSON object per measurement")
+    p.add_argument("--no-store", action="store_true", help="do not append to the results store")
+    p.add_argument("--store", help="results store path (default: the lab's store)")
+    p.add_argument("--campaign", help="campaign name recorded with the rows")
+
+
+def specs(args: argparse.Namespace, trial: int) -> list[RunSpec]:
+    return [
+        RunSpec(
+            scheme=s.strip(),
+            hbc=args.hbc,
+            llc=args.llc,
+            seed=args.seed,
+            trial=trial,
+            cc=args.cc,
+            server_delay_ms=args.server_delay_ms,
+            agent_args=tuple(args.agent_arg),
+        )
+        for s in args.scheme.split(",")
+        if s.strip()
+    ]
+
+
+def store_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    if args.no_store or not rows:
+        return
+    try:
+        from dchlab.experiments.store import append_rows
+    except ImportError:
+        log.warning("results store (dchlab.experiments.store) not available; rows not stored")
+        return
+    append_rows(rows, campaign=args.campaign, store=args.store)
+
+
+def run_jobs(
+    jobs: Sequence[tuple[str, Callable[..., list[dict[str, Any]]]]],
+    args: argparse.Namespace,
+    show: Callable[[dict[str, Any]], str],
+) -> int:
+    """Run (label, job) pairs with a progress bar; print rows; store them. Exit status 1
+    when any measurement was invalid."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    err = Console(stderr=True)
+    bad = 0
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err,
+        transient=False,
+    ) as prog:
+        task = prog.add_task("starting", total=len(jobs))
+        for label, job in jobs:
+            prog.update(task, description=label)
+            rows = job()
+            for row in rows:
+                bad += 0 if row.get("valid") else 1
+                if args.json:
+                    sys.stdout.write(json.dumps(row, default=str) + "\n")
+                    sys.stdout.flush()
+                else:
+                    prog.console.print(show(row))
+            store_rows(rows, args)
+            prog.advance(task)
+    if bad:
+        err.print(f"[yellow]{bad} invalid measurement(s)[/yellow]")
+    return 1 if bad else 0
+
+
+def fmt_ms(v: Any) -> str:
+    return "-" if v is None else f"{float(v):.0f}"

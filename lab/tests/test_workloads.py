@@ -1,0 +1,266 @@
+"""Workloads: pairing, curl phase arithmetic, the Chromium CDP driver and (with the
+testbed binaries built) page loads, replay fidelity and PLT vs RTT through the testbed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dchlab.paths import shared_data, target_dir
+from dchlab.workloads.api import ROW_KEYS, RunSpec, channel_counters, curl_row, paired_seed
+from dchlab.workloads.cli_common import parse_size
+
+LAB = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/lib/chromium/chromium")
+
+
+# --- pure parts ---------------------------------------------------------------------------
+
+
+def test_paired_seed_depends_on_page_and_trial_not_scheme() -> None:
+    a = paired_seed(1, "site0", 0)
+    assert a == paired_seed(1, "site0", 0)
+    assert (
+        len({a, paired_seed(1, "site1", 0), paired_seed(1, "site0", 1), paired_seed(2, "site0", 0)})
+        == 4
+    )
+    # RunSpec carries the scheme, paired_seed never sees it.
+    s1, s2 = RunSpec("all-hbc", "embb", "urllc"), RunSpec("dchannel", "embb", "urllc")
+    assert paired_seed(s1.seed, "p", s1.trial) == paired_seed(s2.seed, "p", s2.trial)
+
+
+def test_parse_size() -> None:
+    assert parse_size("10KB") == 10_000 and parse_size("100MB") == 100_000_000
+    assert parse_size("1MiB") == 1 << 20 and parse_size("500") == 500
+    with pytest.raises(Exception, match="bad size"):
+        parse_size("10 parsecs")
+
+
+def test_curl_row_phases_table2() -> None:
+    """Table 2 phases from curl -w times (s): DNS 0.044, connect 0.086, appconnect 0.139,
+    total 0.348 → DNS 44, TCP 42, TLS 53, transfer 209, total 348 ms."""
+    row: dict = dict.fromkeys(ROW_KEYS)
+    w = {
+        "exitcode": 0,
+        "http_code": 200,
+        "time_namelookup": 0.044,
+        "time_connect": 0.086,
+        "time_appconnect": 0.139,
+        "time_starttransfer": 0.2,
+        "time_total": 0.348,
+        "size_download": 100000,
+    }
+    curl_row(row, w, expect_size=100000)
+    assert row["valid"]
+    got = [round(row[k]) for k in ("dns_ms", "connect_ms", "tls_ms", "transfer_ms", "total_ms")]
+    assert got == [44, 42, 53, 209, 348]
+    bad: dict = dict.fromkeys(ROW_KEYS)
+    curl_row(bad, {**w, "size_download": 5}, expect_size=100000)
+    assert not bad["valid"] and "expected 100000" in bad["invalid_reason"]
+
+
+def test_channel_counters() -> None:
+    st = {
+        "interfaces": {
+            "ue": {"hbc": {"rx_bytes": 10, "tx_bytes": 5, "rx_packets": 2, "tx_packets": 1}}
+        }
+    }
+    assert channel_counters(st) == {
+        "bytes_hbc": 15,
+        "pkts_hbc": 3,
+        "bytes_llc": None,
+        "pkts_llc": None,
+    }
+
+
+# --- the Chromium driver alone (private netns with only loopback) --------------------------
+
+need_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="chromium not installed")
+need_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)")
+
+
+@pytest.mark.chromium
+@pytest.mark.netns
+@need_chromium
+@need_root
+def test_driver_counts_loaded_and_failed(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "ok.html").write_text(
+        '<html><body><img src="a.png"><script src="s.js"></script></body></html>'
+    )
+    (site / "bad.html").write_text(
+        '<html><body><img src="a.png"><img src="gone.png"></body></html>'
+    )
+    import numpy as np
+
+    from dchlab.pages.media import png
+
+    (site / "a.png").write_bytes(png(5000, np.random.default_rng(1)))
+    (site / "s.js").write_text("document.title='ran';")
+    py = sys.executable
+    script = (
+        "ip link set lo up; "
+        f"{py} -m http.server 8000 --bind 127.0.0.1 --directory {site} >/dev/null 2>&1 & S=$!; "
+        "sleep 0.7; "
+        f"{py} -m dchlab.workloads.browser http://127.0.0.1:8000/ok.html --timeout 20; "
+        f"{py} -m dchlab.workloads.browser http://127.0.0.1:8000/bad.html --timeout 20; "
+        "kill $S"
+    )
+    env = {**os.environ, "PYTHONPATH": str(LAB)}
+    out = subprocess.run(
+        ["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 2, out.stderr[-2000:]
+    ok, bad = rows
+    assert ok["valid"], ok
+    assert ok["resources_loaded"] == 3 and ok["resources_failed"] == 0  # html, png, js
+    assert 0 < ok["plt_ms"] < 10_000 and ok["main_status"] == 200
+    assert not bad["valid"] and bad["resources_failed"] == 1
+    assert bad["failed_urls"][0].startswith("http://127.0.0.1:8000/gone.png")
+
+
+# --- through the testbed -------------------------------------------------------------------
+
+
+def _testbed_ready() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    for b in ("chanemu", "webreplay"):
+        if not (target_dir() / "release" / b).exists():
+            return f"{b} not built (cargo build --release -p {b})"
+    if not CHROMIUM.exists():
+        return "chromium not installed"
+    if shutil.which("dnsmasq") is None:
+        return "dnsmasq not installed"
+    return None
+
+
+need_testbed = pytest.mark.skipif(_testbed_ready() is not None, reason=str(_testbed_ready()))
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    from dchlab.pages.generator import generate
+
+    return generate(tmp_path_factory.mktemp("corpus") / "syn", seed=5, pages=2)
+
+
+@pytest.mark.chromium
+@pytest.mark.netns
+@need_testbed
+def test_generated_page_loads_without_failures(small_corpus) -> None:  # type: ignore[no-untyped-def]
+    from dchlab.workloads.api import load_one
+
+    page = small_corpus.pages[0].name
+    row = load_one(RunSpec("all-hbc", "fixed:20ms/100mbit", "urllc"), small_corpus, page, 60)
+    assert row["valid"], (row["invalid_reason"], row["stats"].get("browser"))
+    assert row["resources_failed"] == 0
+    # Everything the page references reaches the browser (the tail after `load` included).
+    assert row["resources_loaded"] == len(small_corpus.objects_of(page))
+    assert row["plt_ms"] > 20 * 3  # at least DNS + TCP + TLS round trips
+    assert row["dns_ms"] >= 15 and row["connect_ms"] >= 15
+    assert row["bytes_hbc"] > sum(o.size for o in small_corpus.objects_of(page)) * 0.5
+    assert set(ROW_KEYS) <= set(row)
+
+
+@pytest.mark.chromium
+@pytest.mark.netns
+@need_testbed
+def test_plt_grows_with_rtt(small_corpus) -> None:  # type: ignore[no-untyped-def]
+    from dchlab.workloads.api import load_one
+
+    page = small_corpus.pages[0].name
+    fast = load_one(RunSpec("all-hbc", "fixed:20ms/200mbit", "urllc"), small_corpus, page)
+    slow = load_one(RunSpec("all-hbc", "fixed:100ms/200mbit", "urllc"), small_corpus, page)
+    assert fast["valid"] and slow["valid"], (fast["invalid_reason"], slow["invalid_reason"])
+    # A page load needs several sequential round trips (DNS, TCP, TLS, HTML, CSS, fonts).
+    assert slow["plt_ms"] > fast["plt_ms"] + 4 * 80
+
+
+@pytest.mark.netns
+@need_testbed
+def test_replay_serves_objects_byte_identically(tmp_path: Path) -> None:
+    from dchlab.pages.tp5n import import_tp5n
+    from dchlab.testbed import Testbed, TestbedConfig
+
+    data = shared_data()
+    if data is not None and (data / "pages" / "tp5n").is_dir():
+        corpus, _ = import_tp5n(data / "pages" / "tp5n", tmp_path / "c", ["google.com"])
+    else:
+        from dchlab.pages.generator import generate
+
+        corpus = generate(tmp_path / "c", seed=2, pages=1)
+    objs = [o for o in corpus.objects if o.status == 200]
+    args = [
+        "curl",
+        "-sS",
+        "--parallel",
+        "--parallel-max",
+        "8",
+        "-w",
+        "%{http_code} %{url_effective}\n",
+    ]
+    for i, o in enumerate(objs):
+        args += ["-o", str(tmp_path / f"o{i}"), o.url]
+    with Testbed(
+        TestbedConfig(scheme="all-hbc", hbc="fixed:10ms/100mbit", corpus=corpus.root)
+    ) as tb:
+        res = tb.run_ue(args, capture_output=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-500:]
+    for i, o in enumerate(objs):
+        got = (tmp_path / f"o{i}").read_bytes()
+        assert hashlib.sha256(got).hexdigest() == o.body[7:], o.url
+
+
+@pytest.mark.chromium
+@pytest.mark.netns
+@pytest.mark.shared_data
+@need_testbed
+def test_imported_real_page_missing_count(tmp_path: Path) -> None:
+    from dchlab.pages.tp5n import import_tp5n
+    from dchlab.workloads.api import load_one
+
+    data = shared_data()
+    if data is None or not (data / "pages" / "tp5n").is_dir():
+        pytest.skip("../shared/data/pages/tp5n absent")
+    corpus, _ = import_tp5n(data / "pages" / "tp5n", tmp_path / "c", ["google.com", "php.net"])
+    spec = RunSpec("all-hbc", "fixed:20ms/100mbit", "urllc")
+    full = load_one(spec, corpus, "google.com", 60)
+    assert corpus.page("google.com").missing == 0
+    assert full["valid"] and full["resources_failed"] == 0, full["stats"].get("browser")
+    holes = load_one(spec, corpus, "php.net", 60)
+    assert corpus.page("php.net").missing == 2
+    assert holes["resources_failed"] == corpus.page("php.net").missing, holes["stats"].get(
+        "browser"
+    )
+    assert not holes["valid"]
+
+
+@pytest.mark.chromium
+@pytest.mark.netns
+@need_testbed
+def test_broken_certificate_is_invalid(small_corpus, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Chromium trusting a different CA than the one webreplay signs with: the load must be
+    invalid (the error page still fires `load`, quickly)."""
+    from dchlab.testbed import Testbed, make_nss_db
+    from dchlab.testbed.ca import ensure_ca
+    from dchlab.workloads.api import _config, run_browser
+
+    other_ca, _ = ensure_ca(tmp_path / "other-ca")
+    page = small_corpus.pages[0]
+    cfg = _config(RunSpec("all-hbc", "fixed:20ms/100mbit", "urllc"), page.name, small_corpus.root)
+    with Testbed(cfg) as tb:
+        home = tmp_path / "home"
+        make_nss_db(home / ".pki" / "nssdb", other_ca)
+        res = run_browser(tb, page.entry_url, 30, home)
+    assert not res["valid"]
+    assert "CERT" in res["invalid_reason"].upper() or "error page" in res["invalid_reason"]
