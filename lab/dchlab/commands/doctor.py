@@ -96,6 +96,28 @@ def _binary(name: str) -> Callable[[], tuple[bool, str]]:
     return check
 
 
+def check_leftovers() -> tuple[bool, str]:
+    from dchlab.testbed.runrecord import NETNS_RE, RUN_DIR, RunRecord, list_netns
+
+    live = set()
+    dead = []
+    for path in sorted(RUN_DIR.glob("dtb*.json")) if RUN_DIR.exists() else []:
+        try:
+            rec = RunRecord.load(path)
+        except (OSError, ValueError, TypeError):
+            dead.append(path.stem)
+            continue
+        if rec.owner_alive():
+            live.add(rec.prefix)
+        else:
+            dead.append(rec.prefix)
+    orphans = {m.group(1) for n in list_netns() if (m := NETNS_RE.match(n))} - live - set(dead)
+    stale = sorted(set(dead) | orphans)
+    if stale:
+        return False, f"leftovers of dead testbed runs ({', '.join(stale)}): run `dch cleanup`"
+    return True, f"no leftovers ({len(live)} live run(s))"
+
+
 CHECKS: list[tuple[str, Callable[[], tuple[bool, str]]]] = [
     ("root", check_root),
     ("TUN", check_tun),
@@ -110,6 +132,7 @@ CHECKS: list[tuple[str, Callable[[], tuple[bool, str]]]] = [
     ("ss / nstat", _tool("ss", "iproute2")),
     ("chromium", check_chromium),
     *[(f"binary {b}", _binary(b)) for b in BINARIES],
+    ("testbed leftovers", check_leftovers),
 ]
 
 

@@ -1,13 +1,16 @@
 """`dch shell`: build the dual-channel testbed, run one command on the device, tear down.
 
 Exit status: the command's own; 125 when the testbed itself failed (a step, a
-crashed emulator/agent/server); 130 after Ctrl-C (SIGINT), 143 after SIGTERM/SIGHUP.
+crashed emulator/agent/server); 143 after SIGTERM/SIGHUP. SIGINT goes to the
+command (Ctrl-C at a terminal reaches it directly; a SIGINT sent to dch is forwarded),
+and when it exits the testbed is removed as after a normal exit.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 
 from dchlab.testbed import (
@@ -80,6 +83,30 @@ def config_from_args(args: argparse.Namespace) -> TestbedConfig:
     )
 
 
+def _run_foreground(tb: Testbed, cmd: list[str]) -> int:
+    """Run CMD on ue like system(3) runs a child: SIGINT is the command's to handle.
+
+    At a terminal, Ctrl-C already reaches CMD (same process group), so dch ignores it;
+    otherwise a SIGINT sent to dch is forwarded to CMD. Either way the testbed is torn
+    down when CMD exits — an interactive shell survives a Ctrl-C that stops a ping.
+    """
+    proc = tb.popen_ue(cmd)
+    tty = sys.stdin.isatty()
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if not tty and proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+
+    old = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        rc = proc.wait()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if tb.failure:
+        raise TestbedError(tb.failure)
+    return rc
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     if args.list:
         print("schemes:")
@@ -101,7 +128,7 @@ def cmd_shell(args: argparse.Namespace) -> int:
         with Testbed(cfg) as tb:
             if args.keep_logs:
                 print(f"dch shell: run {tb.prefix}, logs in {tb.run_dir}", file=sys.stderr)
-            rc = tb.run_ue(cmd).returncode
+            rc = _run_foreground(tb, cmd)
         if args.stats:
             s = tb.stats()
             log.info("stats written to %s (%d keys)", args.stats, len(s))
