@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -176,3 +177,32 @@ def test_runner_resumes_and_retries_failed_cells(tmp_path):
     # quick is a subset of the same cells: nothing left to do
     groups, total = plan(c.quick(), store.done_cells("t-bulk", None, db))
     assert total == 2 and groups == []
+
+
+@pytest.mark.parametrize(
+    ("paper", "where"),
+    [
+        ({"values": {"nope": {"all-hbc": 1}}}, "paper.values.nope"),
+        ({"values": {"embb": {"ghost": 1}}}, "paper.values.embb.ghost"),
+        ({"values": {"embb": {"all-hbc": "fast"}}}, "paper.values.embb.all-hbc"),
+        ({"values": {"embb": {"all-hbc": {"plt_ms": None}}}}, "paper.values.embb.all-hbc.plt_ms"),
+        ({"figure": 3}, "paper.figure"),
+    ],
+)
+def test_paper_values_must_name_real_conditions_and_schemes(tmp_path, paper, where):
+    data = yaml.safe_load(GOOD)
+    data["paper"] = paper
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(CampaignError, match=re.escape(where)):
+        load_campaign(p, check_channels=False)
+
+
+def test_bad_channel_spec_is_reported_with_its_field(tmp_path):
+    pytest.importorskip("dchlab.traces.profiles")
+    data = yaml.safe_load(GOOD)
+    data["conditions"][1]["llc"] = "warp:9ms"
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(CampaignError, match=re.escape("conditions[1].llc")):
+        load_campaign(p)

@@ -213,18 +213,34 @@ class _V:
 
 
 def _check_channel(v: _V, spec: str, where: str) -> None:
-    """Validate a channel spec with the traces helper's resolver when it is importable."""
+    """Validate a channel spec's grammar and base name without building any trace.
+
+    Uses the traces helper's parser (`dchlab.traces.profiles.parse_spec`) for the
+    modifiers; the base must be a built-in, `fixed:<rtt>ms/<rate>mbit`, a scenario
+    name or an existing profile file (relative to the campaign file or the cwd).
+    """
     try:
-        from dchlab.traces import profiles  # type: ignore[attr-defined]
-    except ImportError:
-        return
-    check = getattr(profiles, "validate_spec", None) or getattr(profiles, "parse_spec", None)
-    if check is None:
+        from dchlab.traces import profiles
+    except ImportError:  # the traces layer is absent: the run will report it
         return
     try:
-        check(spec)
-    except Exception as e:  # the resolver's own message says what is wrong
-        raise v.err(where, f"bad channel spec {spec!r}: {e}") from e
+        parsed = profiles.parse_spec(spec)
+    except ValueError as e:
+        raise v.err(where, str(e)) from e
+    base = parsed.base
+    fixed = re.match(r"^fixed:\d+(\.\d+)?ms/\d+(\.\d+)?mbit$", base)
+    ok = (
+        base in profiles.known_channels()
+        or fixed is not None
+        or Path(base).is_file()
+        or (v.path.parent / base).is_file()
+    )
+    if not ok:
+        raise v.err(
+            where,
+            f"unknown channel {base!r}: expected {', '.join(profiles.known_channels())}, "
+            "fixed:<rtt>ms/<rate>mbit or the path of a profile TOML",
+        )
 
 
 def _parse_scheme(v: _V, raw: Any, where: str) -> Scheme:
@@ -328,6 +344,27 @@ def _parse_workload(v: _V, raw: Any) -> Workload:
     )
 
 
+def _check_paper(v: _V, paper: dict[str, Any], conditions: list[str], arms: list[str]) -> None:
+    """paper.values: {condition: {scheme label: number | {metric: number}}}."""
+    v.unknown(paper, {"source", "metric", "values", "notes"}, "paper")
+    values = v.mapping(paper.get("values", {}), "paper.values")
+    for cond, per_arm in values.items():
+        if cond not in conditions:
+            raise v.err(f"paper.values.{cond}", f"not a condition name ({', '.join(conditions)})")
+        for arm, val in v.mapping(per_arm, f"paper.values.{cond}").items():
+            where = f"paper.values.{cond}.{arm}"
+            if arm not in arms:
+                raise v.err(where, f"not a scheme label ({', '.join(arms)})")
+            if isinstance(val, dict):
+                for metric, num in val.items():
+                    v.number(num, f"{where}.{metric}", minimum=-1e9)
+            else:
+                v.number(val, where, minimum=-1e9)
+    notes = paper.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise v.err("paper.notes", "expected a list of strings")
+
+
 def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campaign:
     v = _V(path)
     d = v.mapping(data, "top level")
@@ -366,6 +403,13 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
     baseline = analysis.get("baseline", "all-hbc")
     if akind not in ("phases", "reward-error") and baseline not in labels:
         raise v.err("analysis.baseline", f"{baseline!r} is not one of the schemes {labels}")
+    best_of = v.mapping(analysis.get("best_of", {}), "analysis.best_of")
+    for blabel, members in best_of.items():
+        if not isinstance(members, list) or not all(m in labels for m in members):
+            raise v.err(
+                f"analysis.best_of.{blabel}", f"expected a list of scheme labels of {labels}"
+            )
+    _check_paper(v, paper, cnames, labels + list(best_of))
     quick = v.mapping(d.get("quick", {}), "quick")
     v.unknown(quick, {"schemes", "conditions", "trials", "pages", "sizes", "interactions"}, "quick")
     for i, lbl in enumerate(quick.get("schemes", [])):

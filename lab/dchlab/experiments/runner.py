@@ -38,6 +38,10 @@ from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key, f
 log = logging.getLogger(__name__)
 
 
+#: Pages of `synthetic:SEED` when a campaign does not say how many (the generator's default).
+SYNTHETIC_DEFAULT_PAGES = 20
+
+
 class WorkloadUnavailable(RuntimeError):
     """The workload layer (dchlab.workloads.api) is not importable or lacks a function."""
 
@@ -68,22 +72,32 @@ class RunSummary:
 # ---------------------------------------------------------------- items
 
 
-def corpus_page_names(corpus: str) -> list[str]:
-    """Page names of a corpus (a directory or `synthetic[:SEED]`), in manifest order."""
-    try:
-        from dchlab.pages import resolve as pages_resolve  # type: ignore[attr-defined]
+def corpus_page_names(corpus: str, limit: int | None = None) -> list[str]:
+    """Page names of a corpus (a directory or `synthetic[:SEED]`), in manifest order.
 
-        return [p.name for p in pages_resolve.resolve_corpus(corpus).pages]
-    except ImportError:
-        pass
+    For the built-in generator the names come from its page plans, so nothing is
+    generated just to count pages (the workload generates the corpus when it loads).
+    """
+    if corpus == "synthetic" or corpus.startswith("synthetic:"):
+        from dchlab.pages.generator import plan_page
+
+        _, _, seed_s = corpus.partition(":")
+        try:
+            seed = int(seed_s or 1)
+        except ValueError as e:
+            raise WorkloadUnavailable(
+                f"corpus {corpus!r}: expected synthetic:<integer seed>"
+            ) from e
+        return [plan_page(seed, i).name for i in range(limit or SYNTHETIC_DEFAULT_PAGES)]
     path = Path(corpus)
     if path.is_dir():
         from dchlab.pages import corpus as corpus_mod
 
-        return [p.name for p in corpus_mod.load(path, check_bodies=False).pages]
+        names = [p.name for p in corpus_mod.load(path, check_bodies=False).pages]
+        return names[:limit] if limit else names
     raise WorkloadUnavailable(
-        f"cannot list the pages of corpus {corpus!r}: not a directory and the corpus resolver "
-        "(dchlab.pages) does not know it"
+        f"cannot list the pages of corpus {corpus!r}: expected a corpus directory "
+        "(with manifest.json) or synthetic[:SEED]"
     )
 
 
@@ -93,8 +107,7 @@ def workload_items(c: Campaign) -> list[str]:
     if wl.kind == "pageload":
         if isinstance(wl.pages, tuple):
             return list(wl.pages)
-        names = corpus_page_names(wl.corpus or "synthetic:1")
-        return names[: wl.pages] if isinstance(wl.pages, int) else names
+        return corpus_page_names(wl.corpus or "synthetic:1", wl.pages)
     if wl.kind == "curl-phases":
         return ["curl"]
     if wl.kind == "bulk":

@@ -1,0 +1,40 @@
+"""`dch report`: one self-contained HTML page with every campaign beside the paper."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dchlab.experiments import store
+from dchlab.experiments.report import build_report, campaign_files, default_output
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    files = [Path(f) for f in args.files] if args.files else campaign_files()
+    if not store.resolve_path(args.store).exists():
+        print(
+            f"dch report: note: no results store at {store.resolve_path(args.store)}; "
+            "the report lists the campaigns with the commands that run them",
+            file=sys.stderr,
+        )
+    out = build_report(args.store, args.output, files, with_channels=not args.no_channels)
+    print(out)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="write the HTML report (our numbers beside the paper's)",
+        description=(
+            "Write one self-contained HTML page: for each campaign under experiments/, "
+            "plots and tables with our numbers and 95% CIs beside the paper's, the channel "
+            "profiles, the provenance of the rows and the command that reruns it."
+        ),
+    )
+    p.add_argument("files", nargs="*", help="campaign files (default: experiments/*.yaml)")
+    p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
+    p.add_argument("-o", "--output", default=None, help=f"output file (default {default_output()})")
+    p.add_argument("--no-channels", action="store_true", help="skip the channel profile summaries")
+    p.set_defaults(func=cmd_report)

@@ -1,0 +1,294 @@
+"""Per-campaign result tables: our numbers beside the paper's, one function per analysis kind.
+
+`summarize(campaign, rows)` returns a `Summary` (tables of plain strings for the HTML
+report and the terminal, plus the numbers the plots need). The statistics come from
+`analysis`; this module only arranges them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dchlab.experiments import analysis as an
+from dchlab.experiments.campaign import Campaign, format_size
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    campaign: Campaign
+    tables: list[Table]
+    plot: dict[str, Any]  # kind-specific data for report.plot_*
+    loads: int
+    invalid: int
+    failed: int
+    notes: list[str] = field(default_factory=list)
+
+
+def paper_value(c: Campaign, cond: str, arm: str, metric: str) -> float | None:
+    vals = c.paper.get("values", {}).get(cond, {})
+    v = vals.get(arm)
+    if isinstance(v, dict):
+        got = v.get(metric)
+        return float(got) if got is not None else None
+    if v is not None and metric == c.paper.get("metric"):
+        return float(v)
+    return None
+
+
+def _num(v: float | None, digits: int = 1, unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.{digits}f}{unit}"
+
+
+def _arms(c: Campaign, baseline: str | None) -> list[str]:
+    return [s.label for s in c.schemes if s.label != baseline]
+
+
+def _best_of(
+    c: Campaign, gains: dict[tuple[str, str], an.Gain]
+) -> dict[tuple[str, str], tuple[str, an.Gain]]:
+    """analysis.best_of: per condition, the member arm with the largest mean gain."""
+    out: dict[tuple[str, str], tuple[str, an.Gain]] = {}
+    for label, members in c.analysis.get("best_of", {}).items():
+        for cond in c.conditions:
+            cands = [(m, gains[(cond.name, m)]) for m in members if (cond.name, m) in gains]
+            cands = [x for x in cands if not math.isnan(x[1].gain_ms.mean)]
+            if cands:
+                out[(cond.name, label)] = max(cands, key=lambda x: x[1].gain_pct.mean)
+    return out
+
+
+def _gain_rows(
+    c: Campaign, gains: dict[tuple[str, str], an.Gain]
+) -> tuple[Table, list[dict[str, Any]]]:
+    t = Table(
+        "PLT gain against "
+        + c.analysis["baseline"]
+        + " (positive = faster; mean over pages, 95% bootstrap CI over pages)",
+        [
+            "condition",
+            "scheme",
+            "gain % [CI]",
+            "paper %",
+            "gain ms [CI]",
+            "paper ms",
+            "LLC bytes %",
+            "paper LLC %",
+            "of ideal",
+            "pages / pairs",
+            "invalid (scheme / base)",
+        ],
+    )
+    points: list[dict[str, Any]] = []
+    best = _best_of(c, gains)
+    for cond in c.conditions:
+        arms: list[tuple[str, str, an.Gain]] = [
+            (a, a, gains[(cond.name, a)])
+            for a in _arms(c, c.analysis["baseline"])
+            if (cond.name, a) in gains
+        ]
+        arms += [
+            (lbl, f"{lbl} (= {m})", g) for (cn, lbl), (m, g) in best.items() if cn == cond.name
+        ]
+        for key, shown, g in arms:
+            pp = paper_value(c, cond.name, key, "gain_pct")
+            t.rows.append(
+                [
+                    cond.name,
+                    shown,
+                    g.gain_pct.fmt(1, "%"),
+                    _num(pp),
+                    g.gain_ms.fmt(0),
+                    _num(paper_value(c, cond.name, key, "gain_ms"), 0),
+                    _num(g.llc_bytes_pct),
+                    _num(paper_value(c, cond.name, key, "llc_bytes_pct")),
+                    "—" if g.ideal_share is None else f"{100 * g.ideal_share:.0f}%",
+                    f"{g.pages} / {g.pairs}",
+                    f"{g.invalid_arm} / {g.invalid_base}",
+                ]
+            )
+            points.append(
+                {
+                    "condition": cond.name,
+                    "x": cond.x,
+                    "arm": key,
+                    "gain_pct": g.gain_pct,
+                    "gain_ms": g.gain_ms,
+                    "paper_pct": pp,
+                }
+            )
+    return t, points
+
+
+def _counts(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
+    failed = sum(1 for r in rows if r.get("error"))
+    meas = an.latest_per_cell(rows)
+    invalid = sum(1 for r in meas if r.get("valid") is False)
+    return len(meas), invalid, failed
+
+
+def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
+    kind = c.analysis["kind"]
+    loads, invalid, failed = _counts(rows)
+    base = c.analysis.get("baseline", "all-hbc")
+    metric = c.analysis.get("metric", "plt_ms")
+    s = Summary(c, [], {"kind": kind}, loads, invalid, failed, list(c.paper.get("notes", [])))
+    if kind in ("gain", "sweep", "reorder", "plt"):
+        gains = an.paired_gains(rows, metric=metric, baseline=base)
+        t, points = _gain_rows(c, gains)
+        s.plot["points"] = points
+        if kind == "plt":
+            s.tables.append(_plt_table(c, rows, metric))
+            s.plot["means"] = an.means(rows, [metric])
+        s.tables.append(t)
+        if kind == "reorder":
+            s.tables.append(_stats_table(c, rows))
+    elif kind == "phases":
+        metrics = list(
+            c.analysis.get("metrics", ["dns_ms", "connect_ms", "tls_ms", "transfer_ms", "total_ms"])
+        )
+        m = an.means(rows, metrics)
+        t = Table(
+            "Mean phase times in ms, ours [95% CI over trials] / paper",
+            ["condition", "scheme", *[x.removesuffix("_ms") for x in metrics], "loads (invalid)"],
+        )
+        for cond in c.conditions:
+            for sch in c.schemes:
+                cells = []
+                got = None
+                for x in metrics:
+                    got = m.get((cond.name, sch.label, x))
+                    ours = got.value.fmt(0) if got else "—"
+                    cells.append(f"{ours} / {_num(paper_value(c, cond.name, sch.label, x), 0)}")
+                g0 = m.get((cond.name, sch.label, metrics[0]))
+                cnt = f"{g0.loads} ({g0.invalid})" if g0 else "0"
+                t.rows.append([cond.name, sch.label, *cells, cnt])
+        s.tables.append(t)
+        s.plot.update(means=m, metrics=metrics)
+    elif kind == "bulk":
+        metric = c.analysis.get("metric", "total_ms")
+        t = Table(
+            f"Completion time gain against {base} per file size (95% CI over trials)",
+            [
+                "condition",
+                "size",
+                "scheme",
+                f"{base} ms",
+                "scheme ms",
+                "gain % [CI]",
+                "gain ms [CI]",
+                "pairs",
+                "invalid",
+            ],
+        )
+        points = []
+        for size in c.workload.sizes:
+            item = format_size(size)
+            sub = [r for r in rows if an.item_of(r) == item]
+            # one item: resample trials, i.e. treat each trial as its own "page"
+            per_trial = [dict(r, item=f"{item}#{r.get('trial')}") for r in sub]
+            gains = an.paired_gains(per_trial, metric=metric, baseline=base)
+            for cond in c.conditions:
+                for arm in _arms(c, base):
+                    g = gains.get((cond.name, arm))
+                    if g is None:
+                        continue
+                    t.rows.append(
+                        [
+                            cond.name,
+                            item,
+                            arm,
+                            _num(g.base_mean_ms, 0),
+                            _num(g.arm_mean_ms, 0),
+                            g.gain_pct.fmt(1, "%"),
+                            g.gain_ms.fmt(0),
+                            str(g.pairs),
+                            f"{g.invalid_arm} / {g.invalid_base}",
+                        ]
+                    )
+                    points.append(
+                        {"condition": cond.name, "size": size, "arm": arm, "gain_pct": g.gain_pct}
+                    )
+        s.tables.append(t)
+        s.plot["points"] = points
+    elif kind == "reward-error":
+        key = c.analysis.get("stat", "reward_error_ms")
+        samples = an.stat_samples(rows, key)
+        t = Table(
+            f"Reward estimation error (stats.{key}) over all logged LLC decisions",
+            ["condition", "scheme", "samples", "p50 ms", "p90 ms", "paper p90 ms"],
+        )
+        for cond in c.conditions:
+            for sch in c.schemes:
+                vals = samples.get((cond.name, sch.label))
+                if not vals:
+                    continue
+                t.rows.append(
+                    [
+                        cond.name,
+                        sch.label,
+                        str(len(vals)),
+                        _num(an.percentile(vals, 50)),
+                        _num(an.percentile(vals, 90)),
+                        _num(paper_value(c, cond.name, sch.label, "reward_error_p90_ms")),
+                    ]
+                )
+        if not t.rows and loads:
+            s.notes.append(
+                f"No row carries stats.{key}: the agents' decision log is not in the results yet."
+            )
+        s.tables.append(t)
+        s.plot["samples"] = samples
+    return s
+
+
+def _plt_table(c: Campaign, rows: list[dict[str, Any]], metric: str) -> Table:
+    m = an.means(rows, [metric])
+    t = Table(
+        "Mean page load time in ms (mean over pages of each page's mean; 95% CI over pages)",
+        ["condition", "scheme", "ours ms [CI]", "paper ms", "loads (invalid)"],
+    )
+    for cond in c.conditions:
+        for sch in c.schemes:
+            got = m.get((cond.name, sch.label, metric))
+            if got is None:
+                continue
+            t.rows.append(
+                [
+                    cond.name,
+                    sch.label,
+                    got.value.fmt(0),
+                    _num(paper_value(c, cond.name, sch.label, "plt_ms"), 0),
+                    f"{got.loads} ({got.invalid})",
+                ]
+            )
+    return t
+
+
+def _stats_table(c: Campaign, rows: list[dict[str, Any]]) -> Table:
+    keys: dict[str, str] = dict(c.analysis.get("stats", {}))
+    t = Table(
+        "Per-load statistics from the agents (p50 over loads), ours / paper",
+        ["condition", "scheme", *keys],
+    )
+    samples = {name: an.stat_samples(rows, key) for name, key in keys.items()}
+    for cond in c.conditions:
+        for sch in c.schemes:
+            cells = []
+            for name in keys:
+                vals = samples[name].get((cond.name, sch.label), [])
+                ours = _num(an.percentile(vals, 50), 0) if vals else "—"
+                cells.append(f"{ours} / {_num(paper_value(c, cond.name, sch.label, name), 0)}")
+            if any(not x.startswith("— / —") for x in cells):
+                t.rows.append([cond.name, sch.label, *cells])
+    return t
