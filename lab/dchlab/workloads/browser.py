@@ -32,6 +32,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -85,6 +86,9 @@ class LoadResult:
     main_status: int | None = None
     protocol: str | None = None
     bytes_received: int = 0
+    console_errors: list[str] = field(default_factory=list)  # JS exceptions, decode errors
+    fonts: dict[str, int] = field(default_factory=dict)  # document.fonts by status
+    images_broken: int = 0  # <img> elements that finished without decodable pixels
     driver_ms: float = 0.0  # wall time of the whole load including browser start/stop
 
 
@@ -99,6 +103,12 @@ class CDP:
         self.reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
+        import websockets
+
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await self._read_all()
+
+    async def _read_all(self) -> None:
         async for raw in self.ws:
             msg = json.loads(raw)
             if "id" in msg and msg["id"] in self.pending:
@@ -127,7 +137,14 @@ class CDP:
 def _launch(profile: Path, home: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "HOME": str(home)}
     proc = subprocess.Popen(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        # DCH_CHROMIUM_EXTRA_FLAGS: for debugging the driver outside the testbed only.
+        [
+            CHROMIUM,
+            *FLAGS,
+            *shlex.split(os.environ.get("DCH_CHROMIUM_EXTRA_FLAGS", "")),
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -178,6 +195,8 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
         await cdp.send("Network.enable", {}, sid)
         await cdp.send("Network.setCacheDisabled", {"cacheDisabled": True}, sid)
         await cdp.send("Page.enable", {}, sid)
+        await cdp.send("Log.enable", {}, sid)
+        await cdp.send("Runtime.enable", {}, sid)
         requests: dict[str, str] = {}  # requestId -> url
         status: dict[str, int] = {}
         done: set[str] = set()
@@ -238,6 +257,13 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
                     if p["requestId"] == main_id and not res.invalid_reason:
                         res.invalid_reason = f"main document failed: {p.get('errorText')}"
                 last_activity = time.monotonic()
+            elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
+                if p["entry"].get("source") != "network":  # failed requests are counted apart
+                    res.console_errors.append(p["entry"].get("text", "")[:300])
+            elif method == "Runtime.exceptionThrown":
+                det = p.get("exceptionDetails", {})
+                text = (det.get("exception") or {}).get("description") or det.get("text", "")
+                res.console_errors.append(f"exception: {text[:300]}")
             elif method == "Page.loadEventFired" and not loaded:
                 loaded = True
                 load_at = time.monotonic()
@@ -250,7 +276,9 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
                     {
                         "expression": "JSON.stringify({t: performance.timing.toJSON(), "
                         "n: (performance.getEntriesByType('navigation')[0]||{toJSON(){return {}}}).toJSON(), "
-                        "u: location.href})",
+                        "u: location.href, "
+                        "f: [...document.fonts].map(f => f.status), "
+                        "b: [...document.images].filter(i => i.complete && !i.naturalWidth).length})",
                         "returnByValue": True,
                     },
                     sid,
@@ -260,6 +288,9 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
                     break
                 await asyncio.sleep(0.05)
             t, n = timing["t"], timing["n"]
+            for fstate in timing["f"]:
+                res.fonts[fstate] = res.fonts.get(fstate, 0) + 1
+            res.images_broken = int(timing["b"])
             if t.get("loadEventEnd", 0) > 0:
                 res.plt_ms = float(t["loadEventEnd"] - t["navigationStart"])
             if n:
