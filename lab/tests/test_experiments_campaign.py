@@ -165,12 +165,18 @@ def test_runner_resumes_and_retries_failed_cells(tmp_path):
     assert s1.total_cells == 2 * 2 * 2 * 2  # conditions × trials × schemes × sizes
     assert (s1.measured, s1.failed, s1.skipped) == (14, 2, 0)
     assert "testbed exploded" in s1.errors[0]
-    assert len(calls) == 8  # one testbed per (condition, trial, scheme)
-    # the scheme order rotates with the trial
-    assert [x[2] for x in calls[:4]] == ["all-hbc", "dch-x2", "dch-x2", "all-hbc"]
+    assert len(calls) == 16  # one call per cell
+    # condition -> trial -> item -> scheme, the scheme order rotating
+    assert calls[:4] == [
+        ("embb", 0, "all-hbc", ("10KB",)),
+        ("embb", 0, "dch-x2", ("10KB",)),
+        ("embb", 0, "dch-x2", ("1MB",)),
+        ("embb", 0, "all-hbc", ("1MB",)),
+    ]
     calls.clear()
     s2 = run_campaign(c, store_path=db, executor=_fake_bulk(calls))
-    assert s2.skipped == 14 and calls == [("embb60", 1, "dch-x2", ("10KB", "1MB"))]
+    assert s2.skipped == 14
+    assert calls == [("embb60", 1, "dch-x2", ("10KB",)), ("embb60", 1, "dch-x2", ("1MB",))]
     rows = store.load_rows("t-bulk", store=db)
     assert {r["arm"] for r in rows} == {"all-hbc", "dch-x2"}
     assert all(r["cell"].count("|") == 3 for r in rows)
@@ -206,3 +212,17 @@ def test_bad_channel_spec_is_reported_with_its_field(tmp_path):
     p.write_text(yaml.safe_dump(data))
     with pytest.raises(CampaignError, match=re.escape("conditions[1].llc")):
         load_campaign(p)
+
+
+def test_lab_failures_are_retried_but_invalid_loads_are_measurements(tmp_path):
+    c = load_campaign(write(tmp_path, GOOD), check_channels=False).quick()
+    db = tmp_path / "f.duckdb"
+
+    def execute(c, g):  # TEST DATA ONLY
+        if g.scheme.label == "all-hbc":
+            return [{"valid": False, "invalid_reason": "testbed: binary 'chanemu' not found"}]
+        return [{"valid": False, "invalid_reason": "1 resource failed", "test_data": True}]
+
+    s = run_campaign(c, store_path=db, executor=execute)
+    assert (s.measured, s.invalid, s.failed) == (1, 1, 1)
+    assert store.done_cells("t-bulk", None, db) == {"embb|10KB|t0|dch-x2"}

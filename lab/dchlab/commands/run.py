@@ -69,4 +69,5 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also skip cells measured at other code revisions",
     )
+    p.add_argument("--fresh", action="store_true", help="measure every cell again")
     p.set_defaults(func=cmd_run)

@@ -324,6 +324,7 @@ with a 95% percentile-bootstrap CI resampling pages (seed {{ boot_seed }}). Inva
 
 #: The paper's order; other campaign files follow alphabetically.
 PAPER_ORDER = [
+    "demo",
     "table2",
     "fig3",
     "fig5_table3",

@@ -1,10 +1,9 @@
 """Run a campaign: every cell (condition, workload item, trial, scheme) once.
 
-Order: condition → trial → scheme → items. One testbed (one `RunSpec`) measures all
-pending items of a (condition, trial, scheme) in one go, so setup is paid once per
-arm and trial, and every scheme of a trial runs back to back — the paired design
-of the paper (the trace offset comes from seed, trial and page, identical for every
-scheme). The scheme order rotates with the trial so no scheme always runs first.
+Order: condition → trial → item → scheme: the schemes of one (page, trial) run back
+to back — the paired design of the paper (the workload layer derives the trace offset
+from seed, page and trial, identical for every scheme) — and an interrupted run still
+holds complete pairs. Every measurement builds its own testbed (dchlab.workloads.api).
 
 Resumable: cells that already have a finished row in the store for this campaign
 and code revision are skipped. A failure (exception in the testbed or workload) is
@@ -48,7 +47,7 @@ class WorkloadUnavailable(RuntimeError):
 
 @dataclass
 class Group:
-    """One testbed run: a (condition, trial, scheme) with its pending items."""
+    """One call into the workload layer: a (condition, trial, scheme) and its items."""
 
     condition: Condition
     trial: int
@@ -78,6 +77,15 @@ def corpus_page_names(corpus: str, limit: int | None = None) -> list[str]:
     For the built-in generator the names come from its page plans, so nothing is
     generated just to count pages (the workload generates the corpus when it loads).
     """
+    import importlib
+
+    pages_mod = importlib.import_module("dchlab.pages")
+    if hasattr(pages_mod, "open_corpus"):
+        try:
+            names = [p.name for p in pages_mod.open_corpus(corpus).pages]
+        except Exception as e:  # CorpusError and friends name the problem
+            raise WorkloadUnavailable(f"corpus {corpus!r}: {e}") from e
+        return names[:limit] if limit else names
     if corpus == "synthetic" or corpus.startswith("synthetic:"):
         from dchlab.pages.generator import plan_page
 
@@ -116,24 +124,24 @@ def workload_items(c: Campaign) -> list[str]:
 
 
 def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
-    """Groups of pending cells, and the total number of cells."""
+    """Groups of pending cells (one per condition, trial, item and scheme), and the cell total.
+
+    Order: condition → trial → item → scheme, so the schemes of one (page, trial) run
+    back to back and an interrupted run still holds complete paired comparisons; the
+    scheme order rotates so that no scheme always goes first.
+    """
     items = workload_items(c)
     groups: list[Group] = []
     total = 0
     for cond in c.conditions:
         for trial in range(c.trials):
-            k = trial % len(c.schemes)
-            order = c.schemes[k:] + c.schemes[:k]
-            for sch in order:
-                pending, cells = [], []
-                for it in items:
+            for i, it in enumerate(items):
+                k = (trial + i) % len(c.schemes)
+                for sch in c.schemes[k:] + c.schemes[:k]:
                     total += 1
                     key = cell_key(cond.name, it, trial, sch.label)
                     if key not in done:
-                        pending.append(it)
-                        cells.append(key)
-                if pending:
-                    groups.append(Group(cond, trial, sch, pending, cells))
+                        groups.append(Group(cond, trial, sch, [it], [key]))
     return groups, total
 
 
@@ -177,14 +185,13 @@ def execute_group(c: Campaign, g: Group) -> list[dict[str, Any]]:
             by_page.get(it) or _missing_row(it, "no row returned for this page") for it in g.items
         ]
     if wl.kind == "curl-phases":
-        return [dict(api.curl_phases(spec, wl.url))]
+        return [dict(api.curl_phases(spec, wl.url) if wl.url else api.curl_phases(spec))]
     if wl.kind == "bulk":
         sizes = [s for s in wl.sizes if format_size(s) in g.items]
         rows = list(api.bulk(spec, sizes))
-        by_size = {int(r.get("size_bytes") or -1): r for r in rows}
-        return [
-            by_size.get(s) or _missing_row(format_size(s), "no row for this size") for s in sizes
-        ]
+        if len(rows) != len(sizes):
+            raise RuntimeError(f"bulk returned {len(rows)} rows for {len(sizes)} sizes")
+        return rows  # one per size, in order (an invalid download has no size_bytes)
     app = getattr(api, "app", None)
     if app is None:
         raise WorkloadUnavailable("dchlab.workloads.api has no app() yet (issue 10)")
@@ -198,10 +205,19 @@ def _missing_row(item: str, why: str) -> dict[str, Any]:
 Executor = Callable[[Campaign, Group], list[dict[str, Any]]]
 
 
+#: `invalid_reason` prefixes of the workload layer that mean the *lab* failed (testbed
+#: set-up, the browser driver crashing), not that the scheme produced a bad load: such
+#: rows get `error` set, so they are retried and never counted as invalid loads.
+INFRA_FAILURES = ("testbed:", "driver exited")
+
+
 def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for it, cell, r in zip(g.items, g.cells, rows, strict=True):
         row = dict(r)
+        reason = str(row.get("invalid_reason") or "")
+        if not row.get("error") and row.get("valid") is False and reason.startswith(INFRA_FAILURES):
+            row["error"] = reason
         row.setdefault("workload", c.workload.kind)
         row.setdefault("scheme", g.scheme.scheme)
         row.setdefault("hbc", g.condition.hbc)
@@ -239,11 +255,12 @@ def run_campaign(
     executor: Executor = execute_group,
     console: Console | None = None,
     any_revision: bool = False,
+    fresh: bool = False,
 ) -> RunSummary:
     """Run every pending cell of `c`, appending rows to the store; returns a summary."""
     console = console or Console(stderr=True)
     rev = None if any_revision else store.code_revision()[0]
-    done = store.done_cells(c.name, rev, store_path)
+    done = set() if fresh else store.done_cells(c.name, rev, store_path)
     groups, total = plan(c, done)
     pending = sum(len(g.items) for g in groups)
     summary = RunSummary(campaign=c.name, total_cells=total, skipped=total - pending)

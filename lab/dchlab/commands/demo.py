@@ -1,0 +1,129 @@
+"""`dch demo`: the README's main command — a small paired page-load campaign, a summary, a report.
+
+Runs experiments/demo.yaml (all-hbc vs dchannel vs all-llc, generated pages, eMBB
+40 ms / 200 Mbit/s + URLLC 5 ms / 2 Mbit/s) through the same runner as `dch run`,
+prints the summary tables and writes the HTML report. Before starting it checks what
+the testbed needs and, if something is missing, says what and how to get it instead
+of printing numbers it did not measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from dataclasses import replace
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from dchlab.experiments import store
+from dchlab.experiments.campaign import load_campaign
+from dchlab.experiments.report import build_report
+from dchlab.experiments.runner import WorkloadUnavailable, run_campaign
+from dchlab.experiments.summary import summarize
+from dchlab.paths import repo_root, target_dir
+
+
+def missing_prerequisites() -> list[str]:
+    """What the real page loads need and this machine lacks (empty when ready)."""
+    missing = []
+    if os.geteuid() != 0:
+        missing.append("root (network namespaces): run as root")
+    for name in ("chanemu", "dchannel", "webreplay"):
+        if not (target_dir() / "release" / name).exists():
+            missing.append(f"binary {name}: `cargo build --release -p {name}` (or `./dch setup`)")
+    if not (os.path.exists("/usr/lib/chromium/chromium") or shutil.which("chromium")):
+        missing.append("chromium: apt-get install chromium")
+    for tool, pkg in (("dnsmasq", "dnsmasq-base"), ("certutil", "libnss3-tools"), ("curl", "curl")):
+        if not shutil.which(tool):
+            missing.append(f"{tool}: apt-get install {pkg}")
+    try:
+        from dchlab.workloads import api  # noqa: F401
+    except ImportError as e:
+        missing.append(f"the workload layer (dchlab.workloads.api): {e}")
+    return missing
+
+
+def print_summary(console: Console, tables: list) -> None:  # type: ignore[type-arg]
+    for t in tables:
+        rt = RichTable(*t.columns, title=t.title, title_justify="left")
+        for r in t.rows:
+            rt.add_row(*r)
+        console.print(rt)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    console = Console()
+    c = load_campaign(repo_root() / "experiments" / "demo.yaml")
+    if args.quick:
+        c = c.quick()
+    if args.trials:
+        c = replace(c, trials=args.trials)
+    if args.pages:
+        c = replace(c, workload=replace(c.workload, pages=args.pages))
+    missing = missing_prerequisites()
+    if missing:
+        console.print(
+            "[bold red]dch demo cannot measure page loads on this machine yet[/]; missing:"
+        )
+        for m in missing:
+            console.print(f"  - {m}")
+        console.print(
+            "Nothing was measured, so no numbers are shown. `./dch doctor` checks everything."
+        )
+        return 3
+    console.print(
+        f"[bold]dch demo[/]: {len(c.schemes)} schemes ({', '.join(s.label for s in c.schemes)}) × "
+        f"{c.workload.pages} generated pages × {c.trials} trial(s); "
+        f"HBC {c.conditions[0].hbc}, LLC {c.conditions[0].llc}. Each load is a fresh testbed "
+        "and a fresh Chromium."
+    )
+    try:
+        s = run_campaign(c, store_path=args.store, fresh=args.fresh)
+    except WorkloadUnavailable as e:
+        console.print(f"[red]dch demo: {e}[/]")
+        return 3
+    rows = store.load_rows(c.name, store=args.store)
+    rev = store.code_revision()[0]
+    rows = [r for r in rows if r.get("code_rev") == rev] or rows
+    summary = summarize(c, rows)
+    print_summary(console, summary.tables)
+    console.print(
+        f"{summary.loads} loads ({summary.invalid} invalid, excluded), {summary.failed} failed runs; "
+        f"this run: {s.measured} measured, {s.skipped} reused from the store, {s.seconds:.0f} s"
+    )
+    if s.errors:
+        for err in s.errors[:3]:
+            console.print(f"  [red]failed[/] {err}")
+    out = build_report(args.store, args.output)
+    console.print(f"report: {out}")
+    console.print(
+        f"results: {store.resolve_path(args.store)} (query with `dch results --campaign demo`)"
+    )
+    return 0 if summary.loads and not s.failed else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run a small page-load comparison (all-hbc, dchannel, all-llc) and write the report",
+        description=(
+            "Run experiments/demo.yaml: real Chromium page loads of generated pages over "
+            "an emulated eMBB (40 ms, 200 Mbit/s) + URLLC (5 ms, 2 Mbit/s) pair, paired "
+            "across schemes; print the PLT and gain tables with 95% CIs and the report path. "
+            "Takes a few minutes; finished loads are reused when run again at the same code "
+            "revision (use --fresh to measure again)."
+        ),
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="the campaign's quick subset (2 pages, 1 trial)"
+    )
+    p.add_argument("--trials", type=int, help="trials per page (default from demo.yaml)")
+    p.add_argument("--pages", type=int, help="number of generated pages (default from demo.yaml)")
+    p.add_argument(
+        "--fresh", action="store_true", help="measure again even if the store has the cells"
+    )
+    p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
+    p.add_argument("-o", "--output", help="report file (default reports/index.html)")
+    p.set_defaults(func=cmd_demo)
