@@ -51,7 +51,7 @@ def _fill(db: Path, name: str, rng: np.random.Generator) -> None:
                         "transfer_ms": 200.0,
                         "bytes_hbc": 9000,
                         "bytes_llc": 1000,
-                        "stats": {"reward_error_ms": [1.0, 5.0, 12.0]},
+                        "stats": {"agents": {"client": {"reward_error_ms": [1.0, 5.0, 12.0]}}},
                     }
                     rows.append(r)
     store.append_rows(rows, campaign=c.name, store=db)

@@ -287,20 +287,27 @@ def means(
     return out
 
 
-def stat_samples(rows: Iterable[dict[str, Any]], key: str) -> dict[tuple[str, str], list[float]]:
-    """Values of `stats[key]` (a number or a list of numbers) per (condition, arm)."""
+def stat_samples(
+    rows: Iterable[dict[str, Any]], key: str | Sequence[str]
+) -> dict[tuple[str, str], list[float]]:
+    """Values of `stats[key]` per (condition, arm); `key` is a dotted path (or several,
+    pooled), the value a number or a list of numbers. Rows of valid loads only."""
+    keys = [key] if isinstance(key, str) else list(key)
     out: dict[tuple[str, str], list[float]] = defaultdict(list)
     for r in latest_per_cell(rows):
+        if r.get("valid") is False:
+            continue
         s = stats_of(r)
-        v: Any = s
-        for part in key.split("."):
-            v = v.get(part) if isinstance(v, dict) else None
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            out[(condition_of(r), arm_of(r))].append(float(v))
-        elif isinstance(v, list):
-            out[(condition_of(r), arm_of(r))].extend(
-                float(x) for x in v if isinstance(x, int | float) and not isinstance(x, bool)
-            )
+        for k in keys:
+            v: Any = s
+            for part in k.split("."):
+                v = v.get(part) if isinstance(v, dict) else None
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                out[(condition_of(r), arm_of(r))].append(float(v))
+            elif isinstance(v, list):
+                out[(condition_of(r), arm_of(r))].extend(
+                    float(x) for x in v if isinstance(x, int | float) and not isinstance(x, bool)
+                )
     return dict(out)
 
 

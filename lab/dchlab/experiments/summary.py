@@ -223,9 +223,10 @@ def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
         s.plot["points"] = points
     elif kind == "reward-error":
         key = c.analysis.get("stat", "reward_error_ms")
+        shown = key if isinstance(key, str) else " + ".join(key)
         samples = an.stat_samples(rows, key)
         t = Table(
-            f"Reward estimation error (stats.{key}) over all logged LLC decisions",
+            f"Reward estimation error (stats: {shown}) over all logged LLC decisions",
             ["condition", "scheme", "samples", "p50 ms", "p90 ms", "paper p90 ms"],
         )
         for cond in c.conditions:
@@ -245,7 +246,7 @@ def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
                 )
         if not t.rows and loads:
             s.notes.append(
-                f"No row carries stats.{key}: the agents' decision log is not in the results yet."
+                f"No row carries {shown} in its stats: the agents' decision log is not in the results yet."
             )
         s.tables.append(t)
         s.plot["samples"] = samples
