@@ -13,12 +13,14 @@ import argparse
 import os
 import shutil
 from dataclasses import replace
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from dchlab.experiments import analysis as an
 from dchlab.experiments import store
-from dchlab.experiments.campaign import load_campaign
+from dchlab.experiments.campaign import Campaign, load_campaign
 from dchlab.experiments.report import build_report
 from dchlab.experiments.runner import WorkloadUnavailable, run_campaign
 from dchlab.experiments.summary import summarize
@@ -45,12 +47,40 @@ def missing_prerequisites() -> list[str]:
     return missing
 
 
-def print_summary(console: Console, tables: list) -> None:  # type: ignore[type-arg]
-    for t in tables:
-        rt = RichTable(*t.columns, title=t.title, title_justify="left")
-        for r in t.rows:
-            rt.add_row(*r)
-        console.print(rt)
+def summary_table(c: Campaign, rows: list[dict[str, Any]]) -> RichTable:
+    """One line per scheme: mean PLT, paired gain against all-hbc, bytes on the LLC."""
+    cond = c.conditions[0].name
+    base = c.analysis.get("baseline", "all-hbc")
+    m = an.means(rows, ["plt_ms"])
+    gains = an.paired_gains(rows, baseline=base)
+    t = RichTable(
+        "scheme",
+        "mean PLT ms [95% CI]",
+        f"gain vs {base} % [95% CI]",
+        "gain ms",
+        "LLC bytes %",
+        "loads (invalid)",
+        title=f"Page load time, {c.conditions[0].hbc} + {c.conditions[0].llc} "
+        "(paired per page and trial; CI over pages)",
+        title_justify="left",
+    )
+    for sch in c.schemes:
+        mean = m.get((cond, sch.label, "plt_ms"))
+        g = gains.get((cond, sch.label))
+        llc = an.llc_bytes_pct(
+            r
+            for r in an.latest_per_cell(rows)
+            if an.arm_of(r) == sch.label and an.is_valid(r, "plt_ms")
+        )
+        t.add_row(
+            sch.label,
+            mean.value.fmt(0) if mean else "—",
+            g.gain_pct.fmt(1, "%") if g else ("baseline" if sch.label == base else "—"),
+            g.gain_ms.fmt(0) if g else "—",
+            "—" if llc != llc else f"{llc:.1f}",
+            f"{mean.loads} ({mean.invalid})" if mean else "0",
+        )
+    return t
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -88,7 +118,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     rev = store.code_revision()[0]
     rows = [r for r in rows if r.get("code_rev") == rev] or rows
     summary = summarize(c, rows)
-    print_summary(console, summary.tables)
+    console.print(summary_table(c, rows))
     console.print(
         f"{summary.loads} loads ({summary.invalid} invalid, excluded), {summary.failed} failed runs; "
         f"this run: {s.measured} measured, {s.skipped} reused from the store, {s.seconds:.0f} s"

@@ -14,7 +14,7 @@ from rich.table import Table
 from dchlab.experiments import store
 
 _SUMMARY = """
-SELECT campaign, condition, coalesce(arm, scheme) AS scheme, workload,
+SELECT campaign, condition, {arm} AS scheme, workload,
        count(*) FILTER (WHERE error IS NULL) AS loads,
        count(*) FILTER (WHERE error IS NULL AND valid = false) AS invalid,
        count(*) FILTER (WHERE error IS NOT NULL) AS failed,
@@ -45,7 +45,10 @@ def cmd_results(args: argparse.Namespace) -> int:
             if args.rows:
                 sql = f"SELECT * FROM results {where} ORDER BY ts"
             else:
-                sql = _SUMMARY.format(where=where)
+                with store.connect(args.store, read_only=True) as con:
+                    cols = store.existing_columns(con)
+                arm = "coalesce(arm, scheme)" if "arm" in cols else "scheme"
+                sql = _SUMMARY.format(where=where, arm=arm)
             names, rows = store.query(sql, params, args.store)
     except Exception as e:  # duckdb errors carry the SQL problem
         print(f"dch results: {e}", file=sys.stderr)
