@@ -28,6 +28,10 @@ def _fill(db: Path, name: str, rng: np.random.Generator) -> None:
                 items = ["curl"] if c.workload.kind == "curl-phases" else ["site0", "site1"]
                 if c.workload.kind == "bulk":
                     items = ["10KB", "1MB"]
+                if c.workload.kind == "app":
+                    items = [
+                        f"{p}/{i}" for p in ("social", "news") for i in c.workload.interactions
+                    ]
                 for it in items:
                     base = 1000.0 if sch.label == "all-hbc" else 700.0
                     r = {
@@ -45,6 +49,7 @@ def _fill(db: Path, name: str, rng: np.random.Generator) -> None:
                         "valid": not (sch.label == "dchannel" and trial == 1 and it == "site1"),
                         "plt_ms": base + float(rng.normal(0, 30)),
                         "total_ms": base + float(rng.normal(0, 30)),
+                        "irt_ms": base + float(rng.normal(0, 30)),
                         "dns_ms": 40.0 + trial,
                         "connect_ms": 41.0,
                         "tls_ms": 50.0,
@@ -60,14 +65,14 @@ def _fill(db: Path, name: str, rng: np.random.Generator) -> None:
 def test_report_renders_plots_tables_and_provenance(tmp_path):
     db = tmp_path / "r.duckdb"
     rng = np.random.default_rng(1)
-    for name in ("fig3", "table2", "fig8", "fig6", "fig11", "table4"):
+    for name in ("fig3", "table2", "fig8", "fig6", "fig11", "table4", "fig7"):
         _fill(db, name, rng)
     files = sorted((REPO / "experiments").glob("*.yaml"))
     out = build_report(db, tmp_path / "index.html", files, with_channels=False)
     page = out.read_text()
     # one inlined PNG per filled campaign, each a real PNG
     pngs = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
-    assert len(pngs) == 6
+    assert len(pngs) == 7
     assert all(base64.b64decode(p)[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     # the paper's numbers stand beside ours (Table 2: All-eMBB total 349 ms, DChannel transfer 144)
     assert "/ 349" in page and "/ 144" in page
@@ -75,6 +80,8 @@ def test_report_renders_plots_tables_and_provenance(tmp_path):
     assert re.search(r"<td>MM-S</td><td>dchannel</td><td>\d\d\.\d%", page)
     assert "1 / 0" in page  # invalid (scheme / base)
     assert "./dch run experiments/fig3.yaml" in page
+    # fig7: per interaction, beside the paper's (launch 15%, item 21%)
+    assert re.search(r"<td>launch</td><td>dchannel</td><td>\d\d\.\d%[^<]*</td><td>15\.0</td>", page)
     assert "TEST DATA" in page
     # campaigns without rows say how to produce them
     assert "No results yet. Run `./dch run experiments/table5.yaml`" in page

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app")
-ANALYSIS_KINDS = ("gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error")
+ANALYSIS_KINDS = ("gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error", "app")
 
 _TOP_KEYS = {
     "name",
@@ -71,8 +71,8 @@ class Workload:
     pages: int | tuple[str, ...] | None = None  # pageload: first N pages, or names
     url: str | None = None  # curl-phases
     sizes: tuple[int, ...] = ()  # bulk, bytes
-    profile: str | None = None  # app
-    interactions: tuple[str, ...] = ()  # app
+    profiles: tuple[str, ...] = ()  # app: app profiles (social, shopping, news)
+    interactions: tuple[str, ...] = ()  # app: launch, search, item
     timeout_s: float = 60.0
 
 
@@ -114,6 +114,8 @@ class Campaign:
             wl = replace(wl, sizes=tuple(q["sizes"]))
         if "interactions" in q:
             wl = replace(wl, interactions=tuple(q["interactions"]))
+        if "profiles" in q:
+            wl = replace(wl, profiles=tuple(q["profiles"]))
         return replace(
             self,
             schemes=schemes,
@@ -301,7 +303,7 @@ def _parse_workload(v: _V, raw: Any) -> Workload:
         "pageload": {"kind", "corpus", "pages", "timeout_s"},
         "curl-phases": {"kind", "corpus", "url", "timeout_s"},
         "bulk": {"kind", "sizes", "timeout_s"},
-        "app": {"kind", "profile", "interactions", "timeout_s"},
+        "app": {"kind", "profiles", "interactions", "timeout_s"},
     }[kind]
     v.unknown(d, allowed, "workload")
     timeout = v.number(d.get("timeout_s", 60.0), "workload.timeout_s", minimum=1.0)
@@ -332,14 +334,18 @@ def _parse_workload(v: _V, raw: Any) -> Workload:
             ),
             timeout_s=timeout,
         )
-    prof = v.string(d.get("profile"), "workload.profile")
+    profs = d.get("profiles")
+    if not isinstance(profs, list) or not profs:
+        raise v.err(
+            "workload.profiles", f"expected a non-empty list of app profiles, got {profs!r}"
+        )
     inter = d.get("interactions", ["launch", "search", "item"])
     if not isinstance(inter, list) or not inter:
         raise v.err("workload.interactions", f"expected a list, got {inter!r}")
     return Workload(
         kind=kind,
-        profile=prof,
-        interactions=tuple(v.string(i, f"workload.interactions[{n}]") for n, i in enumerate(inter)),
+        profiles=tuple(v.name(p, f"workload.profiles[{n}]") for n, p in enumerate(profs)),
+        interactions=tuple(v.name(i, f"workload.interactions[{n}]") for n, i in enumerate(inter)),
         timeout_s=timeout,
     )
 
@@ -411,7 +417,11 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
             )
     _check_paper(v, paper, cnames, labels + list(best_of))
     quick = v.mapping(d.get("quick", {}), "quick")
-    v.unknown(quick, {"schemes", "conditions", "trials", "pages", "sizes", "interactions"}, "quick")
+    v.unknown(
+        quick,
+        {"schemes", "conditions", "trials", "pages", "sizes", "interactions", "profiles"},
+        "quick",
+    )
     for i, lbl in enumerate(quick.get("schemes", [])):
         if lbl not in labels:
             raise v.err(f"quick.schemes[{i}]", f"{lbl!r} is not a scheme label of this campaign")

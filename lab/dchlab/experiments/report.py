@@ -78,7 +78,10 @@ def plot_gain_bars(s: Summary) -> str | None:
         ax.plot(px, py, "kx", markersize=8, mew=2, label="paper" if j == 0 else None)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(range(len(conds)), conds)
-    ax.set_ylabel(f"PLT gain vs {s.campaign.analysis.get('baseline', 'all-hbc')} (%)")
+    what = {"irt_ms": "IRT", "total_ms": "completion time"}.get(
+        str(s.campaign.analysis.get("metric", "plt_ms")), "PLT"
+    )
+    ax.set_ylabel(f"{what} gain vs {s.campaign.analysis.get('baseline', 'all-hbc')} (%)")
     ax.legend(fontsize=7, ncol=3)
     ax.set_title(s.campaign.name)
     return _png(fig)
@@ -198,6 +201,7 @@ _PLOTTERS = {
     "phases": plot_phases,
     "bulk": plot_bulk,
     "reward-error": plot_cdf,
+    "app": plot_gain_bars,
 }
 
 

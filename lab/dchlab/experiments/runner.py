@@ -120,7 +120,7 @@ def workload_items(c: Campaign) -> list[str]:
         return ["curl"]
     if wl.kind == "bulk":
         return [format_size(s) for s in wl.sizes]
-    return list(wl.interactions)
+    return [f"{p}/{i}" for p in wl.profiles for i in wl.interactions]
 
 
 def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
@@ -194,8 +194,14 @@ def execute_group(c: Campaign, g: Group) -> list[dict[str, Any]]:
         return rows  # one per size, in order (an invalid download has no size_bytes)
     app = getattr(api, "app", None)
     if app is None:
-        raise WorkloadUnavailable("dchlab.workloads.api has no app() yet (issue 10)")
-    return [dict(app(spec, wl.profile, it)) for it in g.items]
+        raise WorkloadUnavailable(
+            "dchlab.workloads.api has no app(spec, profile, interaction) yet (issue 10)"
+        )
+    out = []
+    for it in g.items:
+        profile, _, interaction = it.partition("/")
+        out.append(dict(app(spec, profile, interaction, timeout_s=wl.timeout_s)))
+    return out
 
 
 def _missing_row(item: str, why: str) -> dict[str, Any]:

@@ -221,6 +221,10 @@ def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
                     )
         s.tables.append(t)
         s.plot["points"] = points
+    elif kind == "app":
+        t, points = _app_table(c, rows, metric if metric != "plt_ms" else "irt_ms")
+        s.tables.append(t)
+        s.plot["points"] = points
     elif kind == "reward-error":
         key = c.analysis.get("stat", "reward_error_ms")
         shown = key if isinstance(key, str) else " + ".join(key)
@@ -293,3 +297,58 @@ def _stats_table(c: Campaign, rows: list[dict[str, Any]]) -> Table:
             if any(not x.startswith("— / —") for x in cells):
                 t.rows.append([cond.name, sch.label, *cells])
     return t
+
+
+def _app_table(
+    c: Campaign, rows: list[dict[str, Any]], metric: str
+) -> tuple[Table, list[dict[str, Any]]]:
+    """Interaction response time gain per interaction (items = app profiles) and overall."""
+    base = c.analysis.get("baseline", "all-hbc")
+    t = Table(
+        f"Interaction response time ({metric}) gain against {base}: mean over apps, 95% CI over apps",
+        [
+            "condition",
+            "interaction",
+            "scheme",
+            "gain % [CI]",
+            "paper %",
+            "gain ms [CI]",
+            "pairs",
+            "invalid",
+        ],
+    )
+    groups = [*c.workload.interactions, "all"]
+    points: list[dict[str, Any]] = []
+    for inter in groups:
+        sub = rows if inter == "all" else [r for r in rows if an.item_of(r).endswith("/" + inter)]
+        gains = an.paired_gains(sub, metric=metric, baseline=base)
+        key = "gain_pct" if inter == "all" else f"{inter}_gain_pct"
+        for cond in c.conditions:
+            for arm in _arms(c, base):
+                g = gains.get((cond.name, arm))
+                if g is None:
+                    continue
+                t.rows.append(
+                    [
+                        cond.name,
+                        inter,
+                        arm,
+                        g.gain_pct.fmt(1, "%"),
+                        _num(paper_value(c, cond.name, arm, key)),
+                        g.gain_ms.fmt(0),
+                        str(g.pairs),
+                        f"{g.invalid_arm} / {g.invalid_base}",
+                    ]
+                )
+                label = inter if len(c.conditions) == 1 else f"{cond.name} {inter}"
+                points.append(
+                    {
+                        "condition": label,
+                        "x": {},
+                        "arm": arm,
+                        "gain_pct": g.gain_pct,
+                        "gain_ms": g.gain_ms,
+                        "paper_pct": paper_value(c, cond.name, arm, key),
+                    }
+                )
+    return t, points
