@@ -7,7 +7,13 @@ import math
 
 import pytest
 
-from dchlab.experiments.analysis import bootstrap_mean, llc_bytes_pct, means, paired_gains
+from dchlab.experiments.analysis import (
+    bootstrap_mean,
+    llc_bytes_pct,
+    means,
+    paired_gains,
+    unpaired,
+)
 
 
 def row(arm, page, trial, plt, valid=True, cond="c", **kw):
@@ -145,3 +151,13 @@ def test_means_of_phases_over_trials():
 def test_llc_bytes_ignores_rows_without_byte_counts():
     assert llc_bytes_pct([{"bytes_hbc": 3, "bytes_llc": 1}, {"plt_ms": 1}]) == pytest.approx(25.0)
     assert math.isnan(llc_bytes_pct([]))
+
+
+def test_unpaired_offsets_are_detected():
+    rows = [
+        row("all-hbc", "a", 0, 100.0, trace_offset_ms=5.0),
+        row("dchannel", "a", 0, 90.0, trace_offset_ms=5.0),
+        row("all-hbc", "b", 0, 100.0, trace_offset_ms=7.0),
+        row("dchannel", "b", 0, 90.0, trace_offset_ms=8.0),
+    ]
+    assert unpaired(rows) == ["c|b|t0: [7.0, 8.0]"]

@@ -313,3 +313,17 @@ def stat_samples(
 
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else math.nan
+
+
+def unpaired(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """(condition, item, trial) groups whose schemes saw *different* trace offsets.
+
+    The paired design needs one offset per (condition, page, trial); a mismatch means
+    the comparison is not paired (a bug in the workload layer or mixed code versions).
+    """
+    offsets: dict[tuple[str, str, int], set[float]] = defaultdict(set)
+    for r in latest_per_cell(rows):
+        off = r.get("trace_offset_ms")
+        if off is not None:
+            offsets[(condition_of(r), item_of(r), int(r.get("trial") or 0))].add(float(off))
+    return [f"{c}|{i}|t{t}: {sorted(v)}" for (c, i, t), v in sorted(offsets.items()) if len(v) > 1]

@@ -25,7 +25,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from dchlab.experiments import store
-from dchlab.experiments.analysis import latest_per_cell
+from dchlab.experiments.analysis import latest_per_cell, unpaired
 from dchlab.experiments.campaign import Campaign, CampaignError, load_campaign
 from dchlab.experiments.summary import Summary, summarize
 from dchlab.paths import repo_root
@@ -366,6 +366,12 @@ def section(c: Campaign, rows: list[dict[str, Any]], with_channels: bool = True)
         sec.update(status="not run yet", warning=f"No results yet. Run `{sec['rerun']}`.")
         return sec
     s = summarize(c, rows)
+    bad = unpaired(rows)
+    if bad:
+        sec["warning"] = (
+            f"{len(bad)} (condition, page, trial) groups are not paired — their schemes saw "
+            f"different trace offsets: {'; '.join(bad[:3])}"
+        )
     sec["tables"] = s.tables
     sec["notes"] = s.notes
     sec["counts"] = (
