@@ -12,14 +12,30 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("dch.traces")
+
+
+def _friendly(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Bad input (TraceFormatError names file/line/field) -> one message, exit 2."""
+
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except (ValueError, OSError) as e:
+            print(f"dch traces: error: {e}", file=sys.stderr)
+            return 2
+
+    return run
 
 
 def _fmt(v: Any, digits: int = 2) -> str:
@@ -160,6 +176,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
         data = shared / "traces" / "imc23-driving-rtt"
     report = fit.fit_report(data, grid=args.grid)
     print(json.dumps(report, indent=2))
+    if args.plot:
+        fit.plot_report(report, Path(args.plot))
+        print(f"wrote {args.plot}", file=sys.stderr)
     return 0
 
 
@@ -186,7 +205,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("name", choices=list(SCENARIOS), metavar="NAME", help=" | ".join(SCENARIOS))
     s.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     s.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
-    s.set_defaults(func=cmd_synth)
+    s.set_defaults(func=_friendly(cmd_synth))
 
     st = tsub.add_parser(
         "stats",
@@ -199,7 +218,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     st.add_argument("files", nargs="+", metavar="FILE")
     st.add_argument("--json", action="store_true", help="machine-readable output (a JSON list)")
     st.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
-    st.set_defaults(func=cmd_stats)
+    st.set_defaults(func=_friendly(cmd_stats))
 
     pl = tsub.add_parser(
         "plot",
@@ -214,7 +233,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("-o", "--output", required=True, metavar="PNG")
     pl.add_argument("--seconds", type=float, default=None, help="plot only the first N seconds")
     pl.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
-    pl.set_defaults(func=cmd_plot)
+    pl.set_defaults(func=_friendly(cmd_plot))
 
     im = tsub.add_parser(
         "import",
@@ -240,7 +259,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="ping -i interval (default: from the summary line, else 1 s)",
     )
-    ip.set_defaults(func=cmd_import_ping)
+    ip.set_defaults(func=_friendly(cmd_import_ping))
     ic = isub.add_parser(
         "csv",
         help="per-second throughput CSV -> capacity series",
@@ -272,7 +291,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=3,
         help="longest gap (s) filled with the previous value (default 3)",
     )
-    ic.set_defaults(func=cmd_import_csv)
+    ic.set_defaults(func=_friendly(cmd_import_csv))
     im_m = isub.add_parser(
         "mahimahi",
         help="Mahimahi link traces <-> capacity series",
@@ -294,7 +313,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="read: FILE.cap.csv; write: OUT (writes OUT.up, OUT.down)",
     )
-    im_m.set_defaults(func=cmd_import_mahimahi)
+    im_m.set_defaults(func=_friendly(cmd_import_mahimahi))
 
     f = tsub.add_parser(
         "fit",
@@ -307,5 +326,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     f.add_argument(
         "--data", metavar="DIR", help="directory of ping outputs (*.out), searched recursively"
     )
-    f.add_argument("--grid", action="store_true", help="also run the grid search (about a minute)")
-    f.set_defaults(func=cmd_fit)
+    f.add_argument("--grid", action="store_true", help="also run the grid search (about 5 minutes)")
+    f.add_argument("--plot", metavar="PNG", help="draw the comparison (ACF, excursions) to PNG")
+    f.set_defaults(func=_friendly(cmd_fit))

@@ -5,9 +5,10 @@ Reading turns a trace into a per-second rate (opportunities in [n s, n+1 s) x
 opportunities: the cumulative byte budget grows linearly inside each second and
 an opportunity is placed at the first millisecond where it covers another
 1500 B, so every second carries its rate to within one packet and the fraction
-is carried into the next second. The last timestamp is pinned to the end of
-the series, so the trace loops with exactly the series' period (Mahimahi loops
-with period = last timestamp).
+is carried into the next second. If the last opportunity falls before the end
+of the series, one more is added at the end, so the trace loops with exactly
+the series' period (Mahimahi loops with period = last timestamp): the last
+second may carry one packet (12 kbit) more than asked.
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ def rate_to_opportunities(rate_mbit: npt.NDArray[np.float64]) -> npt.NDArray[np.
         raise ValueError("rate series carries less than one 1500-byte packet in total")
     k = np.arange(1, total + 1)
     ts = np.searchsorted(cum, k - 1e-6) + 1  # first ms whose budget covers packet k
-    ts[-1] = len(rate) * 1000  # pin the period
+    end = len(rate) * 1000
+    if ts[-1] < end:  # pin the loop period with one extra opportunity at the end
+        ts = np.append(ts, end)
     return ts.astype(np.int64)
 
 

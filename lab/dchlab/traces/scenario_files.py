@@ -13,7 +13,7 @@ from dchlab.traces.synth import LATENT, synthesize
 from dchlab.traces.timeline import write_rtt
 
 #: Bump when the synthesizer's output changes, so caches regenerate.
-SYNTH_VERSION = 1
+SYNTH_VERSION = 2
 
 
 def scenario_profile(name: str, seed: int, rtt_file: str, cap_file: str) -> Profile:

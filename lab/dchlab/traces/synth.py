@@ -29,13 +29,13 @@ from dchlab.traces.timeline import RttTimeline
 #: Fitted against the IMC'23 driving RTT runs (docs/traces.md, `dch traces fit`).
 #: Only driving data exists; walking and stationary use the same structure.
 LATENT = LatentParams(
-    spike_ms=400.0,
-    spike_share=0.05,
-    fast_ms=30.0,
-    slow_ms=3000.0,
-    w_fast=1.0,
-    w_slow=0.6,
-    w_spike=2.0,
+    spike_ms=100.0,
+    spike_share=0.10,
+    fast_ms=120.0,
+    slow_ms=10000.0,
+    w_fast=0.2,
+    w_slow=1.0,
+    w_spike=1.0,
 )
 
 
