@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.signal import lfilter
 
 Array = npt.NDArray[np.float64]
 
@@ -39,6 +38,8 @@ class LatentParams:
 
 def ar1(rng: np.random.Generator, n: int, tau_steps: float) -> Array:
     """Unit-variance stationary AR(1) with correlation time tau_steps (phi = e^-1/tau)."""
+    from scipy.signal import lfilter  # lazy: scipy.signal takes a second to import
+
     phi = float(np.exp(-1.0 / max(tau_steps, 1e-9)))
     e = rng.standard_normal(n) * np.sqrt(1 - phi * phi)
     y: Array = lfilter([1.0], [1.0, -phi], e, zi=[phi * rng.standard_normal()])[0]

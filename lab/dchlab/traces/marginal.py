@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import least_squares
 
 Array = npt.NDArray[np.float64]
 
@@ -41,6 +40,8 @@ def fit_quantiles(
     n: int, rmin: float, p50: float, p98: float, mean: float, cv: float
 ) -> tuple[Array, dict[str, float]]:
     """Sorted values of length n with the target statistics; also the shape params."""
+    from scipy.optimize import least_squares  # lazy: resolving cached channels stays fast
+
     target = np.array([mean, cv])
 
     def resid(x: Array, b: float, m: int) -> Array:
