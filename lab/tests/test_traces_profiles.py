@@ -144,3 +144,88 @@ def test_known_channels_and_summary() -> None:
         2.0,
         0,
     )
+
+
+def test_fixed_unlimited_like_chanemu() -> None:
+    assert profiles.resolve_channel("fixed:5ms/unlimited") == "fixed:5ms/unlimited"
+    p = _toml(profiles.resolve_channel("fixed:5ms/unlimited+loss=0.5"))
+    assert p["uplink"]["rate"] == "unlimited" == p["downlink"]["rate"]
+    assert profiles.profile_summary("fixed:5ms/unlimited")["down_mbit"] is None
+
+
+_RACE = """
+import sys
+from dchlab.traces.profiles import resolve_channel
+print(resolve_channel(sys.argv[1], 4))
+"""
+
+
+def test_concurrent_runs_share_one_complete_scenario_dir(_cache: Path) -> None:
+    """Four processes resolving the same scenario at once: same path, complete files,
+    no temp directories left behind (build in a temp dir + atomic rename)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "DCH_CACHE": str(_cache),
+        "PYTHONPATH": str(Path(profiles.__file__).parents[2]),
+    }
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACE, spec], env=env, stdout=subprocess.PIPE, text=True
+        )
+        for spec in ("LB-D", "LB-D", "LB-D+loss=0.01", "lb-d")
+    ]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    base = _cache / "profiles" / "LB-D-seed4" / "profile.toml"
+    assert outs[0] == outs[1] == outs[3] == str(base)
+    load_profile(base)
+    load_profile(outs[2])
+    assert (base.parent / "LB-D.rtt.csv").read_text().count("\n") == 23 * 60_000 // 15 + 1
+    leftovers = [p.name for p in (_cache / "profiles").iterdir() if p.name.startswith(".")]
+    assert leftovers == []
+
+
+def _chanemu_with_check() -> Path | None:
+    import subprocess
+
+    from dchlab.paths import binary
+
+    try:
+        exe = binary("chanemu")
+    except FileNotFoundError:
+        return None
+    helptext = subprocess.run([exe, "--help"], capture_output=True, text=True).stdout
+    return exe if "check-profile" in helptext else None
+
+
+@pytest.mark.skipif(_chanemu_with_check() is None, reason="chanemu (with check-profile) not built")
+def test_chanemu_accepts_every_scenario_and_derived_profile() -> None:
+    """The contract with the Rust side: chanemu's own parser accepts what we write."""
+    import subprocess
+
+    exe = _chanemu_with_check()
+    assert exe is not None
+    specs = [
+        *SCENARIOS,
+        "MM-D+cov=0.5+loss=0.01+drx=lowband+queue=100",
+        "embb+rtt=60",
+        "LB-S+rtt=30",
+    ]
+    for spec in specs:
+        path = profiles.resolve_channel(spec, seed=1)
+        proc = subprocess.run([exe, "check-profile", path], capture_output=True, text=True)
+        assert proc.returncode == 0, (spec, proc.stderr)
+
+
+def test_cache_from_an_older_synthesizer_is_regenerated(_cache: Path) -> None:
+    path = Path(profiles.resolve_channel("MM-D", seed=9))
+    (path.parent / "VERSION").write_text("0\n")
+    (path.parent / "MM-D.rtt.csv").write_text("t_ms,rtt_ms\n0,1\n")
+    again = Path(profiles.resolve_channel("MM-D", seed=9))
+    assert again == path
+    assert (path.parent / "MM-D.rtt.csv").read_text().count("\n") == 18 * 60_000 // 15 + 1
+    assert [p.name for p in (_cache / "profiles").iterdir() if p.name.startswith(".")] == []

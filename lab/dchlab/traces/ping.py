@@ -60,6 +60,7 @@ def parse_ping(path: str | Path, interval_s: float | None = None) -> PingImport:
     lost: set[int] = set()
     duplicates = 0
     summary_interval: float | None = None
+    transmitted: int | None = None
     last_raw = None
     wraps = 0
     saw_epoch = None
@@ -105,6 +106,7 @@ def parse_ping(path: str | Path, interval_s: float | None = None) -> PingImport:
         s = _SUMMARY.match(line)
         if s:
             tx, ms = int(s["tx"]), int(s["ms"])
+            transmitted = tx
             if tx > 1 and ms > 0:
                 summary_interval = ms / (tx - 1)
             continue
@@ -118,10 +120,13 @@ def parse_ping(path: str | Path, interval_s: float | None = None) -> PingImport:
     seqs = np.array(sorted(replies))
     rtts = np.array([replies[s][1] for s in seqs])
     notes: list[str] = []
-    # Lost = sequence numbers in the sent range without a reply (incl. explicit reports).
+    # Lost: from the summary (transmitted - answered) when present, else the sequence
+    # numbers in the answered range without a reply plus explicit reports outside it.
     missing = len(set(range(int(seqs[0]), int(seqs[-1]) + 1)) - set(replies)) + len(
         {s for s in lost if s < seqs[0] or s > seqs[-1]}
     )
+    if transmitted is not None:
+        missing = max(transmitted - len(replies), 0)
     if saw_epoch:
         send = np.array([replies[s][0] for s in seqs], dtype=float) * 1000.0 - rtts
         t = send - send[0]

@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,8 @@ from dchlab.traces.scenarios import DRX_PRESETS, QUEUE_PACKETS, SCENARIOS
 from dchlab.traces.timeline import read_rtt
 
 BUILTINS = {"urllc": "fixed:5ms/2mbit", "embb": "fixed:40ms/200mbit"}
-FIXED_SYNTAX = "fixed:<rtt>ms/<rate>mbit"
-_FIXED = re.compile(r"^fixed:(\d+(?:\.\d+)?)ms/(\d+(?:\.\d+)?)mbit$")
+FIXED_SYNTAX = "fixed:<rtt>ms/<rate>mbit"  # <rate> may also be `unlimited`
+_FIXED = re.compile(r"^fixed:(\d+(?:\.\d+)?)ms/(?:(\d+(?:\.\d+)?)mbit|unlimited)$")
 MODIFIERS = ("loss", "rtt", "cov", "resample", "queue", "drx")
 DEFAULT_RESAMPLE_MS = 10
 
@@ -77,15 +78,22 @@ def _unknown(base: str) -> ValueError:
     )
 
 
-def fixed_profile(rtt_ms: float, rate_mbit: float, name: str) -> Profile:
-    side = {"rate": {"mbit": rate_mbit}, "queue": {"packets": QUEUE_PACKETS}, "loss": 0.0}
+def fixed_profile(rtt_ms: float, rate_mbit: float | None, name: str) -> Profile:
+    """The profile chanemu builds for `fixed:<rtt>ms/<rate>mbit` (rate None: unlimited)."""
+    rate: Any = "unlimited" if rate_mbit is None else {"mbit": rate_mbit}
+    side = {"rate": rate, "queue": {"packets": QUEUE_PACKETS}, "loss": 0.0}
+    what = "unlimited rate" if rate_mbit is None else f"{rate_mbit:g} Mbit/s each way"
     return {
         "name": name,
-        "description": f"fixed {rtt_ms:g} ms RTT, {rate_mbit:g} Mbit/s each way",
+        "description": f"fixed {rtt_ms:g} ms RTT, {what}",
         "delay": {"kind": "fixed", "rtt_ms": rtt_ms},
         "uplink": dict(side),
         "downlink": dict(side),
     }
+
+
+def _rate_of(m: re.Match[str]) -> float | None:
+    return float(m[2]) if m[2] is not None else None
 
 
 def scenario_dir(name: str, seed: int) -> Path:
@@ -104,6 +112,7 @@ def scenario_profile_path(name: str, seed: int = 1) -> Path:
         stale = final.with_name(f".{final.name}.stale-{os.getpid()}")
         with contextlib.suppress(OSError):
             os.rename(final, stale)
+        shutil.rmtree(stale, ignore_errors=True)
 
     def build(tmp: Path) -> None:
         write_scenario(name, seed, tmp)
@@ -118,7 +127,7 @@ def _base_profile(base: str, seed: int) -> tuple[Profile, Path | None]:
     fixed = BUILTINS.get(base.lower(), base)
     m = _FIXED.match(fixed)
     if m:
-        return fixed_profile(float(m[1]), float(m[2]), base), None
+        return fixed_profile(float(m[1]), _rate_of(m), base), None
     if base.upper() in SCENARIOS:
         path = scenario_profile_path(base.upper(), seed)
         return load_profile(path), path.parent
@@ -266,7 +275,7 @@ def _profile_for(spec_or_profile: str, seed: int) -> tuple[Profile, Path | None]
     fixed = BUILTINS.get(resolved.lower(), resolved)
     m = _FIXED.match(fixed)
     if m:
-        return fixed_profile(float(m[1]), float(m[2]), resolved), None
+        return fixed_profile(float(m[1]), _rate_of(m), resolved), None
     path = Path(resolved)
     return load_profile(path), path.parent
 
