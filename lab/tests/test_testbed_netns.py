@@ -74,6 +74,19 @@ def test_every_scheme_fetches_bytes_exactly(scheme: str) -> None:
     ue = stats["interfaces"]["ue"]
     moved = sum(v["rx_bytes"] for k, v in ue.items() if k in ("hbc", "llc", "ideal"))
     assert moved >= N, f"{scheme}: only {moved} bytes crossed the emulated links"
+    # Single-channel schemes: the body crossed that link, the other saw at most probes.
+    only = {"all-hbc": "hbc", "hbc-only": "hbc", "all-llc": "llc", "llc-only": "llc"}
+    if scheme in only:
+        other = "llc" if only[scheme] == "hbc" else "hbc"
+        assert ue[only[scheme]]["rx_bytes"] >= N, (scheme, ue)
+        assert ue[other]["rx_bytes"] < 200_000, (scheme, ue)
+    if scheme == "ideal":
+        assert ue["ideal"]["rx_bytes"] >= N and "hbc" not in ue
+    if scheme in AGENT_SCHEMES:  # both agents wrote their stats at exit
+        for role in ("client", "gateway"):
+            assert "channels" in stats["agents"][role], stats["agents"][role]
+    for link, emu in stats["links"].items():
+        assert "error" not in emu, (link, emu)
 
 
 def _ping_median(tb: Testbed, count: int = 15) -> float:
