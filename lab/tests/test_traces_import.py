@@ -68,6 +68,22 @@ def test_ping_with_D_timestamps_uses_send_times(tmp_path: Path) -> None:
     assert r.interval_ms is None and r.lost == 1
 
 
+PING_V6 = """\
+PING 2001:db8::2(2001:db8::2) 56 data bytes
+64 bytes from 2001:db8::2: icmp_seq=1 ttl=64 time=0.045 ms
+Request timeout for icmp_seq 2
+ping: sendmsg: Network is unreachable
+64 bytes from host.test (2001:db8::2): icmp_seq=3 hlim=64 time=1.50 ms
+"""
+
+
+def test_ping_ipv6_hostnames_and_timeouts(tmp_path: Path) -> None:
+    r = parse_ping(_write(tmp_path, "v6.out", PING_V6))
+    assert r.timeline.t_ms.tolist() == [0.0, 2000.0]  # no summary: ping's 1 s default
+    assert r.timeline.rtt_ms.tolist() == [0.045, 1.5]
+    assert r.lost == 1
+
+
 def test_ping_bad_input_names_file_and_line(tmp_path: Path) -> None:
     bad = _write(tmp_path, "bad.out", PING_SEQ.replace("time=22.1 ms", "time=abc ms"))
     with pytest.raises(TraceFormatError, match=r"bad\.out:3: field 'time'"):
@@ -168,6 +184,8 @@ def test_stats_rows_for_each_kind(tmp_path: Path) -> None:
     assert (row["rtt_min"], row["rtt_p50"], row["rtt_mean"]) == (10.0, 25.0, 25.0)
     assert row["rtt_cv"] == pytest.approx(np.std([10, 20, 30, 40]) / 25)
     assert row["up_mbit"] is None
+    m = file_stats(_write(tmp_path, "m.txt", "\n".join(["500"] * 250 + ["1000"] * 250) + "\n"))
+    assert (m["kind"], m["span_min"], m["down_mbit"]) == ("mahimahi", 1 / 60, 6.0)  # 500 x 12 kbit
     p = _write(tmp_path, "x.txt", "hello\n")
     with pytest.raises(TraceFormatError, match=r"x\.txt:1: unrecognized trace"):
         file_stats(p)

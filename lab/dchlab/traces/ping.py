@@ -8,7 +8,7 @@ Time of each sample:
   (ping's default). Sequence numbers that wrap at 65536 are unwrapped.
 
 Lost pings (a sequence number with no reply, `no answer yet`, `Destination Host
-Unreachable`, ...) produce no sample: the timeline interpolates across them and
+Unreachable`, `Request timeout`) produce no sample: the timeline interpolates across them and
 the count is reported. Duplicate replies (DUP!) are ignored. Every other line
 must be one ping prints, or the input is refused with its file and line.
 """
@@ -26,16 +26,17 @@ from dchlab.traces.timeline import RttTimeline
 
 _EPOCH = r"(?:\[(?P<epoch>\d+(?:\.\d+)?)\]\s*)?"
 _REPLY = re.compile(
-    _EPOCH + r"\d+ bytes from (?P<src>[^:]+): icmp_seq=(?P<seq>\d+)(?: ttl=\d+)?"
-    r"(?: time=(?P<time>[^ ]+) ms)?(?P<rest>.*)$"
+    _EPOCH + r"\d+ bytes from (?P<src>.+?): (?:icmp_)?seq=(?P<seq>\d+)(?: (?:ttl|hlim)=\d+)?"
+    r"(?: time[=<](?P<time>[^ ]+) ?ms)?(?P<rest>.*)$"
 )
 _LOST = re.compile(
-    _EPOCH + r"(?:no answer yet for icmp_seq=(?P<seq1>\d+)|From .*icmp_seq=(?P<seq2>\d+).*)$"
+    _EPOCH + r"(?:no answer yet for icmp_seq=(?P<seq1>\d+)|From .*icmp_seq=(?P<seq2>\d+).*|"
+    r"Request timeout for icmp_seq[= ](?P<seq3>\d+))$"
 )
 _SUMMARY = re.compile(r"(?P<tx>\d+) packets transmitted, .*time (?P<ms>\d+)ms")
 _NOISE = re.compile(
     r"^(PING .*|--- .* ping statistics ---|rtt min/avg/max/(?:mdev|stddev) = .*|"
-    r"round-trip .*|\d+ packets transmitted, .*|Request timeout for icmp_seq \d+|"
+    r"round-trip .*|\d+ packets transmitted, .*|ping: .*|Warning: .*|WARNING: .*|"
     r"\d{9,}(?:\.\d+)?)$"
 )
 
@@ -101,7 +102,7 @@ def parse_ping(path: str | Path, interval_s: float | None = None) -> PingImport:
             continue
         m = _LOST.match(line)
         if m:
-            lost.add(unwrap(int(m["seq1"] or m["seq2"])))
+            lost.add(unwrap(int(m["seq1"] or m["seq2"] or m["seq3"])))
             continue
         s = _SUMMARY.match(line)
         if s:

@@ -59,15 +59,16 @@ def sniff(path: Path) -> str:
     try:
         with path.open() as f:
             first = f.readline().strip().replace(" ", "")
+            second = f.readline().strip()
     except UnicodeDecodeError:
         raise TraceFormatError(path, "not a text file") from None
     if first == "t_ms,rtt_ms":
         return "rtt"
     if first == "t_s,up_mbit,down_mbit":
         return "cap"
-    if first.isdigit() and path.suffix in (".up", ".down", ".mahi", ""):
-        return "mahimahi"
-    if first.startswith("PING ") or first.isdigit():
+    if first.isdigit() and (second.isdigit() or not second):
+        return "mahimahi"  # integer ms per line (ping logs may start with one epoch line)
+    if first.startswith("PING ") or first.isdigit() or "bytes from" in first:
         return "ping"
     raise TraceFormatError(
         path,
