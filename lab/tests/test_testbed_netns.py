@@ -115,6 +115,42 @@ def test_ping_rtt_matches_profile(scheme: str, link: str, rtt_ms: float) -> None
     assert down["pkts_out"] >= 14, f"pings did not cross the {link} link: {down}"
 
 
+def test_server_delay_adds_to_rtt() -> None:
+    _needs("hbc-only")
+    cfg = TestbedConfig(scheme="hbc-only", hbc="fixed:20ms/100mbit", server_delay_ms=10.0)
+    with Testbed(cfg) as tb:
+        med = _ping_median(tb, count=8)
+    assert 40.0 - 0.3 <= med <= 43.0, f"20 ms channel + 2x10 ms server path: median {med} ms"
+    assert tb.stats()["links"]["srvpath"]["uplink"]["pkts_out"] >= 7
+
+
+def test_two_testbeds_at_once_with_extra_hosts_and_cc() -> None:
+    _needs("hbc-only")
+    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text()
+    n = 2_000_000
+    want = hashlib.sha256(bytes(i % 251 for i in range(n))).hexdigest()
+    a_cfg = TestbedConfig(scheme="hbc-only", cc="bbr", hosts=["www.a.test", "cdn.b.test"])
+    b_cfg = TestbedConfig(scheme="llc-only", cc="cubic", llc=FAST_LLC)
+    with Testbed(a_cfg) as a, Testbed(b_cfg) as b:
+        assert a.netns["ue"] != b.netns["ue"]
+        assert a.hosts["cdn.b.test"] == "198.19.128.3"
+        fetch = (
+            f"curl -sS -w '%{{remote_ip}}' -o body https://cdn.b.test/bytes/{n} && sha256sum body"
+        )
+        pa = a.popen_ue(fetch, stdout=subprocess.PIPE, text=True, cwd=a.run_dir)
+        pb = b.popen_ue(
+            f"curl -sS https://server.test/bytes/{n} | sha256sum", stdout=subprocess.PIPE, text=True
+        )
+        out_a, _ = pa.communicate(timeout=60)
+        out_b, _ = pb.communicate(timeout=60)
+        assert out_a.startswith("198.19.128.3") and want in out_a, out_a
+        assert out_b.split()[0] == want
+        for tb, cc in ((a, "bbr"), (b, "cubic")):
+            r = tb.run_ue(["sysctl", "-n", "net.ipv4.tcp_congestion_control"], capture_output=True)
+            assert r.stdout.decode().strip() == cc
+        assert Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text() == allowed
+
+
 def test_mptcp_two_subflows_carry_data() -> None:
     _needs("mptcp")
     cfg = TestbedConfig(scheme="mptcp", hbc="fixed:40ms/50mbit", llc="fixed:5ms/10mbit")
