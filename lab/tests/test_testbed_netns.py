@@ -181,6 +181,12 @@ def _leftovers(prefix: str) -> list[str]:
         found.append("run record")
     if Path(f"/etc/netns/{prefix}-ue").exists():
         found.append("/etc/netns entry")
+    found += [
+        f"mount {m.split()[1]}"
+        for m in Path("/proc/mounts").read_text().splitlines()
+        if prefix in m
+    ]
+    found += [f"root-ns link {n}" for n in os.listdir("/sys/class/net") if prefix in n]
     for p in Path("/proc").iterdir():
         if p.name.isdigit():
             try:
