@@ -56,11 +56,55 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _probe(corpus, pages: list[str] | None = None):  # type: ignore[no-untyped-def]
+    """Set each page's `missing` to the failed requests of a real Chromium load over a local
+    webreplay (what static analysis of HTML/CSS cannot see: script-made requests, CSS
+    rules that match nothing); details go to <corpus>/probe.json."""
+    from rich.progress import Progress
+
+    from dchlab.pages.corpus import save
+    from dchlab.workloads.localreplay import LocalReplay
+
+    names = pages or [p.name for p in corpus.pages]
+    details = {}
+    with LocalReplay(corpus) as lr, Progress(transient=True) as prog:
+        task = prog.add_task("probing pages", total=len(names))
+        for name in names:
+            page = corpus.page(name)
+            res = lr.load(page.entry_url)
+            static = page.missing
+            page.missing = int(res.get("resources_failed") or 0)
+            details[name] = {
+                "static_missing": static,
+                "missing": page.missing,
+                "failed_urls": res.get("failed_urls", []),
+                "valid": res.get("valid"),
+                "invalid_reason": res.get("invalid_reason"),
+                "plt_ms": res.get("plt_ms"),
+                "resources_loaded": res.get("resources_loaded"),
+            }
+            prog.advance(task)
+    save(corpus)
+    (corpus.root / "probe.json").write_text(json.dumps(details, indent=1) + "\n")
+    return corpus
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from dchlab.pages.corpus import load
+
+    corpus = load(args.corpus)
+    pages = args.pages.split(",") if args.pages else None
+    _print_summary(_probe(corpus, pages), args.json)
+    return 0
+
+
 def cmd_import_tp5n(args: argparse.Namespace) -> int:
     from dchlab.pages.tp5n import import_tp5n
 
     sites = args.sites.split(",") if args.sites else None
     corpus, _ = import_tp5n(Path(args.src), Path(args.out), sites)
+    if args.probe:
+        corpus = _probe(corpus)
     _print_summary(corpus, args.json)
     return 0
 
@@ -75,6 +119,8 @@ def cmd_import_warc(args: argparse.Namespace) -> int:
     if not files:
         raise CorpusError(f"no WARC files in {' '.join(args.src)}")
     corpus, _ = import_warc(files, Path(args.out))
+    if args.probe:
+        corpus = _probe(corpus)
     _print_summary(corpus, args.json)
     return 0
 
@@ -96,6 +142,13 @@ def _guard(func):  # type: ignore[no-untyped-def]
             return 2
 
     return run
+
+
+PROBE_HELP = (
+    "load every page once in headless Chromium over a local webreplay (private network "
+    "namespace, no channels; needs root) and set its `missing` to the requests that failed "
+    "— including script-made ones static analysis cannot see; details in probe.json"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -129,13 +182,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     tp.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
     tp.add_argument("--sites", help="comma-separated site folders (default: all)")
     tp.add_argument("--json", action="store_true", help="one JSON object per page")
+    tp.add_argument("--probe", action="store_true", help=PROBE_HELP)
     tp.set_defaults(func=_guard(cmd_import_tp5n))
 
     wa = ps.add_parser("import-warc", help="import WARC captures (one page per file)")
     wa.add_argument("src", nargs="+", help="WARC files or directories of them")
     wa.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
     wa.add_argument("--json", action="store_true", help="one JSON object per page")
+    wa.add_argument("--probe", action="store_true", help=PROBE_HELP)
     wa.set_defaults(func=_guard(cmd_import_warc))
+
+    pr = ps.add_parser(
+        "probe",
+        help="count each page's missing requests with a real Chromium load (root)",
+        description=PROBE_HELP,
+    )
+    pr.add_argument("corpus", help="corpus directory (its manifest is updated)")
+    pr.add_argument("--pages", help="comma-separated page names (default: all)")
+    pr.add_argument("--json", action="store_true", help="one JSON object per page")
+    pr.set_defaults(func=_guard(cmd_probe))
 
     ge = ps.add_parser(
         "generate",

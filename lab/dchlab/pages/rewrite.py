@@ -25,6 +25,7 @@ _ATTR = re.compile(
 _REL = re.compile(r"""\brel\s*=\s*["']?([^"'>]*)""", re.I)
 _CSS_URL = re.compile(r"""url\(\s*(["']?)([^"')]*?)\1\s*\)""", re.I)
 _CSS_IMPORT = re.compile(r"""@import\s+(["'])([^"']+)\1""", re.I)
+_OPAQUE = re.compile(r"(<!--|<script\b[^>]*>)(.*?)(-->|</script\s*>)", re.I | re.S)
 _STYLE_BLOCK = re.compile(r"(<style[^>]*>)(.*?)(</style\s*>)", re.I | re.S)
 _STYLE_ATTR = re.compile(r"""(\sstyle\s*=\s*)("([^"]*)"|'([^']*)')""", re.I)
 
@@ -104,10 +105,23 @@ def rewrite_html(text: str, resolve: Resolver) -> str:
         )
         return f"<{m.group(1)}{attr_sub(m.group(1), attrs)}>"
 
-    text = _STYLE_BLOCK.sub(
-        lambda m: m.group(1) + rewrite_css(m.group(2), resolve) + m.group(3), text
-    )
-    return _TAG.sub(tag_sub, text)
+    def markup(chunk: str) -> str:
+        chunk = _STYLE_BLOCK.sub(
+            lambda m: m.group(1) + rewrite_css(m.group(2), resolve) + m.group(3), chunk
+        )
+        return _TAG.sub(tag_sub, chunk)
+
+    # Comments (IE conditional comments included) and inline script bodies are not markup
+    # the browser scans for subresources: keep them as they are (a <script> tag's own
+    # attributes are markup).
+    out, pos = [], 0
+    for m in _OPAQUE.finditer(text):
+        out.append(markup(text[pos : m.start()]))
+        opener = m.group(1) if m.group(1) == "<!--" else markup(m.group(1))
+        out.append(opener + m.group(2) + m.group(3))
+        pos = m.end()
+    out.append(markup(text[pos:]))
+    return "".join(out)
 
 
 # WHATWG URL percent-encode sets, so stored URLs equal what Chromium puts on the wire.

@@ -158,14 +158,13 @@ class _SiteImporter:
 
         def resolve(ref: str, fetched: bool) -> str | None:
             ref = ref.strip()
-            if (
-                not ref
-                or ref.lower().startswith(SKIP_SCHEMES)
-                or (
-                    "://" in ref.split("?")[0]
-                    and not ref.lower().startswith(("http://", "https://"))
-                )
-            ):
+            if not ref or ref.lower().startswith(SKIP_SCHEMES):
+                return None
+            if "://" in ref.split("?")[0] and not ref.lower().startswith(("http://", "https://")):
+                # The saver disabled some links (`httpdisabled://...`): the browser still
+                # tries them and fails, so a fetched one counts as missing.
+                if fetched:
+                    report.missing.add(ref)
                 return None
             low = ref.lower()
             if low.startswith(("http://", "https://", "//")):

@@ -58,7 +58,8 @@ FLAGS = [
     "--disable-domain-reliability",
     "--disable-breakpad",
     "--disable-client-side-phishing-detection",
-    "--disable-features=OptimizationHints,MediaRouter,Translate,InterestFeedContentSuggestions",
+    "--disable-features=OptimizationHints,MediaRouter,Translate,InterestFeedContentSuggestions,"
+    "AutofillServerCommunication,CertificateTransparencyComponentUpdater",
     "--no-proxy-server",
     "--mute-audio",
     "--window-size=1366,768",
@@ -134,7 +135,9 @@ class CDP:
         return dict(reply.get("result", {}))
 
 
-def _launch(profile: Path, home: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _launch(
+    profile: Path, home: Path, extra: list[str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "HOME": str(home)}
     proc = subprocess.Popen(
         # DCH_CHROMIUM_EXTRA_FLAGS: for debugging the driver outside the testbed only.
@@ -142,6 +145,7 @@ def _launch(profile: Path, home: Path) -> tuple[subprocess.Popen[bytes], str]:
             CHROMIUM,
             *FLAGS,
             *shlex.split(os.environ.get("DCH_CHROMIUM_EXTRA_FLAGS", "")),
+            *(extra or []),
             f"--user-data-dir={profile}",
             "about:blank",
         ],
@@ -312,20 +316,28 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
             if st >= 400 and rid not in bad and rid in requests:
                 bad[rid] = f"HTTP {st}"
         res.resources_failed = len(bad)
+        if any("ERR_NETWORK_CHANGED" in e for e in bad.values()) and not res.invalid_reason:
+            # Not the page's fault: an interface or address changed under the browser.
+            res.invalid_reason = "network changed during the load (ERR_NETWORK_CHANGED)"
+
         res.failed_urls = sorted(f"{requests[r]} ({e})" for r, e in bad.items())[:50]
         res.resources_loaded = len([r for r in done if r not in bad])
         cdp.reader.cancel()
 
 
-def load_page(url: str, timeout_s: float = 60.0, home: Path | None = None) -> LoadResult:
-    """Load `url` once in a fresh Chromium; `home` holds .pki/nssdb trusting the CA."""
+def load_page(
+    url: str, timeout_s: float = 60.0, home: Path | None = None, host_rules: str | None = None
+) -> LoadResult:
+    """Load `url` once in a fresh Chromium; `home` holds .pki/nssdb trusting the CA;
+    `host_rules` (Chromium --host-resolver-rules) replaces DNS where there is no server."""
     start = time.monotonic()
     res = LoadResult(url)
     work = Path(tempfile.mkdtemp(prefix="dch-chromium-"))
     home = home or work
     proc = None
     try:
-        proc, ws_url = _launch(work / "profile", home)
+        extra = [f"--host-resolver-rules={host_rules}"] if host_rules else []
+        proc, ws_url = _launch(work / "profile", home, extra)
         try:
             asyncio.run(asyncio.wait_for(_load(ws_url, url, res, timeout_s), timeout_s + 15))
         except TimeoutError:
@@ -358,8 +370,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("url")
     ap.add_argument("--timeout", type=float, default=60.0, help="per-load timeout, s")
     ap.add_argument("--home", help="HOME with .pki/nssdb trusting the testbed CA")
+    ap.add_argument(
+        "--host-rules",
+        help="Chromium --host-resolver-rules (local replay without a DNS server)",
+    )
     args = ap.parse_args(argv)
-    res = load_page(args.url, args.timeout, Path(args.home) if args.home else None)
+    res = load_page(args.url, args.timeout, Path(args.home) if args.home else None, args.host_rules)
     sys.stdout.write(json.dumps(asdict(res)) + "\n")
     return 0
 
