@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
+import functools
 import io
 import logging
 import math
@@ -251,10 +252,17 @@ def provenance(rows: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _profile_summary(spec: str, seed: int) -> dict[str, Any]:
+    from dchlab.traces.profiles import profile_summary
+
+    return profile_summary(spec, seed)
+
+
 def channel_summaries(c: Campaign) -> list[dict[str, Any]]:
     """Profile summaries (mean RTT, rates, loss, trace period) of the campaign's channel specs."""
     try:
-        from dchlab.traces.profiles import profile_summary
+        from dchlab.traces import profiles  # noqa: F401
     except ImportError:
         return []
     out, seen = [], set()
@@ -264,7 +272,7 @@ def channel_summaries(c: Campaign) -> list[dict[str, Any]]:
                 continue
             seen.add(spec)
             try:
-                ps = profile_summary(spec, c.seed)
+                ps = _profile_summary(spec, c.seed)
             except Exception as e:  # a missing trace file must not sink the whole report
                 out.append({"role": role, "spec": spec, "summary": f"unavailable: {e}"})
                 continue
@@ -357,7 +365,8 @@ def section(c: Campaign, rows: list[dict[str, Any]], with_channels: bool = True)
         "description": c.description,
         "rerun": c.rerun_command(),
         "rerun_quick": q.rerun_command() if c.quick_spec else "",
-        "channels": channel_summaries(c) if with_channels else [],
+        # profile summaries read whole traces (seconds per scenario): only for run campaigns
+        "channels": channel_summaries(c) if with_channels and rows else [],
         "tables": [],
         "notes": list(c.paper.get("notes", [])),
         "provenance": provenance(rows),
