@@ -123,3 +123,27 @@ def test_time_structure_matches_real_driving_rtt() -> None:
     assert model["excursion_mean"] == pytest.approx(real["excursion_mean"], rel=0.1)
     assert model["distance"] < iid["distance"] / 4
     assert model["burst_ms_at_15ms"] >= 100
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(
+    DATA is None or not (DATA / "traces/raca-5g").is_dir(), reason="../shared/data absent"
+)
+def test_capacity_model_matches_real_5g_throughput() -> None:
+    """Per-second capacity vs Raca et al. 5G downlink throughput (docs/traces.md)."""
+    from dchlab.traces.fit import capacity_report
+
+    assert DATA is not None
+    r = capacity_report(DATA / "traces/raca-5g")
+    for folder, model_key, real_cv, real_acf1 in (
+        ("Static", "model_LB-S", 0.9934, 0.7940),
+        ("Driving", "model_LB-D", 1.1992, 0.7595),
+    ):
+        entry = r[folder]
+        assert isinstance(entry, dict)
+        real, model = entry["real"], entry[model_key]
+        assert real["cv"] == pytest.approx(real_cv, abs=1e-3)
+        assert real["log_acf"][1] == pytest.approx(real_acf1, abs=1e-3)
+        assert model["cv"] == pytest.approx(real["cv"], rel=0.15)
+        for lag in (1, 2, 5, 10, 30):
+            assert abs(model["log_acf"][lag] - real["log_acf"][lag]) < 0.1, (folder, lag)

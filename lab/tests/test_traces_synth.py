@@ -83,6 +83,18 @@ def test_spikes_come_in_bursts_of_hundreds_of_ms() -> None:
     assert lag66 < lag1 / 2, (lag1, lag66)
 
 
+def test_capacity_varies_like_real_5g_throughput() -> None:
+    """Two-time-scale log-normal capacity (fitted to Raca et al.: log-ACF 0.76-0.79 at
+    1 s, ~0.16 at 30 s, CV 1.0-1.2), never below 5 % of the mean."""
+    _, cap = synthesize("LB-S", 2)
+    x = cap.down_mbit
+    lx = np.log(x)
+    assert 0.65 < np.corrcoef(lx[:-1], lx[1:])[0, 1] < 0.9
+    assert np.corrcoef(lx[:-30], lx[30:])[0, 1] < 0.35
+    assert 0.7 < x.std() / x.mean() < 1.4
+    assert x.min() >= 0.05 * 93 - 0.01
+
+
 def test_quantile_function_hits_targets_exactly_at_scale() -> None:
     values, params = fit_quantiles(100_000, 34, 40, 132, 45.2, 0.5)
     assert np.all(np.diff(values) >= 0)

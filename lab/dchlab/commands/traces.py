@@ -175,6 +175,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
             raise SystemExit("no shared data: pass --data DIR with ping runs (*.out)")
         data = shared / "traces" / "imc23-driving-rtt"
     report = fit.fit_report(data, grid=args.grid)
+    raca = Path(args.capacity_data) if args.capacity_data else data.parent / "raca-5g"
+    if raca.is_dir():
+        report["capacity"] = fit.capacity_report(raca)
     print(json.dumps(report, indent=2))
     if args.plot:
         fit.plot_report(report, Path(args.plot))
@@ -319,12 +322,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "fit",
         help="refit the RTT time structure to real ping runs",
         description=(
-            "Compare the synthesizer's time structure (autocorrelation at 0.2-1 s, excursions "
-            "above p90) with real ping runs (default: the IMC'23 driving data) and run the grid search."
+            "Compare the synthesizer's RTT time structure (autocorrelation at 0.2-1 s, excursions "
+            "above p90) with real ping runs (default: the IMC'23 driving data), optionally rerun the "
+            "grid search, and compare its capacity model (CV, log-ACF at 1-30 s) with real 5G "
+            "throughput (Raca et al.)."
         ),
     )
     f.add_argument(
         "--data", metavar="DIR", help="directory of ping outputs (*.out), searched recursively"
+    )
+    f.add_argument(
+        "--capacity-data",
+        metavar="DIR",
+        help="Raca et al. 5G dataset root for the capacity check (default: raca-5g beside --data)",
     )
     f.add_argument("--grid", action="store_true", help="also run the grid search (about 5 minutes)")
     f.add_argument("--plot", metavar="PNG", help="draw the comparison (ACF, excursions) to PNG")

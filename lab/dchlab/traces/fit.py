@@ -165,3 +165,47 @@ def plot_report(report: dict[str, object], out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+CAP_LAGS = [1, 2, 5, 10, 30]  # seconds
+
+
+def capacity_stats(series: list[Array]) -> dict[str, object]:
+    """Length-weighted CV and log-ACF of per-second rate series (seconds < 1 Mbit/s,
+    i.e. no download running, are dropped: they are idle, not capacity)."""
+    cvs, weights = [], []
+    acfs: dict[int, list[float]] = {k: [] for k in CAP_LAGS}
+    for x in series:
+        x = x[x >= 1.0]
+        if len(x) < 300:
+            continue
+        lx = np.log(x)
+        cvs.append(float(x.std() / x.mean()))
+        weights.append(len(x))
+        for k in CAP_LAGS:
+            acfs[k].append(float(np.corrcoef(lx[:-k], lx[k:])[0, 1]))
+    w = np.asarray(weights, dtype=float)
+    return {
+        "series": len(weights),
+        "seconds": int(w.sum()),
+        "cv": float(np.average(cvs, weights=w)),
+        "log_acf": {k: float(np.average(v, weights=w)) for k, v in acfs.items()},
+    }
+
+
+def capacity_report(raca: Path) -> dict[str, object]:
+    """Real 5G downlink throughput (Raca et al.) vs the synthesizer's capacity model."""
+    from dchlab.traces.synth import synthesize
+    from dchlab.traces.throughput_csv import import_throughput_csv
+
+    out: dict[str, object] = {}
+    for folder, scenario in (("Static", "LB-S"), ("Driving", "LB-D")):
+        series = []
+        for f in sorted((raca / "Download" / folder).glob("*.csv")):
+            try:
+                series.append(import_throughput_csv(f, mode="5G").series.down_mbit)
+            except ValueError:
+                continue  # no 5G rows in this file
+        syn = [synthesize(scenario, seed)[1].down_mbit for seed in (1, 2, 3)]
+        out[folder] = {"real": capacity_stats(series), f"model_{scenario}": capacity_stats(syn)}
+    return out

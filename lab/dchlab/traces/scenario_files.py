@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from dchlab.traces.atomic import atomic_write_text
 from dchlab.traces.capacity import write_capacity
 from dchlab.traces.profile_toml import Profile, dump_profile
 from dchlab.traces.scenarios import DRX_PRESETS, QUEUE_PACKETS, scenario
-from dchlab.traces.synth import LATENT, synthesize
+from dchlab.traces.synth import CAPACITY_MODELS, LATENT, synthesize
 from dchlab.traces.timeline import write_rtt
 
 #: Bump when the synthesizer's output changes, so caches regenerate.
-SYNTH_VERSION = 2
+SYNTH_VERSION = 3
 
 
 def scenario_profile(name: str, seed: int, rtt_file: str, cap_file: str) -> Profile:
@@ -51,6 +52,7 @@ def write_scenario(name: str, seed: int, out: Path) -> Path:
         "seed": seed,
         "synth_version": SYNTH_VERSION,
         "latent": LATENT.as_dict(),
+        "capacity_model": asdict(CAPACITY_MODELS[sc.mobility]),
         "rtt_rows": len(rtt),
         "capacity_rows": len(cap),
     }
