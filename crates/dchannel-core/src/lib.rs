@@ -1,0 +1,30 @@
+//! Sans-I/O core of the dchannel agent.
+//!
+//! Every piece here is a plain state machine: it takes an explicit `now`
+//! (nanoseconds since an arbitrary epoch chosen by the driver) and its inputs,
+//! and returns decisions, packets and deadlines. No sockets, clocks, threads or
+//! files: the `dchannel` binary is a thin driver around it, and the unit tests
+//! drive it with synthetic time.
+//!
+//! Paper references: "DChannel: Accelerating Mobile Applications With Parallel
+//! High-bandwidth and Low-latency Channels" (NSDI'23), Algorithm 1 and §4;
+//! "Packet-level steering ... " (HotMobile'21), Algorithm 1 (`pkt-state`).
+
+pub mod channel;
+pub mod flow_table;
+pub mod llc_queue;
+pub mod packet;
+pub mod policy;
+pub mod reorder;
+pub mod rtt;
+pub mod steer;
+pub mod token;
+pub mod wire;
+
+pub use channel::{Channel, Direction};
+
+/// Time in nanoseconds since an epoch chosen by the driver (monotonic).
+pub type Nanos = u64;
+
+/// One millisecond in [`Nanos`].
+pub const MS: Nanos = 1_000_000;

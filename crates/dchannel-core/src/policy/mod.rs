@@ -1,0 +1,345 @@
+//! Steering policies: one file each, all behind the [`Policy`] trait.
+//!
+//! A policy sees one parsed packet, the sender's state of its flow and the
+//! current channel estimates ([`Ctx`]) and picks a channel. It is sans-I/O and
+//! deterministic, so every policy is unit-tested against hand-computed
+//! decisions.
+
+mod all_hbc;
+mod all_llc;
+mod asap;
+mod dchannel;
+mod pkt_control;
+mod pkt_size;
+mod pkt_state;
+mod pkt_uplink;
+
+pub use all_hbc::AllHbc;
+pub use all_llc::AllLlc;
+pub use asap::Asap;
+pub use dchannel::DChannel;
+pub use pkt_control::PktControl;
+pub use pkt_size::PktSize;
+pub use pkt_state::PktState;
+pub use pkt_uplink::PktUplink;
+
+use crate::flow_table::FlowState;
+use crate::packet::PacketInfo;
+use crate::{Channel, Direction, Nanos};
+use std::fmt;
+
+/// Everything a policy may look at besides the packet and its flow.
+#[derive(Clone, Copy, Debug)]
+pub struct Ctx {
+    pub now: Nanos,
+    /// Direction of the packets this sender steers.
+    pub dir: Direction,
+    /// Virtual LLC queue depth in bytes (see [`crate::llc_queue`]).
+    pub llc_queue: f64,
+    /// Configured LLC rate in bytes per nanosecond.
+    pub llc_rate: f64,
+    /// One-way delay estimates (RTT/2), `None` until the first probe returns.
+    pub hbc_owd: Option<Nanos>,
+    pub llc_owd: Option<Nanos>,
+    /// Inner MTU (largest IP packet the TUN hands us).
+    pub mtu: usize,
+    /// Bytes each packet costs on a channel on top of its IP length
+    /// (dchannel header + outer UDP/IP headers).
+    pub overhead: usize,
+}
+
+/// Algorithm 1's estimated completion times for one packet (all in ns).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    pub c_hbc: f64,
+    pub c_llc: f64,
+    pub reward: f64,
+    pub cost: f64,
+}
+
+/// NSDI'23 Algorithm 1, lines 1-4: completion times, reward and cost of
+/// sending a packet of `size` wire bytes on the LLC, given the flow's `prev_c`.
+pub fn estimate(size: usize, prev_c: f64, ctx: &Ctx) -> Option<Estimate> {
+    let (hbc, llc) = (ctx.hbc_owd?, ctx.llc_owd?);
+    let now = ctx.now as f64;
+    let cost = (size as f64 + ctx.llc_queue) / ctx.llc_rate;
+    let c_llc = now + llc as f64 + cost;
+    let c_hbc = now + hbc as f64;
+    let reward = c_hbc - prev_c.max(c_llc);
+    Some(Estimate {
+        c_hbc,
+        c_llc,
+        reward,
+        cost,
+    })
+}
+
+/// Why a packet went where it went; counted per channel in the stats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `dchannel`: reward > alpha * cost (LLC) or not (HBC).
+    Reward = 0,
+    /// `dchannel` before both RTT estimates exist: HBC (safe default).
+    NoEstimate,
+    /// `all-hbc` / `all-llc`.
+    Fixed,
+    /// `pkt-size`: smaller than N / not.
+    Small,
+    Large,
+    /// `pkt-control`: payload-free TCP / anything else.
+    TcpControl,
+    Other,
+    /// `pkt-uplink`.
+    Uplink,
+    Downlink,
+    /// `pkt-state`: this and the previous packet below MTU / not.
+    SmallAfterSmall,
+    LargeOrAfterLarge,
+    /// `asap` rules.
+    Dns,
+    TcpHandshake,
+    TlsHandshake,
+    Request,
+    Response,
+    /// Inner packet could not be parsed: sent on the HBC without a flow.
+    Unparsed,
+    /// The chosen channel is down (no probe answer): sent on the other one.
+    ChannelDown,
+}
+
+impl Outcome {
+    pub const COUNT: usize = Outcome::ChannelDown as usize + 1;
+    pub const ALL: [Outcome; Outcome::COUNT] = [
+        Outcome::Reward,
+        Outcome::NoEstimate,
+        Outcome::Fixed,
+        Outcome::Small,
+        Outcome::Large,
+        Outcome::TcpControl,
+        Outcome::Other,
+        Outcome::Uplink,
+        Outcome::Downlink,
+        Outcome::SmallAfterSmall,
+        Outcome::LargeOrAfterLarge,
+        Outcome::Dns,
+        Outcome::TcpHandshake,
+        Outcome::TlsHandshake,
+        Outcome::Request,
+        Outcome::Response,
+        Outcome::Unparsed,
+        Outcome::ChannelDown,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Reward => "reward",
+            Outcome::NoEstimate => "no_estimate",
+            Outcome::Fixed => "fixed",
+            Outcome::Small => "small",
+            Outcome::Large => "large",
+            Outcome::TcpControl => "tcp_control",
+            Outcome::Other => "other",
+            Outcome::Uplink => "uplink",
+            Outcome::Downlink => "downlink",
+            Outcome::SmallAfterSmall => "small_after_small",
+            Outcome::LargeOrAfterLarge => "large_or_after_large",
+            Outcome::Dns => "dns",
+            Outcome::TcpHandshake => "tcp_handshake",
+            Outcome::TlsHandshake => "tls_handshake",
+            Outcome::Request => "request",
+            Outcome::Response => "response",
+            Outcome::Unparsed => "unparsed",
+            Outcome::ChannelDown => "channel_down",
+        }
+    }
+}
+
+/// A policy's verdict on one packet.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    pub channel: Channel,
+    pub outcome: Outcome,
+    /// Algorithm 1's estimate when the policy computed it (`dchannel`).
+    pub estimate: Option<Estimate>,
+}
+
+impl Decision {
+    pub fn new(channel: Channel, outcome: Outcome) -> Decision {
+        Decision {
+            channel,
+            outcome,
+            estimate: None,
+        }
+    }
+}
+
+/// A steering policy.
+pub trait Policy: Send {
+    /// The canonical spec string (e.g. `pkt-size:750`).
+    fn spec(&self) -> String;
+    /// Picks a channel for `pkt` (parsed from `raw`); may update `flow`.
+    fn decide(&mut self, pkt: &PacketInfo, raw: &[u8], flow: &mut FlowState, ctx: &Ctx)
+        -> Decision;
+}
+
+/// A `--policy` string that is not one of the known schemes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub spec: String,
+    pub reason: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "policy {:?}: {}; expected one of dchannel, dchannel:alpha=A, all-hbc, all-llc, \
+             pkt-size:N, pkt-control, pkt-uplink, pkt-state, asap",
+            self.spec, self.reason
+        )
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// Parses a policy spec string (the scheme name, verbatim).
+/// `default_alpha` applies to `dchannel` without an explicit alpha.
+pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, SpecError> {
+    let err = |reason: &str| SpecError {
+        spec: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    let (name, arg) = match spec.split_once(':') {
+        Some((n, a)) => (n, Some(a)),
+        None => (spec, None),
+    };
+    let no_arg = |p: Box<dyn Policy>| match arg {
+        None => Ok(p),
+        Some(_) => Err(err("this policy takes no parameter")),
+    };
+    match name {
+        "dchannel" => {
+            let alpha = match arg {
+                None => default_alpha,
+                Some(a) => {
+                    let v = a
+                        .strip_prefix("alpha=")
+                        .ok_or_else(|| err("parameter must be alpha=<number>"))?;
+                    v.parse::<f64>().map_err(|_| err("alpha is not a number"))?
+                }
+            };
+            if !(alpha.is_finite() && alpha >= 0.0) {
+                return Err(err("alpha must be a finite number >= 0"));
+            }
+            Ok(Box::new(DChannel::new(alpha)))
+        }
+        "all-hbc" => no_arg(Box::new(AllHbc)),
+        "all-llc" => no_arg(Box::new(AllLlc)),
+        "pkt-control" => no_arg(Box::new(PktControl)),
+        "pkt-uplink" => no_arg(Box::new(PktUplink)),
+        "pkt-state" => no_arg(Box::new(PktState)),
+        "asap" => no_arg(Box::new(Asap)),
+        "pkt-size" => {
+            let n = arg
+                .ok_or_else(|| err("pkt-size needs a threshold, e.g. pkt-size:750"))?
+                .parse::<usize>()
+                .map_err(|_| err("threshold is not a whole number of bytes"))?;
+            Ok(Box::new(PktSize::new(n)))
+        }
+        _ => Err(err("unknown policy")),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::*;
+    use crate::packet::{self, build};
+    use crate::MS;
+
+    pub fn ctx(now: Nanos, dir: Direction) -> Ctx {
+        Ctx {
+            now,
+            dir,
+            llc_queue: 0.0,
+            // 2 Mbit/s = 250 bytes/ms
+            llc_rate: 250.0 / MS as f64,
+            hbc_owd: Some(20 * MS),
+            llc_owd: Some(5 * MS),
+            mtu: 1456,
+            overhead: 0,
+        }
+    }
+
+    pub fn flow() -> FlowState {
+        FlowState {
+            id: 1,
+            next_seq: 0,
+            prev_c: 0.0,
+            prev_size: 0,
+            last_seen: 0,
+        }
+    }
+
+    pub fn tcp(flags: u8, payload: &[u8]) -> (PacketInfo, Vec<u8>) {
+        let raw = build::tcp4([198, 19, 0, 2], [198, 18, 0, 1], 40000, 443, flags, payload);
+        (packet::parse(&raw).unwrap(), raw)
+    }
+
+    pub fn udp(sport: u16, dport: u16, len: usize) -> (PacketInfo, Vec<u8>) {
+        let raw = build::udp4(
+            [198, 19, 0, 2],
+            [198, 18, 0, 1],
+            sport,
+            dport,
+            &vec![0; len - 28],
+        );
+        (packet::parse(&raw).unwrap(), raw)
+    }
+
+    pub fn decide(p: &mut dyn Policy, pr: &(PacketInfo, Vec<u8>), c: &Ctx) -> Decision {
+        p.decide(&pr.0, &pr.1, &mut flow(), c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_scheme_verbatim() {
+        for s in [
+            "dchannel",
+            "dchannel:alpha=0.5",
+            "all-hbc",
+            "all-llc",
+            "pkt-size:750",
+            "pkt-control",
+            "pkt-uplink",
+            "pkt-state",
+            "asap",
+        ] {
+            let p = parse_spec(s, 0.75).unwrap_or_else(|e| panic!("{e}"));
+            let canon = if s == "dchannel" {
+                "dchannel:alpha=0.75"
+            } else {
+                s
+            };
+            assert_eq!(p.spec(), canon);
+        }
+    }
+
+    #[test]
+    fn rejects_bad_specs_with_reason() {
+        for (s, why) in [
+            ("bogus", "unknown policy"),
+            ("pkt-size", "needs a threshold"),
+            ("pkt-size:abc", "not a whole number"),
+            ("dchannel:beta=1", "alpha=<number>"),
+            ("dchannel:alpha=-1", ">= 0"),
+            ("all-llc:3", "no parameter"),
+        ] {
+            let e = parse_spec(s, 0.75).err().expect(s).to_string();
+            assert!(e.contains(why), "{s}: {e}");
+        }
+    }
+}

@@ -1,0 +1,491 @@
+//! Receiver-side reorder buffer for packets that arrived over the LLC
+//! (NSDI'23 §4.3). A packet that overtook earlier packets of its flow (sent
+//! on the slower HBC) is held until every earlier packet of the flow has been
+//! delivered, or until it has waited `timeout` (100 ms by default). Packets
+//! from the HBC are never held: the HBC is the slow path, holding them could
+//! only add delay.
+//!
+//! Memory is bounded per flow and in total; when a bound would be exceeded
+//! the flow's held packets are released in order, together with the new one.
+//!
+//! Generic over the key `K` (which peer + flow id) and the payload `P` (the
+//! driver's buffer type), so it moves packets without copying.
+
+use crate::{Channel, Nanos, MS};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::Hash;
+
+/// Sequence numbers are widened to u64 relative to the expected one; a new
+/// flow starts expecting seq 0 at this offset so that "older" stays positive.
+const BASE: u64 = 1 << 32;
+/// A jump further than this is taken as a restarted flow (sender state lost).
+const RESYNC: u64 = 1 << 20;
+/// Delivered-but-not-yet-contiguous sequence numbers remembered per flow.
+const MAX_AHEAD: usize = 8192;
+
+#[derive(Clone, Debug)]
+pub struct ReorderConfig {
+    pub timeout: Nanos,
+    pub max_flow_bytes: usize,
+    pub max_total_bytes: usize,
+    pub max_flows: usize,
+    /// A flow with nothing held and no packet for this long is forgotten.
+    pub flow_idle: Nanos,
+}
+
+impl Default for ReorderConfig {
+    fn default() -> Self {
+        ReorderConfig {
+            timeout: 100 * MS,
+            max_flow_bytes: 256 * 1024,
+            max_total_bytes: 4 * 1024 * 1024,
+            max_flows: 16384,
+            flow_idle: 60_000 * MS,
+        }
+    }
+}
+
+/// Counters and occupancy of the buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReorderStats {
+    /// Packets that were held and released because their predecessors arrived.
+    pub in_order_releases: u64,
+    /// Packets released because they had waited `timeout`.
+    pub timeout_releases: u64,
+    /// Packets released early because a memory bound was reached.
+    pub overflow_releases: u64,
+    /// Packets delivered without being held.
+    pub passed_through: u64,
+    /// Packets held at some point.
+    pub held: u64,
+    pub max_occupancy_bytes: usize,
+    /// Time-weighted mean of the bytes held, since the first packet.
+    pub mean_occupancy_bytes: f64,
+}
+
+struct Held<P> {
+    len: usize,
+    pkt: P,
+}
+
+struct FlowRx<P> {
+    /// Smallest (widened) sequence number not yet delivered; everything below
+    /// it has been delivered or given up on.
+    next: u64,
+    ahead: BTreeSet<u64>,
+    held: BTreeMap<u64, Held<P>>,
+    held_bytes: usize,
+    last_seen: Nanos,
+}
+
+impl<P> FlowRx<P> {
+    fn new(now: Nanos) -> Self {
+        FlowRx {
+            next: BASE,
+            ahead: BTreeSet::new(),
+            held: BTreeMap::new(),
+            held_bytes: 0,
+            last_seen: now,
+        }
+    }
+
+    fn widen(&self, seq: u32) -> u64 {
+        let diff = seq.wrapping_sub(self.next as u32) as i32 as i64;
+        (self.next as i64 + diff).max(0) as u64
+    }
+
+    fn mark_delivered(&mut self, s: u64) {
+        if s == self.next {
+            self.next += 1;
+            while self.ahead.remove(&self.next) {
+                self.next += 1;
+            }
+        } else if s > self.next {
+            self.ahead.insert(s);
+            if self.ahead.len() > MAX_AHEAD {
+                // Too many gaps: give up on the oldest gap.
+                let first = *self.ahead.iter().next().expect("non-empty");
+                self.next = first;
+                while self.ahead.remove(&self.next) {
+                    self.next += 1;
+                }
+            }
+        }
+    }
+}
+
+pub struct ReorderBuffer<K, P> {
+    cfg: ReorderConfig,
+    flows: HashMap<K, FlowRx<P>>,
+    /// (deadline, flow, seq) in arrival order; deadlines are monotonic.
+    deadlines: VecDeque<(Nanos, K, u64)>,
+    total_bytes: usize,
+    first: Option<Nanos>,
+    last_change: Nanos,
+    integral: f64,
+    stats: ReorderStats,
+}
+
+impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
+    pub fn new(cfg: ReorderConfig) -> Self {
+        ReorderBuffer {
+            cfg,
+            flows: HashMap::new(),
+            deadlines: VecDeque::new(),
+            total_bytes: 0,
+            first: None,
+            last_change: 0,
+            integral: 0.0,
+            stats: ReorderStats::default(),
+        }
+    }
+
+    /// Bytes held right now.
+    pub fn occupancy(&self) -> usize {
+        self.total_bytes
+    }
+
+    pub fn flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    fn account(&mut self, now: Nanos) {
+        if self.first.is_none() {
+            self.first = Some(now);
+            self.last_change = now;
+        } else if now > self.last_change {
+            self.integral += self.total_bytes as f64 * (now - self.last_change) as f64;
+            self.last_change = now;
+        }
+    }
+
+    /// Counters, with the mean occupancy integrated up to `now`.
+    pub fn stats(&mut self, now: Nanos) -> ReorderStats {
+        self.account(now);
+        let mut s = self.stats;
+        let span = now.saturating_sub(self.first.unwrap_or(now));
+        s.mean_occupancy_bytes = if span > 0 {
+            self.integral / span as f64
+        } else {
+            0.0
+        };
+        s
+    }
+
+    /// A data packet of flow `key` with sequence `seq` arrived on `ch`.
+    /// Deliverable packets (this one and any it unblocks) go to `out` in order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(
+        &mut self,
+        now: Nanos,
+        key: K,
+        seq: u32,
+        ch: Channel,
+        len: usize,
+        pkt: P,
+        out: &mut Vec<P>,
+    ) {
+        self.account(now);
+        if !self.flows.contains_key(&key) && self.flows.len() >= self.cfg.max_flows {
+            self.expire(now);
+            if self.flows.len() >= self.cfg.max_flows {
+                self.evict_one(out);
+            }
+        }
+        let flow = self.flows.entry(key).or_insert_with(|| FlowRx::new(now));
+        flow.last_seen = now;
+        let s = flow.widen(seq);
+        if s > flow.next + RESYNC {
+            // The sender restarted this flow id: start over at this packet.
+            Self::flush_flow(
+                flow,
+                &mut self.total_bytes,
+                &mut self.stats.overflow_releases,
+                out,
+            );
+            flow.ahead.clear();
+            flow.next = s;
+        }
+        if ch == Channel::Hbc || s <= flow.next || flow.held.contains_key(&s) {
+            // HBC packets, LLC packets whose predecessors are all delivered,
+            // stale duplicates: deliver now.
+            self.stats.passed_through += 1;
+            out.push(pkt);
+            flow.mark_delivered(s);
+            Self::release_ready(
+                flow,
+                &mut self.total_bytes,
+                &mut self.stats.in_order_releases,
+                out,
+            );
+            return;
+        }
+        if flow.held_bytes + len > self.cfg.max_flow_bytes
+            || self.total_bytes + len > self.cfg.max_total_bytes
+        {
+            // Memory bound: release this flow's held packets and this one, in order.
+            Self::flush_flow(
+                flow,
+                &mut self.total_bytes,
+                &mut self.stats.overflow_releases,
+                out,
+            );
+            self.stats.overflow_releases += 1;
+            out.push(pkt);
+            flow.next = flow.next.max(s + 1);
+            flow.mark_delivered(s);
+            Self::release_ready(
+                flow,
+                &mut self.total_bytes,
+                &mut self.stats.in_order_releases,
+                out,
+            );
+            return;
+        }
+        flow.held.insert(s, Held { len, pkt });
+        flow.held_bytes += len;
+        self.total_bytes += len;
+        self.stats.held += 1;
+        self.stats.max_occupancy_bytes = self.stats.max_occupancy_bytes.max(self.total_bytes);
+        self.deadlines.push_back((now + self.cfg.timeout, key, s));
+    }
+
+    /// Earliest time [`handle_timeout`](Self::handle_timeout) may release something.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.deadlines.front().map(|&(d, _, _)| d)
+    }
+
+    /// Releases packets whose timeout has passed (and what they unblock).
+    pub fn handle_timeout(&mut self, now: Nanos, out: &mut Vec<P>) {
+        self.account(now);
+        while let Some(&(deadline, key, s)) = self.deadlines.front() {
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            let Some(flow) = self.flows.get_mut(&key) else {
+                continue;
+            };
+            if !flow.held.contains_key(&s) {
+                continue; // already released
+            }
+            // Give up on the missing predecessors: release everything up to s.
+            while let Some(entry) = flow.held.first_entry() {
+                if *entry.key() > s {
+                    break;
+                }
+                let (hs, h) = entry.remove_entry();
+                flow.held_bytes -= h.len;
+                self.total_bytes -= h.len;
+                self.stats.timeout_releases += 1;
+                out.push(h.pkt);
+                flow.next = flow.next.max(hs + 1);
+                while flow.ahead.first().is_some_and(|&a| a < flow.next) {
+                    flow.ahead.pop_first();
+                }
+                while flow.ahead.remove(&flow.next) {
+                    flow.next += 1;
+                }
+            }
+            Self::release_ready(
+                flow,
+                &mut self.total_bytes,
+                &mut self.stats.in_order_releases,
+                out,
+            );
+        }
+    }
+
+    /// Forgets flows with nothing held and idle past `flow_idle`.
+    pub fn expire(&mut self, now: Nanos) {
+        let idle = self.cfg.flow_idle;
+        self.flows
+            .retain(|_, f| !f.held.is_empty() || now.saturating_sub(f.last_seen) <= idle);
+    }
+
+    fn evict_one(&mut self, out: &mut Vec<P>) {
+        let victim = self
+            .flows
+            .iter()
+            .min_by_key(|(_, f)| f.last_seen)
+            .map(|(k, _)| *k);
+        if let Some(k) = victim {
+            if let Some(mut f) = self.flows.remove(&k) {
+                Self::flush_flow(
+                    &mut f,
+                    &mut self.total_bytes,
+                    &mut self.stats.overflow_releases,
+                    out,
+                );
+            }
+        }
+    }
+
+    fn release_ready(flow: &mut FlowRx<P>, total: &mut usize, counter: &mut u64, out: &mut Vec<P>) {
+        while let Some(entry) = flow.held.first_entry() {
+            if *entry.key() > flow.next {
+                break;
+            }
+            let (s, h) = entry.remove_entry();
+            flow.held_bytes -= h.len;
+            *total -= h.len;
+            *counter += 1;
+            out.push(h.pkt);
+            flow.mark_delivered(s);
+        }
+    }
+
+    fn flush_flow(flow: &mut FlowRx<P>, total: &mut usize, counter: &mut u64, out: &mut Vec<P>) {
+        while let Some((s, h)) = flow.held.pop_first() {
+            flow.held_bytes -= h.len;
+            *total -= h.len;
+            *counter += 1;
+            out.push(h.pkt);
+            flow.next = flow.next.max(s + 1);
+        }
+        while flow.ahead.first().is_some_and(|&a| a < flow.next) {
+            flow.ahead.pop_first();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Channel::{Hbc, Llc};
+
+    type Rb = ReorderBuffer<u16, u32>;
+
+    fn rb() -> Rb {
+        ReorderBuffer::new(ReorderConfig::default())
+    }
+
+    #[test]
+    fn llc_packet_waits_for_earlier_hbc_packets() {
+        // Sender: seq 0,1 on HBC (40 ms), seq 2 (an ACK) on LLC (5 ms): the LLC
+        // packet arrives first and must wait (NSDI'23 §4.3).
+        let mut b = rb();
+        let mut out = Vec::new();
+        b.push(5 * MS, 1, 2, Llc, 100, 2, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(b.occupancy(), 100);
+        b.push(40 * MS, 1, 0, Hbc, 1400, 0, &mut out);
+        assert_eq!(out, vec![0]);
+        b.push(41 * MS, 1, 1, Hbc, 1400, 1, &mut out);
+        assert_eq!(out, vec![0, 1, 2]);
+        assert_eq!(b.occupancy(), 0);
+        let s = b.stats(41 * MS);
+        assert_eq!(s.in_order_releases, 1);
+        assert_eq!(s.timeout_releases, 0);
+        // 100 bytes held from 5 ms to 41 ms over a span of 36 ms: mean 100 B.
+        assert!((s.mean_occupancy_bytes - 100.0).abs() < 1e-9);
+        assert_eq!(s.max_occupancy_bytes, 100);
+    }
+
+    #[test]
+    fn in_order_llc_packets_pass_straight_through() {
+        let mut b = rb();
+        let mut out = Vec::new();
+        for s in 0..5u32 {
+            b.push(u64::from(s) * MS, 9, s, Llc, 60, s, &mut out);
+        }
+        assert_eq!(out, vec![0, 1, 2, 3, 4]);
+        assert_eq!(b.stats(5 * MS).held, 0);
+    }
+
+    #[test]
+    fn timeout_releases_after_100ms() {
+        // seq 0 on the HBC is lost; seq 1, 2 on the LLC arrive at 5 and 6 ms.
+        let mut b = rb();
+        let mut out = Vec::new();
+        b.push(5 * MS, 1, 1, Llc, 60, 1, &mut out);
+        b.push(6 * MS, 1, 2, Llc, 60, 2, &mut out);
+        assert_eq!(b.poll_timeout(), Some(105 * MS));
+        b.handle_timeout(104 * MS, &mut out);
+        assert!(out.is_empty());
+        b.handle_timeout(105 * MS, &mut out);
+        assert_eq!(out, vec![1, 2], "seq 2 follows seq 1 once 0 is given up on");
+        let s = b.stats(105 * MS);
+        assert_eq!((s.timeout_releases, s.in_order_releases), (1, 1));
+        // late seq 0 is delivered immediately (the stack drops the duplicate)
+        b.push(200 * MS, 1, 0, Hbc, 1400, 0, &mut out);
+        assert_eq!(out, vec![1, 2, 0]);
+        // and the flow continues in order
+        b.push(201 * MS, 1, 3, Llc, 60, 3, &mut out);
+        assert_eq!(out.last(), Some(&3));
+    }
+
+    #[test]
+    fn hbc_gap_then_llc_fills_it() {
+        // seq 0 on the LLC is *slower* (queued), seq 1 on the HBC arrives first.
+        let mut b = rb();
+        let mut out = Vec::new();
+        b.push(10 * MS, 1, 1, Hbc, 1400, 1, &mut out);
+        b.push(12 * MS, 1, 0, Llc, 60, 0, &mut out);
+        b.push(13 * MS, 1, 2, Llc, 60, 2, &mut out);
+        assert_eq!(
+            out,
+            vec![1, 0, 2],
+            "nothing held: predecessors all delivered"
+        );
+    }
+
+    #[test]
+    fn flows_are_independent() {
+        let mut b = rb();
+        let mut out = Vec::new();
+        b.push(0, 1, 1, Llc, 60, 11, &mut out);
+        b.push(0, 2, 0, Llc, 60, 20, &mut out);
+        assert_eq!(out, vec![20]);
+    }
+
+    #[test]
+    fn per_flow_bound_releases_in_order() {
+        let mut b: Rb = ReorderBuffer::new(ReorderConfig {
+            max_flow_bytes: 250,
+            ..ReorderConfig::default()
+        });
+        let mut out = Vec::new();
+        b.push(0, 1, 1, Llc, 100, 1, &mut out);
+        b.push(0, 1, 2, Llc, 100, 2, &mut out);
+        assert!(out.is_empty());
+        b.push(0, 1, 3, Llc, 100, 3, &mut out);
+        assert_eq!(out, vec![1, 2, 3]);
+        assert_eq!(b.occupancy(), 0);
+        assert_eq!(b.stats(0).overflow_releases, 3);
+    }
+
+    #[test]
+    fn sequence_wraps() {
+        let mut b = rb();
+        let mut out = Vec::new();
+        // Jumps of 2^30 are taken as restarts (resync); they bring the flow
+        // to just before the u32 wrap.
+        for (i, s) in [0x4000_0000u32, 0x8000_0000, 0xC000_0000, u32::MAX - 1]
+            .into_iter()
+            .enumerate()
+        {
+            b.push(0, 1, s, Hbc, 10, i as u32, &mut out);
+        }
+        assert_eq!(out, vec![0, 1, 2, 3]);
+        b.push(0, 1, 1, Llc, 10, 10, &mut out); // after the wrap: u32::MAX, 0 missing
+        assert_eq!(out.len(), 4, "held");
+        b.push(0, 1, u32::MAX, Hbc, 10, 11, &mut out);
+        b.push(0, 1, 0, Hbc, 10, 12, &mut out);
+        assert_eq!(out[4..], [11, 12, 10]);
+    }
+
+    #[test]
+    fn bounded_flow_count() {
+        let mut b: Rb = ReorderBuffer::new(ReorderConfig {
+            max_flows: 10,
+            ..ReorderConfig::default()
+        });
+        let mut out = Vec::new();
+        for k in 0..100u16 {
+            b.push(u64::from(k), k, 1, Llc, 10, u32::from(k), &mut out);
+        }
+        assert_eq!(b.flows(), 10);
+        assert!(b.occupancy() <= 100);
+    }
+}

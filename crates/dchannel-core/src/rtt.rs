@@ -1,0 +1,338 @@
+//! RTT estimation with D-SYN / D-SYN-ACK / D-ACK probes (NSDI'23 §4.2).
+//!
+//! The initiator (the client) sends a D-SYN on both channels every probe
+//! interval (500 ms by default). The responder answers each with a D-SYN-ACK on
+//! the same channel and the initiator, on receipt, takes an RTT sample and
+//! answers with a D-ACK, from which the responder takes its own sample. Both
+//! ends thus learn both channels' RTT. The estimate is the minimum over a
+//! sliding window (base RTT without queueing); it can be pinned, and the HBC
+//! one scaled (NSDI'23 Fig. 10: x0.2 .. x5).
+
+use crate::wire::ProbeKind;
+use crate::{Channel, Nanos, MS};
+use std::collections::VecDeque;
+
+/// Outstanding probes remembered per channel; older ones count as lost.
+const MAX_OUTSTANDING: usize = 16;
+/// Samples kept per channel at most (the window normally holds far fewer).
+const MAX_SAMPLES: usize = 1024;
+
+#[derive(Clone, Debug)]
+pub struct RttConfig {
+    /// Sends D-SYNs (the client); the gateway only answers.
+    pub initiator: bool,
+    pub interval: Nanos,
+    /// Sliding window of the minimum filter.
+    pub window: Nanos,
+    /// Fixed RTTs overriding the measurement, per channel (index = Channel).
+    pub pin: [Option<Nanos>; 2],
+    /// Multiplier applied to the measured HBC RTT (not to a pinned one).
+    pub hbc_scale: f64,
+    /// A channel with no valid datagram heard for this long counts as down.
+    pub dead_after: Nanos,
+}
+
+impl Default for RttConfig {
+    fn default() -> Self {
+        RttConfig {
+            initiator: true,
+            interval: 500 * MS,
+            window: 5_000 * MS,
+            pin: [None, None],
+            hbc_scale: 1.0,
+            dead_after: 2_000 * MS,
+        }
+    }
+}
+
+/// A probe the driver must send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeOut {
+    pub channel: Channel,
+    pub kind: ProbeKind,
+    pub id: u32,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RttStats {
+    pub probes_sent: [u64; 2],
+    pub samples: [u64; 2],
+    /// Answers for probes we do not remember (late, duplicated or forged).
+    pub unmatched: [u64; 2],
+}
+
+pub struct RttEstimator {
+    cfg: RttConfig,
+    started: Option<Nanos>,
+    next_probe: Nanos,
+    next_id: u32,
+    /// D-SYNs sent, awaiting D-SYN-ACK: (id, sent at).
+    syn_sent: [VecDeque<(u32, Nanos)>; 2],
+    /// D-SYN-ACKs sent, awaiting D-ACK: (id, sent at).
+    synack_sent: [VecDeque<(u32, Nanos)>; 2],
+    /// Monotonic deque (time, rtt) for the sliding minimum.
+    mins: [VecDeque<(Nanos, Nanos)>; 2],
+    last_heard: [Option<Nanos>; 2],
+    pub stats: RttStats,
+}
+
+impl RttEstimator {
+    pub fn new(cfg: RttConfig) -> RttEstimator {
+        RttEstimator {
+            cfg,
+            started: None,
+            next_probe: 0,
+            next_id: 1,
+            syn_sent: Default::default(),
+            synack_sent: Default::default(),
+            mins: Default::default(),
+            last_heard: [None, None],
+            stats: RttStats::default(),
+        }
+    }
+
+    pub fn config(&self) -> &RttConfig {
+        &self.cfg
+    }
+
+    /// D-SYNs due at `now` (on both channels), for the initiator.
+    pub fn poll_probes(&mut self, now: Nanos, out: &mut Vec<ProbeOut>) {
+        self.started.get_or_insert(now);
+        if !self.cfg.initiator || now < self.next_probe {
+            return;
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        for ch in Channel::ALL {
+            let q = &mut self.syn_sent[ch.index()];
+            if q.len() == MAX_OUTSTANDING {
+                q.pop_front();
+            }
+            q.push_back((id, now));
+            self.stats.probes_sent[ch.index()] += 1;
+            out.push(ProbeOut {
+                channel: ch,
+                kind: ProbeKind::DSyn,
+                id,
+            });
+        }
+        self.next_probe = now + self.cfg.interval;
+    }
+
+    /// When [`poll_probes`](Self::poll_probes) next has work (initiator only).
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        self.cfg.initiator.then_some(self.next_probe)
+    }
+
+    /// Any valid datagram from the peer arrived on `ch` (liveness).
+    pub fn heard(&mut self, now: Nanos, ch: Channel) {
+        self.last_heard[ch.index()] = Some(now);
+    }
+
+    /// Handles a probe that arrived on `ch`; returns the answer to send on `ch`.
+    pub fn handle_probe(
+        &mut self,
+        now: Nanos,
+        ch: Channel,
+        kind: ProbeKind,
+        id: u32,
+    ) -> Option<ProbeOut> {
+        self.started.get_or_insert(now);
+        self.heard(now, ch);
+        let i = ch.index();
+        match kind {
+            ProbeKind::DSyn => {
+                let q = &mut self.synack_sent[i];
+                if q.len() == MAX_OUTSTANDING {
+                    q.pop_front();
+                }
+                q.push_back((id, now));
+                self.stats.probes_sent[i] += 1;
+                Some(ProbeOut {
+                    channel: ch,
+                    kind: ProbeKind::DSynAck,
+                    id,
+                })
+            }
+            ProbeKind::DSynAck => {
+                let sent = take(&mut self.syn_sent[i], id);
+                match sent {
+                    Some(t0) => {
+                        self.sample(now, ch, now.saturating_sub(t0));
+                        self.stats.probes_sent[i] += 1;
+                        Some(ProbeOut {
+                            channel: ch,
+                            kind: ProbeKind::DAck,
+                            id,
+                        })
+                    }
+                    None => {
+                        self.stats.unmatched[i] += 1;
+                        None
+                    }
+                }
+            }
+            ProbeKind::DAck => {
+                match take(&mut self.synack_sent[i], id) {
+                    Some(t1) => self.sample(now, ch, now.saturating_sub(t1)),
+                    None => self.stats.unmatched[i] += 1,
+                }
+                None
+            }
+        }
+    }
+
+    fn sample(&mut self, now: Nanos, ch: Channel, rtt: Nanos) {
+        let i = ch.index();
+        self.stats.samples[i] += 1;
+        let q = &mut self.mins[i];
+        while q.back().is_some_and(|&(_, r)| r >= rtt) {
+            q.pop_back();
+        }
+        if q.len() == MAX_SAMPLES {
+            q.pop_front();
+        }
+        q.push_back((now, rtt));
+    }
+
+    /// Minimum measured RTT over the window ending at `now` (unscaled, unpinned).
+    /// With no sample in the window the latest sample stands.
+    pub fn measured(&mut self, ch: Channel, now: Nanos) -> Option<Nanos> {
+        let q = &mut self.mins[ch.index()];
+        let window = self.cfg.window;
+        while q.len() > 1 && q.front().is_some_and(|&(t, _)| t + window < now) {
+            q.pop_front();
+        }
+        q.front().map(|&(_, r)| r)
+    }
+
+    /// The RTT the policy uses: pinned, else measured (HBC scaled).
+    pub fn rtt(&mut self, ch: Channel, now: Nanos) -> Option<Nanos> {
+        if let Some(p) = self.cfg.pin[ch.index()] {
+            return Some(p);
+        }
+        let m = self.measured(ch, now)?;
+        Some(match ch {
+            Channel::Hbc => (m as f64 * self.cfg.hbc_scale).round() as Nanos,
+            Channel::Llc => m,
+        })
+    }
+
+    /// One-way delay used by Algorithm 1 (`*_prop` = RTT / 2).
+    pub fn owd(&mut self, ch: Channel, now: Nanos) -> Option<Nanos> {
+        self.rtt(ch, now).map(|r| r / 2)
+    }
+
+    /// False once nothing has been heard on `ch` for `dead_after` (counting
+    /// from the first poll when nothing was ever heard).
+    pub fn alive(&self, ch: Channel, now: Nanos) -> bool {
+        let since = self.last_heard[ch.index()].or(self.started).unwrap_or(now);
+        now.saturating_sub(since) <= self.cfg.dead_after
+    }
+}
+
+fn take(q: &mut VecDeque<(u32, Nanos)>, id: u32) -> Option<Nanos> {
+    let pos = q.iter().position(|&(i, _)| i == id)?;
+    let (_, t) = q.remove(pos)?;
+    Some(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (RttEstimator, RttEstimator) {
+        let c = RttEstimator::new(RttConfig::default());
+        let g = RttEstimator::new(RttConfig {
+            initiator: false,
+            ..RttConfig::default()
+        });
+        (c, g)
+    }
+
+    /// Runs one probe round with the given RTTs (symmetric one-way = rtt/2).
+    fn round(c: &mut RttEstimator, g: &mut RttEstimator, t0: Nanos, rtts: [Nanos; 2]) {
+        let mut out = Vec::new();
+        c.poll_probes(t0, &mut out);
+        assert_eq!(out.len(), 2);
+        for p in out {
+            let owd = rtts[p.channel.index()] / 2;
+            let synack = g.handle_probe(t0 + owd, p.channel, p.kind, p.id).unwrap();
+            assert_eq!(synack.kind, ProbeKind::DSynAck);
+            let ack = c
+                .handle_probe(t0 + 2 * owd, p.channel, synack.kind, synack.id)
+                .unwrap();
+            assert_eq!(ack.kind, ProbeKind::DAck);
+            assert!(g
+                .handle_probe(t0 + 3 * owd, p.channel, ack.kind, ack.id)
+                .is_none());
+        }
+    }
+
+    #[test]
+    fn both_ends_learn_both_rtts() {
+        let (mut c, mut g) = pair();
+        round(&mut c, &mut g, 0, [40 * MS, 10 * MS]);
+        for e in [&mut c, &mut g] {
+            assert_eq!(e.rtt(Channel::Hbc, 100 * MS), Some(40 * MS));
+            assert_eq!(e.rtt(Channel::Llc, 100 * MS), Some(10 * MS));
+            assert_eq!(e.owd(Channel::Hbc, 100 * MS), Some(20 * MS));
+        }
+    }
+
+    #[test]
+    fn probes_every_interval_and_min_over_window() {
+        let (mut c, mut g) = pair();
+        let mut out = Vec::new();
+        c.poll_probes(0, &mut out);
+        out.clear();
+        c.poll_probes(499 * MS, &mut out);
+        assert!(out.is_empty(), "not due before 500 ms");
+        assert_eq!(c.next_deadline(), Some(500 * MS));
+        // fresh estimator: rounds at 0, 0.5, 1 s with HBC 60, 40, 80 ms
+        let (mut c, _) = pair();
+        round(&mut c, &mut g, 0, [60 * MS, 5 * MS]);
+        round(&mut c, &mut g, 500 * MS, [40 * MS, 5 * MS]);
+        round(&mut c, &mut g, 1000 * MS, [80 * MS, 5 * MS]);
+        assert_eq!(c.rtt(Channel::Hbc, 1100 * MS), Some(40 * MS));
+        // window 5 s: at 5.6 s the 40 ms sample (taken at 0.54 s) has left it
+        assert_eq!(c.rtt(Channel::Hbc, 5600 * MS), Some(80 * MS));
+        // long after, the latest sample stands
+        assert_eq!(c.rtt(Channel::Hbc, 60_000 * MS), Some(80 * MS));
+    }
+
+    #[test]
+    fn pin_and_scale() {
+        let (_, mut g) = pair();
+        let mut c = RttEstimator::new(RttConfig {
+            pin: [None, Some(7 * MS)],
+            hbc_scale: 0.5,
+            ..RttConfig::default()
+        });
+        round(&mut c, &mut g, 0, [40 * MS, 10 * MS]);
+        assert_eq!(c.measured(Channel::Hbc, MS * 50), Some(40 * MS));
+        assert_eq!(c.rtt(Channel::Hbc, MS * 50), Some(20 * MS));
+        assert_eq!(c.rtt(Channel::Llc, MS * 50), Some(7 * MS));
+    }
+
+    #[test]
+    fn unmatched_answers_are_counted_not_sampled() {
+        let (mut c, _) = pair();
+        assert!(c
+            .handle_probe(0, Channel::Llc, ProbeKind::DSynAck, 77)
+            .is_none());
+        assert_eq!(c.stats.unmatched[1], 1);
+        assert_eq!(c.rtt(Channel::Llc, 0), None);
+    }
+
+    #[test]
+    fn liveness() {
+        let (mut c, _) = pair();
+        let mut out = Vec::new();
+        c.poll_probes(0, &mut out);
+        assert!(c.alive(Channel::Llc, 2000 * MS));
+        assert!(!c.alive(Channel::Llc, 2001 * MS));
+        c.heard(2500 * MS, Channel::Llc);
+        assert!(c.alive(Channel::Llc, 3000 * MS));
+    }
+}

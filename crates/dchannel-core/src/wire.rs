@@ -1,0 +1,352 @@
+//! The dchannel wire header carried in every UDP datagram between the agents.
+//!
+//! Layout (network byte order, 16 bytes; see docs/wire.md):
+//!
+//! ```text
+//!  0                   1                   2                   3
+//!  0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//! +-------+-------+---------------+-------------------------------+
+//! |version| type  |     flags     |            flow id            |
+//! +-------+-------+---------------+-------------------------------+
+//! |                      per-flow sequence number                 |
+//! +---------------------------------------------------------------+
+//! |                     auth (client token, 64 bit)               |
+//! |                                                               |
+//! +---------------------------------------------------------------+
+//! ```
+//!
+//! A data datagram carries one inner IP packet after the header. A probe
+//! datagram carries a 2-byte body: probe kind and the channel it was sent on;
+//! its `seq` field is the probe id and its flow id is 0.
+//!
+//! The 8-byte auth field is version 1's client token. A later version carries
+//! AEAD instead: the same 8 bytes become a key id (32 bit) plus a 32-bit nonce
+//! extension, (flow id, seq) complete the nonce and a 16-byte tag follows the
+//! ciphertext, so the header stays 16 bytes and only the tag is added.
+
+use crate::Channel;
+use std::fmt;
+
+/// Version this implementation speaks.
+pub const VERSION: u8 = 1;
+/// Bytes of the dchannel header.
+pub const HEADER_LEN: usize = 16;
+/// Bytes of a probe body after the header.
+pub const PROBE_BODY_LEN: usize = 2;
+/// Flag bit: the sender put this datagram on the LLC (informational).
+pub const FLAG_LLC: u8 = 0x01;
+
+/// What a datagram carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MsgType {
+    /// One inner IP packet.
+    Data = 0,
+    /// An RTT probe (D-SYN / D-SYN-ACK / D-ACK).
+    Probe = 1,
+}
+
+/// The three probe messages of the RTT handshake (NSDI'23 §4.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeKind {
+    DSyn = 1,
+    DSynAck = 2,
+    DAck = 3,
+}
+
+impl ProbeKind {
+    fn from_u8(v: u8) -> Option<ProbeKind> {
+        match v {
+            1 => Some(ProbeKind::DSyn),
+            2 => Some(ProbeKind::DSynAck),
+            3 => Some(ProbeKind::DAck),
+            _ => None,
+        }
+    }
+}
+
+/// The decoded 16-byte header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub msg_type: MsgType,
+    pub flags: u8,
+    pub flow_id: u16,
+    pub seq: u32,
+    pub token: u64,
+}
+
+/// Why a datagram was rejected. Each variant has its own malformed counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireError {
+    /// Shorter than the header (or than the probe body for a probe).
+    Truncated { len: usize, need: usize },
+    /// Version field is not [`VERSION`].
+    UnknownVersion(u8),
+    /// Type field is neither data nor probe.
+    UnknownType(u8),
+    /// A probe with an unknown probe kind or channel byte.
+    BadProbe { kind: u8, channel: u8 },
+    /// A data datagram with no inner packet.
+    EmptyData,
+}
+
+impl WireError {
+    /// Stable counter name used in stats.
+    pub fn counter(&self) -> &'static str {
+        match self {
+            WireError::Truncated { .. } => "truncated",
+            WireError::UnknownVersion(_) => "unknown_version",
+            WireError::UnknownType(_) => "unknown_type",
+            WireError::BadProbe { .. } => "bad_probe",
+            WireError::EmptyData => "empty_data",
+        }
+    }
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::Truncated { len, need } => {
+                write!(
+                    f,
+                    "datagram truncated: {len} bytes, expected at least {need}"
+                )
+            }
+            WireError::UnknownVersion(v) => {
+                write!(f, "unknown header version {v}, expected {VERSION}")
+            }
+            WireError::UnknownType(t) => {
+                write!(
+                    f,
+                    "unknown message type {t}, expected 0 (data) or 1 (probe)"
+                )
+            }
+            WireError::BadProbe { kind, channel } => write!(
+                f,
+                "bad probe body: kind {kind} (expected 1..=3), channel {channel} (expected 0 or 1)"
+            ),
+            WireError::EmptyData => write!(f, "data datagram without an inner packet"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl Header {
+    /// Writes the header into the first [`HEADER_LEN`] bytes of `out`.
+    ///
+    /// Panics if `out` is shorter than [`HEADER_LEN`] (a driver bug, never input).
+    pub fn encode(&self, out: &mut [u8]) {
+        out[0] = (VERSION << 4) | (self.msg_type as u8);
+        out[1] = self.flags;
+        out[2..4].copy_from_slice(&self.flow_id.to_be_bytes());
+        out[4..8].copy_from_slice(&self.seq.to_be_bytes());
+        out[8..16].copy_from_slice(&self.token.to_be_bytes());
+    }
+
+    /// Parses the header; never panics on any input.
+    pub fn decode(buf: &[u8]) -> Result<Header, WireError> {
+        if buf.len() < HEADER_LEN {
+            return Err(WireError::Truncated {
+                len: buf.len(),
+                need: HEADER_LEN,
+            });
+        }
+        let version = buf[0] >> 4;
+        if version != VERSION {
+            return Err(WireError::UnknownVersion(version));
+        }
+        let msg_type = match buf[0] & 0x0f {
+            0 => MsgType::Data,
+            1 => MsgType::Probe,
+            t => return Err(WireError::UnknownType(t)),
+        };
+        Ok(Header {
+            msg_type,
+            flags: buf[1],
+            flow_id: u16::from_be_bytes([buf[2], buf[3]]),
+            seq: u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]),
+            token: u64::from_be_bytes(buf[8..16].try_into().expect("8 bytes")),
+        })
+    }
+}
+
+/// A fully decoded datagram.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Datagram<'a> {
+    Data {
+        header: Header,
+        inner: &'a [u8],
+    },
+    Probe {
+        header: Header,
+        kind: ProbeKind,
+        channel: Channel,
+    },
+}
+
+impl Datagram<'_> {
+    pub fn header(&self) -> &Header {
+        match self {
+            Datagram::Data { header, .. } | Datagram::Probe { header, .. } => header,
+        }
+    }
+}
+
+/// Decodes a whole datagram (header plus body); never panics on any input.
+pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
+    let header = Header::decode(buf)?;
+    let body = &buf[HEADER_LEN..];
+    match header.msg_type {
+        MsgType::Data => {
+            if body.is_empty() {
+                return Err(WireError::EmptyData);
+            }
+            Ok(Datagram::Data {
+                header,
+                inner: body,
+            })
+        }
+        MsgType::Probe => {
+            if body.len() < PROBE_BODY_LEN {
+                return Err(WireError::Truncated {
+                    len: buf.len(),
+                    need: HEADER_LEN + PROBE_BODY_LEN,
+                });
+            }
+            let kind = ProbeKind::from_u8(body[0]);
+            let channel = match body[1] {
+                0 => Some(Channel::Hbc),
+                1 => Some(Channel::Llc),
+                _ => None,
+            };
+            match (kind, channel) {
+                (Some(kind), Some(channel)) => Ok(Datagram::Probe {
+                    header,
+                    kind,
+                    channel,
+                }),
+                _ => Err(WireError::BadProbe {
+                    kind: body[0],
+                    channel: body[1],
+                }),
+            }
+        }
+    }
+}
+
+/// Encodes a probe datagram into `out` and returns its length.
+pub fn encode_probe(
+    out: &mut [u8; HEADER_LEN + PROBE_BODY_LEN],
+    token: u64,
+    id: u32,
+    kind: ProbeKind,
+    channel: Channel,
+) -> usize {
+    let flags = if channel == Channel::Llc { FLAG_LLC } else { 0 };
+    Header {
+        msg_type: MsgType::Probe,
+        flags,
+        flow_id: 0,
+        seq: id,
+        token,
+    }
+    .encode(&mut out[..HEADER_LEN]);
+    out[HEADER_LEN] = kind as u8;
+    out[HEADER_LEN + 1] = channel as u8;
+    HEADER_LEN + PROBE_BODY_LEN
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_exact_bytes() {
+        let h = Header {
+            msg_type: MsgType::Data,
+            flags: FLAG_LLC,
+            flow_id: 0x1234,
+            seq: 0xdead_beef,
+            token: 0x0102_0304_0506_0708,
+        };
+        let mut buf = [0u8; HEADER_LEN];
+        h.encode(&mut buf);
+        assert_eq!(
+            buf,
+            [0x10, 0x01, 0x12, 0x34, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8]
+        );
+        assert_eq!(Header::decode(&buf), Ok(h));
+    }
+
+    #[test]
+    fn data_datagram_round_trip() {
+        let mut buf = vec![0u8; HEADER_LEN + 3];
+        let h = Header {
+            msg_type: MsgType::Data,
+            flags: 0,
+            flow_id: 7,
+            seq: 9,
+            token: 42,
+        };
+        h.encode(&mut buf);
+        buf[HEADER_LEN..].copy_from_slice(&[0x45, 0, 0]);
+        assert_eq!(
+            decode(&buf),
+            Ok(Datagram::Data {
+                header: h,
+                inner: &[0x45, 0, 0]
+            })
+        );
+    }
+
+    #[test]
+    fn probe_round_trip() {
+        let mut buf = [0u8; HEADER_LEN + PROBE_BODY_LEN];
+        let n = encode_probe(&mut buf, 99, 5, ProbeKind::DSynAck, Channel::Llc);
+        assert_eq!(n, 18);
+        match decode(&buf).unwrap() {
+            Datagram::Probe {
+                header,
+                kind,
+                channel,
+            } => {
+                assert_eq!(header.seq, 5);
+                assert_eq!(header.token, 99);
+                assert_eq!(kind, ProbeKind::DSynAck);
+                assert_eq!(channel, Channel::Llc);
+            }
+            d => panic!("unexpected {d:?}"),
+        }
+    }
+
+    #[test]
+    fn rejects_bad_input_with_named_reason() {
+        assert_eq!(
+            decode(&[0x10; 5]),
+            Err(WireError::Truncated { len: 5, need: 16 })
+        );
+        let mut buf = [0u8; 20];
+        buf[0] = 0x20;
+        assert_eq!(decode(&buf), Err(WireError::UnknownVersion(2)));
+        buf[0] = 0x17;
+        assert_eq!(decode(&buf), Err(WireError::UnknownType(7)));
+        buf[0] = 0x10;
+        assert_eq!(decode(&buf[..16]), Err(WireError::EmptyData));
+        buf[0] = 0x11;
+        buf[16] = 9;
+        assert_eq!(
+            decode(&buf[..18]),
+            Err(WireError::BadProbe {
+                kind: 9,
+                channel: 0
+            })
+        );
+        assert_eq!(
+            decode(&buf[..17]),
+            Err(WireError::Truncated { len: 17, need: 18 })
+        );
+        assert!(WireError::UnknownVersion(2)
+            .to_string()
+            .contains("version 2"));
+    }
+}
