@@ -1,0 +1,764 @@
+//! Channel profiles: the TOML file of docs/formats.md and the built-in names
+//! (`fixed:<rtt>ms/<rate>mbit`, `urllc`, `embb`), resolved into traces loaded in
+//! memory and turned into one [`Pipeline`] per direction.
+
+use crate::delay::{DelayModel, DelayStage};
+use crate::drx::Drx;
+use crate::loss::Loss;
+use crate::pipeline::Pipeline;
+use crate::queue::{QueueLimit, RateQueue};
+use crate::rate::{Capacity, RateSchedule};
+use crate::time::{ms_f64, Nanos};
+use crate::trace::capacity::CapacitySeries;
+use crate::trace::mahimahi::MahimahiTrace;
+use crate::trace::read_text;
+use crate::trace::rtt::RttTimeline;
+use serde::Deserialize;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use toml::Spanned;
+
+/// A refused profile; the message names file, line (when known) and field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ProfileError(pub String);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Side A → side B (ue → gw).
+    Uplink,
+    /// Side B → side A (gw → ue); the only direction with DRX.
+    Downlink,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Uplink => "uplink",
+            Direction::Downlink => "downlink",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum DelaySpec {
+    Fixed {
+        rtt_ms: f64,
+    },
+    Timeline {
+        file: PathBuf,
+        rtt: RttTimeline,
+    },
+    Gaussian {
+        mean_rtt_ms: f64,
+        cov: f64,
+        resample_ms: f64,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct DirSpec {
+    pub rate: Capacity,
+    /// Where the rate came from (file and column), for reports.
+    pub rate_source: String,
+    pub queue: QueueLimit,
+    pub loss: f64,
+    /// (inactivity_ms, wake_period_ms)
+    pub drx: Option<(f64, f64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    pub delay: DelaySpec,
+    pub uplink: DirSpec,
+    pub downlink: DirSpec,
+}
+
+// ---- raw TOML shape -------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    name: String,
+    #[serde(default)]
+    description: String,
+    delay: RawDelay,
+    uplink: RawDir,
+    downlink: RawDir,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDelay {
+    kind: Spanned<String>,
+    rtt_ms: Option<Spanned<f64>>,
+    file: Option<Spanned<String>>,
+    mean_rtt_ms: Option<Spanned<f64>>,
+    cov: Option<Spanned<f64>>,
+    resample_ms: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDir {
+    rate: Spanned<toml::Value>,
+    queue: Option<Spanned<toml::Value>>,
+    loss: Option<Spanned<f64>>,
+    drx: Option<Spanned<RawDrx>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDrx {
+    inactivity_ms: f64,
+    wake_period_ms: f64,
+}
+
+/// Error-message helper: knows the file and its text (to turn spans into lines).
+struct Ctx<'a> {
+    file: &'a Path,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err<T>(
+        &self,
+        span: std::ops::Range<usize>,
+        field: &str,
+        msg: impl std::fmt::Display,
+    ) -> Result<T, ProfileError> {
+        let line = self.text[..span.start.min(self.text.len())]
+            .matches('\n')
+            .count()
+            + 1;
+        Err(ProfileError(format!(
+            "{}:{line}: field `{field}`: {msg}",
+            self.file.display()
+        )))
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.file.parent().unwrap_or(Path::new(".")).join(rel)
+    }
+}
+
+impl Profile {
+    /// A built-in name, or else a profile file path.
+    pub fn resolve(arg: &str) -> Result<Profile, ProfileError> {
+        if let Some(p) = Self::builtin(arg)? {
+            return Ok(p);
+        }
+        let path = Path::new(arg);
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ProfileError(format!(
+                "profile {arg:?}: not a built-in (fixed:<rtt>ms/<rate>mbit, urllc, embb) and cannot read it as a file: {e}"
+            ))
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// `fixed:<rtt>ms/<rate>mbit` (rate may be `unlimited`), `urllc`, `embb`.
+    pub fn builtin(arg: &str) -> Result<Option<Profile>, ProfileError> {
+        let spec = match arg {
+            "urllc" => "fixed:5ms/2mbit",
+            "embb" => "fixed:40ms/200mbit",
+            s if s.starts_with("fixed:") => s,
+            _ => return Ok(None),
+        };
+        let bad = |what: &str| {
+            ProfileError(format!("built-in profile {arg:?}: {what}; expected fixed:<rtt>ms/<rate>mbit, e.g. fixed:40ms/200mbit"))
+        };
+        let body = &spec["fixed:".len()..];
+        let (rtt, rate) = body.split_once('/').ok_or_else(|| bad("missing `/`"))?;
+        let rtt_ms: f64 = rtt
+            .strip_suffix("ms")
+            .ok_or_else(|| bad("RTT must end in `ms`"))?
+            .parse()
+            .map_err(|_| bad("RTT is not a number"))?;
+        if !(rtt_ms.is_finite() && rtt_ms >= 0.0) {
+            return Err(bad("RTT must be ≥ 0"));
+        }
+        let (cap, src) = if rate == "unlimited" {
+            (Capacity::Unlimited, "unlimited".to_string())
+        } else {
+            let mbit: f64 = rate
+                .strip_suffix("mbit")
+                .ok_or_else(|| bad("rate must end in `mbit` (or be `unlimited`)"))?
+                .parse()
+                .map_err(|_| bad("rate is not a number"))?;
+            if !(mbit.is_finite() && mbit > 0.0) {
+                return Err(bad("rate must be > 0"));
+            }
+            (
+                Capacity::Constant((mbit * 1e6).round() as u64),
+                format!("{mbit} Mbit/s"),
+            )
+        };
+        let dir = DirSpec {
+            rate: cap,
+            rate_source: src,
+            queue: QueueLimit::default(),
+            loss: 0.0,
+            drx: None,
+        };
+        Ok(Some(Profile {
+            name: arg.to_string(),
+            description: format!("built-in {spec}"),
+            delay: DelaySpec::Fixed { rtt_ms },
+            uplink: dir.clone(),
+            downlink: dir,
+        }))
+    }
+
+    /// Parse a profile file's text; trace paths are relative to `file`.
+    pub fn parse(file: &Path, text: &str) -> Result<Profile, ProfileError> {
+        let raw: RawProfile = toml::from_str(text).map_err(|e| {
+            ProfileError(format!("{}: {}", file.display(), e.to_string().trim_end()))
+        })?;
+        let cx = Ctx { file, text };
+        let delay = parse_delay(&cx, &raw.delay)?;
+        let uplink = parse_dir(&cx, "uplink", &raw.uplink)?;
+        let downlink = parse_dir(&cx, "downlink", &raw.downlink)?;
+        if let Some(d) = &raw.uplink.drx {
+            return cx.err(
+                d.span(),
+                "uplink.drx",
+                "radio sleep applies to the downlink only",
+            );
+        }
+        Ok(Profile {
+            name: raw.name,
+            description: raw.description,
+            delay,
+            uplink,
+            downlink,
+        })
+    }
+
+    pub fn dir(&self, d: Direction) -> &DirSpec {
+        match d {
+            Direction::Uplink => &self.uplink,
+            Direction::Downlink => &self.downlink,
+        }
+    }
+
+    /// The stage pipeline of one direction for a run with `seed` and trace `offset`.
+    pub fn pipeline<P>(&self, d: Direction, seed: u64, offset: Nanos) -> Pipeline<P> {
+        let spec = self.dir(d);
+        let sid = match d {
+            Direction::Uplink => 1,
+            Direction::Downlink => 2,
+        };
+        let model = match &self.delay {
+            DelaySpec::Fixed { rtt_ms } => DelayModel::Fixed(ms_f64(rtt_ms / 2.0)),
+            DelaySpec::Timeline { rtt, .. } => DelayModel::Timeline {
+                rtt: rtt.clone(),
+                offset,
+            },
+            DelaySpec::Gaussian {
+                mean_rtt_ms,
+                cov,
+                resample_ms,
+            } => DelayModel::Gaussian {
+                mean_rtt_ms: *mean_rtt_ms,
+                cov: *cov,
+                resample: ms_f64(*resample_ms).max(1),
+                seed,
+                stream: 10 + sid,
+                offset,
+            },
+        };
+        let drx = match (d, spec.drx) {
+            (Direction::Downlink, Some((i, w))) => Some(Drx::new(ms_f64(i), ms_f64(w))),
+            _ => None,
+        };
+        Pipeline::new(
+            Loss::new(spec.loss, seed, sid),
+            RateQueue::new(spec.queue, RateSchedule::new(spec.rate.clone(), offset)),
+            DelayStage::new(model),
+            drx,
+        )
+    }
+
+    /// The resolved profile as JSON (for `chanemu check-profile` and logs).
+    pub fn to_json(&self) -> serde_json::Value {
+        let delay = match &self.delay {
+            DelaySpec::Fixed { rtt_ms } => json!({"kind": "fixed", "rtt_ms": rtt_ms}),
+            DelaySpec::Timeline { file, rtt } => json!({
+                "kind": "timeline", "file": file.display().to_string(), "period_ms": rtt.period_ms()
+            }),
+            DelaySpec::Gaussian {
+                mean_rtt_ms,
+                cov,
+                resample_ms,
+            } => json!({
+                "kind": "gaussian", "mean_rtt_ms": mean_rtt_ms, "cov": cov, "resample_ms": resample_ms
+            }),
+        };
+        let dir = |d: &DirSpec| {
+            let rate = match &d.rate {
+                Capacity::Unlimited => json!("unlimited"),
+                Capacity::Constant(bps) => json!({"mbit": *bps as f64 / 1e6}),
+                Capacity::Series(s) => json!({
+                    "series": d.rate_source, "seconds": s.bps.len(),
+                    "mean_mbit": s.bps.iter().sum::<u64>() as f64 / s.bps.len() as f64 / 1e6
+                }),
+                Capacity::Mahimahi(m) => json!({
+                    "mahimahi": d.rate_source, "opportunities": m.opportunities_ms.len(),
+                    "period_ms": m.period_ms(), "mean_mbit": m.mean_bps() / 1e6
+                }),
+            };
+            let queue = match d.queue {
+                QueueLimit::Packets(n) => json!({"packets": n}),
+                QueueLimit::Bytes(n) => json!({"bytes": n}),
+                QueueLimit::Unlimited => json!("unlimited"),
+            };
+            let drx = d
+                .drx
+                .map(|(i, w)| json!({"inactivity_ms": i, "wake_period_ms": w}));
+            json!({"rate": rate, "queue": queue, "loss": d.loss, "drx": drx})
+        };
+        json!({
+            "name": self.name, "description": self.description, "delay": delay,
+            "uplink": dir(&self.uplink), "downlink": dir(&self.downlink)
+        })
+    }
+}
+
+fn trace_err(e: crate::trace::TraceError) -> ProfileError {
+    ProfileError(e.to_string())
+}
+
+fn parse_delay(cx: &Ctx, d: &RawDelay) -> Result<DelaySpec, ProfileError> {
+    let kind = d.kind.get_ref().as_str();
+    // Fields that belong to the other kinds must be absent (catches typos in `kind`).
+    let present: [(&str, Option<std::ops::Range<usize>>); 5] = [
+        ("rtt_ms", d.rtt_ms.as_ref().map(|v| v.span())),
+        ("file", d.file.as_ref().map(|v| v.span())),
+        ("mean_rtt_ms", d.mean_rtt_ms.as_ref().map(|v| v.span())),
+        ("cov", d.cov.as_ref().map(|v| v.span())),
+        ("resample_ms", d.resample_ms.as_ref().map(|v| v.span())),
+    ];
+    let allowed: &[&str] = match kind {
+        "fixed" => &["rtt_ms"],
+        "timeline" => &["file"],
+        "gaussian" => &["mean_rtt_ms", "cov", "resample_ms"],
+        other => {
+            return cx.err(
+                d.kind.span(),
+                "delay.kind",
+                format!("expected \"fixed\", \"timeline\" or \"gaussian\", got {other:?}"),
+            )
+        }
+    };
+    for (name, span) in &present {
+        if let Some(span) = span {
+            if !allowed.contains(name) {
+                return cx.err(
+                    span.clone(),
+                    &format!("delay.{name}"),
+                    format!(
+                        "not used by kind = {kind:?} (it takes {})",
+                        allowed.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    let need = |v: &Option<Spanned<f64>>, name: &str| -> Result<f64, ProfileError> {
+        match v {
+            None => cx.err(
+                d.kind.span(),
+                &format!("delay.{name}"),
+                format!("required for kind = {kind:?}"),
+            ),
+            Some(s) if !(s.get_ref().is_finite() && *s.get_ref() >= 0.0) => cx.err(
+                s.span(),
+                &format!("delay.{name}"),
+                format!("expected a number ≥ 0, got {}", s.get_ref()),
+            ),
+            Some(s) => Ok(*s.get_ref()),
+        }
+    };
+    Ok(match kind {
+        "fixed" => DelaySpec::Fixed {
+            rtt_ms: need(&d.rtt_ms, "rtt_ms")?,
+        },
+        "timeline" => {
+            let Some(f) = &d.file else {
+                return cx.err(
+                    d.kind.span(),
+                    "delay.file",
+                    "required for kind = \"timeline\"",
+                );
+            };
+            let path = cx.path(f.get_ref());
+            let text = read_text(&path).map_err(trace_err)?;
+            DelaySpec::Timeline {
+                rtt: RttTimeline::parse(&path, &text).map_err(trace_err)?,
+                file: path,
+            }
+        }
+        _ => {
+            let resample_ms = need(&d.resample_ms, "resample_ms")?;
+            if resample_ms <= 0.0 {
+                return cx.err(
+                    d.resample_ms.as_ref().unwrap().span(),
+                    "delay.resample_ms",
+                    "expected > 0 ms",
+                );
+            }
+            DelaySpec::Gaussian {
+                mean_rtt_ms: need(&d.mean_rtt_ms, "mean_rtt_ms")?,
+                cov: need(&d.cov, "cov")?,
+                resample_ms,
+            }
+        }
+    })
+}
+
+fn parse_dir(cx: &Ctx, dir: &str, d: &RawDir) -> Result<DirSpec, ProfileError> {
+    let (rate, rate_source) = parse_rate(cx, dir, &d.rate)?;
+    let queue = match &d.queue {
+        None => QueueLimit::default(),
+        Some(q) => parse_queue(cx, dir, q)?,
+    };
+    let loss = match &d.loss {
+        None => 0.0,
+        Some(l) => {
+            let p = *l.get_ref();
+            if !(0.0..1.0).contains(&p) {
+                return cx.err(
+                    l.span(),
+                    &format!("{dir}.loss"),
+                    format!("expected a probability in [0, 1), got {p}"),
+                );
+            }
+            p
+        }
+    };
+    let drx = match &d.drx {
+        None => None,
+        Some(x) => {
+            let r = x.get_ref();
+            if !(r.inactivity_ms.is_finite() && r.inactivity_ms >= 0.0) {
+                return cx.err(
+                    x.span(),
+                    &format!("{dir}.drx.inactivity_ms"),
+                    "expected ms ≥ 0",
+                );
+            }
+            if !(r.wake_period_ms.is_finite() && r.wake_period_ms > 0.0) {
+                return cx.err(
+                    x.span(),
+                    &format!("{dir}.drx.wake_period_ms"),
+                    "expected ms > 0",
+                );
+            }
+            Some((r.inactivity_ms, r.wake_period_ms))
+        }
+    };
+    Ok(DirSpec {
+        rate,
+        rate_source,
+        queue,
+        loss,
+        drx,
+    })
+}
+
+const RATE_FORMS: &str = "\"unlimited\", { mbit = N }, { series = \"file.cap.csv\", column = \"up_mbit\" } or { mahimahi = \"file\" }";
+
+fn parse_rate(
+    cx: &Ctx,
+    dir: &str,
+    v: &Spanned<toml::Value>,
+) -> Result<(Capacity, String), ProfileError> {
+    let field = format!("{dir}.rate");
+    let span = v.span();
+    match v.get_ref() {
+        toml::Value::String(s) if s == "unlimited" => Ok((Capacity::Unlimited, "unlimited".into())),
+        toml::Value::Table(t) => {
+            let keys: Vec<&str> = t.keys().map(String::as_str).collect();
+            let num = |k: &str| -> Option<f64> {
+                match t.get(k)? {
+                    toml::Value::Integer(i) => Some(*i as f64),
+                    toml::Value::Float(f) => Some(*f),
+                    _ => None,
+                }
+            };
+            match keys.as_slice() {
+                ["mbit"] => match num("mbit") {
+                    Some(m) if m.is_finite() && m > 0.0 => Ok((
+                        Capacity::Constant((m * 1e6).round() as u64),
+                        format!("{m} Mbit/s"),
+                    )),
+                    _ => cx.err(
+                        span,
+                        &format!("{field}.mbit"),
+                        format!("expected a number of Mbit/s > 0, got {}", t["mbit"]),
+                    ),
+                },
+                ["mahimahi"] => {
+                    let Some(toml::Value::String(f)) = t.get("mahimahi") else {
+                        return cx.err(
+                            span,
+                            &format!("{field}.mahimahi"),
+                            "expected a file name string",
+                        );
+                    };
+                    let path = cx.path(f);
+                    let text = read_text(&path).map_err(trace_err)?;
+                    let tr = MahimahiTrace::parse(&path, &text).map_err(trace_err)?;
+                    Ok((Capacity::Mahimahi(tr), path.display().to_string()))
+                }
+                _ if t.contains_key("series")
+                    && keys.iter().all(|k| *k == "series" || *k == "column") =>
+                {
+                    let Some(toml::Value::String(f)) = t.get("series") else {
+                        return cx.err(
+                            span,
+                            &format!("{field}.series"),
+                            "expected a file name string",
+                        );
+                    };
+                    let column = match t.get("column") {
+                        None => format!("{}_mbit", if dir == "uplink" { "up" } else { "down" }),
+                        Some(toml::Value::String(c)) => c.clone(),
+                        Some(other) => {
+                            return cx.err(
+                                span,
+                                &format!("{field}.column"),
+                                format!("expected a column name string, got {other}"),
+                            )
+                        }
+                    };
+                    let path = cx.path(f);
+                    let text = read_text(&path).map_err(trace_err)?;
+                    let s = CapacitySeries::parse(&path, &text, &column).map_err(trace_err)?;
+                    Ok((
+                        Capacity::Series(s),
+                        format!("{} column {column}", path.display()),
+                    ))
+                }
+                _ => cx.err(
+                    span,
+                    &field,
+                    format!("unknown key(s) {}; expected {RATE_FORMS}", keys.join(", ")),
+                ),
+            }
+        }
+        other => cx.err(span, &field, format!("expected {RATE_FORMS}, got {other}")),
+    }
+}
+
+fn parse_queue(cx: &Ctx, dir: &str, v: &Spanned<toml::Value>) -> Result<QueueLimit, ProfileError> {
+    let field = format!("{dir}.queue");
+    const FORMS: &str = "{ packets = N }, { bytes = N } or \"unlimited\"";
+    match v.get_ref() {
+        toml::Value::String(s) if s == "unlimited" => Ok(QueueLimit::Unlimited),
+        toml::Value::Table(t) if t.len() == 1 => {
+            let (k, val) = t.iter().next().expect("one entry");
+            let n = match val {
+                toml::Value::Integer(i) if *i > 0 => *i as u64,
+                _ => {
+                    return cx.err(
+                        v.span(),
+                        &format!("{field}.{k}"),
+                        format!("expected an integer > 0, got {val}"),
+                    )
+                }
+            };
+            match k.as_str() {
+                "packets" => Ok(QueueLimit::Packets(n.min(u32::MAX as u64) as u32)),
+                "bytes" => Ok(QueueLimit::Bytes(n)),
+                _ => cx.err(
+                    v.span(),
+                    &field,
+                    format!("unknown key `{k}`; expected {FORMS}"),
+                ),
+            }
+        }
+        other => cx.err(v.span(), &field, format!("expected {FORMS}, got {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::NS_PER_MS as MS;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    const FULL: &str = r#"
+name = "MM-D"
+description = "test"
+
+[delay]
+kind = "timeline"
+file = "x.rtt.csv"
+
+[uplink]
+rate = { mbit = 60 }
+queue = { packets = 800 }
+loss = 0.0
+
+[downlink]
+rate = { series = "x.cap.csv", column = "down_mbit" }
+queue = { bytes = 150000 }
+loss = 0.01
+drx = { inactivity_ms = 30, wake_period_ms = 40 }
+"#;
+
+    fn fixture() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        write(d.path(), "x.rtt.csv", "t_ms,rtt_ms\n0,20\n100,40\n");
+        write(
+            d.path(),
+            "x.cap.csv",
+            "t_s,up_mbit,down_mbit\n0,60,140.5\n1,60,131.2\n",
+        );
+        d
+    }
+
+    #[test]
+    fn parses_full_profile_from_formats_doc() {
+        let d = fixture();
+        let p = Profile::resolve(write(d.path(), "p.toml", FULL).to_str().unwrap()).unwrap();
+        assert_eq!(p.name, "MM-D");
+        assert_eq!(p.uplink.rate, Capacity::Constant(60_000_000));
+        assert_eq!(p.downlink.queue, QueueLimit::Bytes(150_000));
+        assert_eq!(p.downlink.drx, Some((30.0, 40.0)));
+        assert!(
+            matches!(&p.downlink.rate, Capacity::Series(s) if s.bps == vec![140_500_000, 131_200_000])
+        );
+        // RTT at 50 ms = 30 → one-way 15 ms; offset shifts it
+        let mut up = p.pipeline::<u8>(Direction::Uplink, 1, 0);
+        assert_eq!(
+            up.push(50 * MS, 750, 0).unwrap().0,
+            50 * MS + 100_000 + 15 * MS
+        );
+        let j = p.to_json();
+        assert_eq!(j["downlink"]["drx"]["wake_period_ms"], 40.0);
+    }
+
+    #[test]
+    fn builtins() {
+        let u = Profile::resolve("urllc").unwrap();
+        assert!(matches!(u.delay, DelaySpec::Fixed { rtt_ms } if rtt_ms == 5.0));
+        assert_eq!(u.uplink.rate, Capacity::Constant(2_000_000));
+        assert_eq!(u.uplink.queue, QueueLimit::Packets(800));
+        let e = Profile::resolve("embb").unwrap();
+        assert_eq!(e.downlink.rate, Capacity::Constant(200_000_000));
+        let f = Profile::resolve("fixed:12.5ms/unlimited").unwrap();
+        assert_eq!(f.uplink.rate, Capacity::Unlimited);
+        for bad in [
+            "fixed:40/200mbit",
+            "fixed:40ms",
+            "fixed:40ms/200mbps",
+            "fixed:-1ms/2mbit",
+            "fixed:1ms/0mbit",
+        ] {
+            let err = Profile::resolve(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("expected fixed:<rtt>ms/<rate>mbit"),
+                "{bad}: {err}"
+            );
+        }
+        let err = Profile::resolve("/nonexistent/x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not a built-in") && err.contains("No such file"),
+            "{err}"
+        );
+    }
+
+    fn refuse(text: &str) -> String {
+        let d = fixture();
+        let p = write(d.path(), "p.toml", text);
+        Profile::resolve(p.to_str().unwrap())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn refuses_bad_profiles_naming_line_and_field() {
+        let e = refuse(&FULL.replace("loss = 0.0", "los = 0.0"));
+        assert!(
+            e.contains("unknown field `los`") && e.contains("line 12"),
+            "{e}"
+        );
+        let e = refuse(&FULL.replace("{ mbit = 60 }", "{ kbit = 60 }"));
+        assert!(
+            e.contains("p.toml:10: field `uplink.rate`") && e.contains("kbit"),
+            "{e}"
+        );
+        let e = refuse(&FULL.replace("{ mbit = 60 }", "\"60mbit\""));
+        assert!(e.contains("p.toml:10: field `uplink.rate`"), "{e}");
+        let e = refuse(&FULL.replace("{ mbit = 60 }", "{ mbit = 0 }"));
+        assert!(e.contains("uplink.rate.mbit") && e.contains("> 0"), "{e}");
+        let e = refuse(&FULL.replace("loss = 0.01", "loss = 1.5"));
+        assert!(e.contains("p.toml:17: field `downlink.loss`"), "{e}");
+        let e = refuse(&FULL.replace("x.rtt.csv", "missing.rtt.csv"));
+        assert!(
+            e.contains("missing.rtt.csv:0: field `file`: cannot read"),
+            "{e}"
+        );
+        let e = refuse(&FULL.replace("\"timeline\"", "\"timelime\""));
+        assert!(e.contains("p.toml:6: field `delay.kind`"), "{e}");
+        let e = refuse(&FULL.replace("file = \"x.rtt.csv\"", "rtt_ms = 40"));
+        assert!(e.contains("delay.rtt_ms") && e.contains("not used"), "{e}");
+        let e = refuse(&FULL.replace("{ packets = 800 }", "{ packets = -3 }"));
+        assert!(e.contains("uplink.queue.packets"), "{e}");
+        let e = refuse(&FULL.replace("column = \"down_mbit\"", "column = \"down_kbps\""));
+        assert!(e.contains("x.cap.csv:1: field `down_kbps`"), "{e}");
+        let e = refuse(&FULL.replace(
+            "[uplink]\n",
+            "[uplink]\ndrx = { inactivity_ms = 1, wake_period_ms = 2 }\n",
+        ));
+        assert!(
+            e.contains("uplink.drx") && e.contains("downlink only"),
+            "{e}"
+        );
+        let e = refuse(&FULL.replace("wake_period_ms = 40", "wake_period_ms = 0"));
+        assert!(e.contains("downlink.drx.wake_period_ms"), "{e}");
+        let e = refuse(&FULL.replace(
+            "kind = \"timeline\"\nfile = \"x.rtt.csv\"",
+            "kind = \"fixed\"\nrtt_ms = \"40ms\"",
+        ));
+        assert!(e.contains("line 7") && e.contains("invalid type"), "{e}");
+    }
+
+    #[test]
+    fn bad_trace_inside_profile_names_trace_line() {
+        let d = fixture();
+        write(d.path(), "x.rtt.csv", "t_ms,rtt_ms\n0,20\n5,30\n3,40\n");
+        let p = write(d.path(), "p.toml", FULL);
+        let e = Profile::resolve(p.to_str().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("x.rtt.csv:4: field `t_ms`"), "{e}");
+    }
+
+    #[test]
+    fn gaussian_and_mahimahi() {
+        let d = fixture();
+        write(d.path(), "l.up", "1\n2\n");
+        let text = FULL
+            .replace(
+                "kind = \"timeline\"\nfile = \"x.rtt.csv\"",
+                "kind = \"gaussian\"\nmean_rtt_ms = 10\ncov = 0.5\nresample_ms = 10",
+            )
+            .replace("{ mbit = 60 }", "{ mahimahi = \"l.up\" }");
+        let p = Profile::resolve(write(d.path(), "g.toml", &text).to_str().unwrap()).unwrap();
+        assert!(matches!(p.delay, DelaySpec::Gaussian { cov, .. } if cov == 0.5));
+        assert!(matches!(&p.uplink.rate, Capacity::Mahimahi(m) if m.period_ms() == 2));
+    }
+}

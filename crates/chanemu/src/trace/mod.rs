@@ -1,0 +1,66 @@
+//! Readers for the three trace formats of docs/formats.md. Each parser takes the
+//! file's text plus its path (for messages) and refuses bad input with a
+//! [`TraceError`] naming the file, the line and the field.
+
+pub mod capacity;
+pub mod mahimahi;
+pub mod rtt;
+
+use std::path::{Path, PathBuf};
+
+/// A refused trace: `file:line: field `x`: what was expected`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}:{line}: field `{field}`: {msg}", file.display())]
+pub struct TraceError {
+    pub file: PathBuf,
+    /// 1-based line number; 0 when the problem concerns the whole file.
+    pub line: usize,
+    pub field: String,
+    pub msg: String,
+}
+
+impl TraceError {
+    pub fn new(file: &Path, line: usize, field: &str, msg: impl Into<String>) -> Self {
+        TraceError {
+            file: file.to_path_buf(),
+            line,
+            field: field.to_string(),
+            msg: msg.into(),
+        }
+    }
+}
+
+/// Read a trace file, turning I/O errors into the same message shape.
+pub fn read_text(path: &Path) -> Result<String, TraceError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| TraceError::new(path, 0, "file", format!("cannot read: {e}")))
+}
+
+/// Parse one numeric CSV field, naming it on failure.
+pub(crate) fn parse_f64(file: &Path, line: usize, field: &str, s: &str) -> Result<f64, TraceError> {
+    let v: f64 = s.trim().parse().map_err(|_| {
+        TraceError::new(
+            file,
+            line,
+            field,
+            format!("expected a number, got {:?}", s.trim()),
+        )
+    })?;
+    if !v.is_finite() {
+        return Err(TraceError::new(
+            file,
+            line,
+            field,
+            format!("expected a finite number, got {s:?}"),
+        ));
+    }
+    Ok(v)
+}
+
+/// Non-empty lines with their 1-based line numbers (blank lines and `#` comments skipped).
+pub(crate) fn content_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+}
