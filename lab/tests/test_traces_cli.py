@@ -50,6 +50,16 @@ def test_synth_stats_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+def test_list_names_every_channel(capsys: pytest.CaptureFixture[str]) -> None:
+    from dchlab.traces.profiles import known_channels
+
+    assert _dch("traces", "list") == 0
+    out = capsys.readouterr().out
+    for name in known_channels():
+        assert name in out
+    assert "LB-D    23       34   54  202  68.84  0.62      15/57       100/20" in out
+
+
 def test_import_roundtrip_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cap = tmp_path / "x.cap.csv"
     cap.write_text("t_s,up_mbit,down_mbit\n0,1.2,12\n1,0,24\n")

@@ -2,6 +2,7 @@
 Table 1 statistics and plot traces.
 
 Subcommands:
+  list                             built-in channels, scenarios, spec modifiers
   synth NAME [--seed N] -o DIR     scenario trace files + channel profile
   stats FILE... [--json]           span, RTT min/p50/p98/mean/CV, mean up/down
   plot FILE -o x.png               RTT and capacity over time
@@ -44,6 +45,29 @@ def _fmt(v: Any, digits: int = 2) -> str:
     if isinstance(v, float):
         return f"{v:.{digits}f}"
     return str(v)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from dchlab.traces.profiles import BUILTINS, FIXED_SYNTAX
+    from dchlab.traces.scenarios import DRX_PRESETS, SCENARIOS
+
+    print("built-in channels (chanemu):")
+    for name, fixed in BUILTINS.items():
+        print(f"  {name:6} = {fixed}")
+    print(f"  {FIXED_SYNTAX}")
+    print("scenarios (paper Table 1 targets; synthesized per seed):")
+    print("  name  span  RTT min  p50  p98   mean    CV  up/down Mbit/s  DRX (inactivity/wake ms)")
+    for sc in SCENARIOS.values():
+        drx = DRX_PRESETS[sc.band]
+        print(
+            f"  {sc.name}  {sc.span_min:4.0f}  {sc.rtt_min:7.0f}  {sc.rtt_p50:3.0f}  {sc.rtt_p98:3.0f}"
+            f"  {sc.rtt_mean:5.2f}  {sc.rtt_cv:4.2f}  {sc.up_mbit:6.0f}/{sc.down_mbit:<7.0f}"
+            f"  {drx['inactivity_ms']}/{drx['wake_period_ms']}   {sc.description}"
+        )
+    print(
+        "modifiers: +loss=P +rtt=MS +cov=C [+resample=MS] +queue=N|unlimited +drx=mmwave|lowband|none"
+    )
+    return 0
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -195,6 +219,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     tsub = p.add_subparsers(dest="traces_command", metavar="SUBCOMMAND", required=True)
+
+    ls = tsub.add_parser(
+        "list",
+        help="list built-in channels, the six scenarios and the spec modifiers",
+        description="List the channel names `--hbc/--llc` and campaigns accept, with Table 1 targets.",
+    )
+    ls.set_defaults(func=_friendly(cmd_list))
 
     s = tsub.add_parser(
         "synth",
