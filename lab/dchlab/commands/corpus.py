@@ -72,10 +72,10 @@ def _probe(corpus, pages: list[str] | None = None):  # type: ignore[no-untyped-d
         for name in names:
             page = corpus.page(name)
             res = lr.load(page.entry_url)
-            static = page.missing
+            before = page.missing
             page.missing = int(res.get("resources_failed") or 0)
             details[name] = {
-                "static_missing": static,
+                "missing_before_probe": before,
                 "missing": page.missing,
                 "failed_urls": res.get("failed_urls", []),
                 "valid": res.get("valid"),

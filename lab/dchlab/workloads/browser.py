@@ -186,6 +186,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # helpers left behind in the group
 
 
+def _browser_initiated(p: dict[str, Any]) -> bool:
+    """Requests Chromium makes for its own UI, not for the page: the favicon (from
+    /favicon.ico or <link rel=icon>) and the web-app manifest. They never delay `load`."""
+    if p.get("type") == "Manifest":
+        return True
+    return p.get("type") == "Other" and (p.get("initiator") or {}).get("type") == "other"
+
+
 async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> None:
     import websockets
 
@@ -234,10 +242,7 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
             if method == "Network.requestWillBeSent":
                 rid = p["requestId"]
                 req_url = p["request"]["url"]
-                if req_url.startswith("data:") or (
-                    # Headless Chromium asks for /favicon.ico on its own; not the page's.
-                    p.get("type") == "Other" and req_url.split("?")[0].endswith("/favicon.ico")
-                ):
+                if req_url.startswith("data:") or _browser_initiated(p):
                     continue
                 requests[rid] = p["request"]["url"]
                 if main_id is None and p.get("type") == "Document" and p.get("loaderId") == loader:
