@@ -221,3 +221,13 @@ def test_chanemu_accepts_every_scenario_and_derived_profile() -> None:
         path = profiles.resolve_channel(spec, seed=1)
         proc = subprocess.run([exe, "check-profile", *flag, path], capture_output=True, text=True)
         assert proc.returncode == 0, (spec, proc.stderr)
+
+
+def test_cache_from_an_older_synthesizer_is_regenerated(_cache: Path) -> None:
+    path = Path(profiles.resolve_channel("MM-D", seed=9))
+    (path.parent / "VERSION").write_text("0\n")
+    (path.parent / "MM-D.rtt.csv").write_text("t_ms,rtt_ms\n0,1\n")
+    again = Path(profiles.resolve_channel("MM-D", seed=9))
+    assert again == path
+    assert (path.parent / "MM-D.rtt.csv").read_text().count("\n") == 18 * 60_000 // 15 + 1
+    assert [p.name for p in (_cache / "profiles").iterdir() if p.name.startswith(".")] == []
