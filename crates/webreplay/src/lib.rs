@@ -1,0 +1,14 @@
+//! webreplay: the testbed's HTTPS replay server (see docs/webreplay.md).
+//!
+//! One origin per hosts-file name, one listener pair (HTTP, HTTPS) per address, a leaf
+//! certificate per origin signed by the testbed CA, HTTP/2 and HTTP/1.1 by ALPN, recorded
+//! page corpora with server think time, built-in `/bytes/N` and `/health`.
+
+pub mod access_log;
+pub mod certs;
+pub mod corpus;
+pub mod hosts;
+pub mod listener;
+pub mod pattern_body;
+pub mod server;
+pub mod service;

@@ -1,0 +1,238 @@
+//! `webreplay`: HTTPS replay server for the dchannel testbed. See `webreplay --help` and
+//! docs/webreplay.md.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use tokio::sync::{mpsc, watch};
+
+use webreplay::access_log::AccessLog;
+use webreplay::certs::{self, CertAuthority};
+use webreplay::corpus::Corpus;
+use webreplay::server::{accept_loop, Builders, ListenerCtx, TlsSites};
+use webreplay::service::AppState;
+use webreplay::{hosts, listener};
+
+/// HTTPS replay server: one origin per hosts-file name, each on its own address, with a
+/// certificate per origin signed by the testbed CA, HTTP/2 + HTTP/1.1 by ALPN, recorded page
+/// corpora served with their think times, and built-in `GET /bytes/N` and `GET /health`.
+///
+/// Prints `READY` on stdout once every listener is bound; SIGINT/SIGTERM stop it gracefully
+/// (exit 0). Logs go to stderr (filter with RUST_LOG, e.g. RUST_LOG=webreplay=debug).
+#[derive(Parser, Debug)]
+#[command(version, about, long_about)]
+struct Cli {
+    /// Hosts file (/etc/hosts syntax: `198.19.128.1 server.test [more.names]`); every name is
+    /// an origin, every address gets an HTTP and an HTTPS listener.
+    #[arg(long, value_name = "FILE")]
+    hosts: PathBuf,
+
+    /// CA certificate (PEM) that signs the per-origin leaf certificates.
+    #[arg(long, value_name = "CA.pem")]
+    ca_cert: PathBuf,
+
+    /// CA private key (PEM, PKCS#8; ECDSA P-256 expected).
+    #[arg(long, value_name = "CA.key")]
+    ca_key: PathBuf,
+
+    /// Page corpus directory (manifest.json + bodies/); without it only the built-in
+    /// endpoints are served.
+    #[arg(long, value_name = "DIR")]
+    corpus: Option<PathBuf>,
+
+    /// Plain-HTTP port on every address (HTTP/1.1 and h2c prior knowledge); 0 disables it.
+    #[arg(long, default_value_t = 80)]
+    http_port: u16,
+
+    /// HTTPS port on every address; 0 disables it.
+    #[arg(long, default_value_t = 443)]
+    https_port: u16,
+
+    /// Create listening sockets with IPPROTO_MPTCP: MPTCP clients get MPTCP, plain TCP
+    /// clients still work.
+    #[arg(long)]
+    mptcp: bool,
+
+    /// Append one JSON object per response here (ts, client, host, alpn, method, path,
+    /// status, bytes, think_ms, ttfb_ms, total_ms, ...).
+    #[arg(long, value_name = "FILE")]
+    access_log: Option<PathBuf>,
+
+    /// ALPN protocols offered by origins the corpus gives no `alpn` for, in preference order.
+    #[arg(long, value_delimiter = ',', default_value = "h2,http/1.1")]
+    default_alpn: Vec<String>,
+
+    /// Worker threads (default: one per CPU).
+    #[arg(long)]
+    threads: Option<usize>,
+
+    /// On SIGINT/SIGTERM, wait at most this long for in-flight responses.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    grace_ms: u64,
+
+    /// listen(2) backlog of every listening socket.
+    #[arg(long, default_value_t = 1024)]
+    backlog: i32,
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if let Some(n) = cli.threads {
+        rt.worker_threads(n.max(1));
+    }
+    let code = match rt
+        .build()
+        .context("starting the tokio runtime")
+        .and_then(|rt| rt.block_on(run(cli)))
+    {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("webreplay: error: {e:#}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    certs::validate_alpn(&cli.default_alpn, "--default-alpn")?;
+    let host_addrs = hosts::load(&cli.hosts)?;
+    let ca = CertAuthority::load(&cli.ca_cert, &cli.ca_key)?;
+    let corpus = match &cli.corpus {
+        Some(dir) => {
+            let c = Corpus::load(dir)?;
+            tracing::info!(name = %c.name, objects = c.objects.len(), hosts = c.hosts.len(), body_mb = c.body_bytes as f64 / 1e6, "corpus loaded");
+            Some(c)
+        }
+        None => None,
+    };
+
+    // One certificate + TLS config per origin.
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut by_name = HashMap::new();
+    for ha in &host_addrs {
+        for name in &ha.names {
+            let alpn = corpus
+                .as_ref()
+                .and_then(|c| c.alpn.get(name))
+                .cloned()
+                .unwrap_or_else(|| cli.default_alpn.clone());
+            let (cert, key) = ca.issue_leaf(name, Some(ha.addr))?;
+            by_name.insert(
+                name.clone(),
+                certs::server_config(&provider, cert, key, &alpn)?,
+            );
+        }
+    }
+    if let Some(c) = &corpus {
+        let unbound: Vec<&String> = c
+            .hosts
+            .iter()
+            .filter(|h| !by_name.contains_key(*h))
+            .collect();
+        if !unbound.is_empty() {
+            tracing::warn!(count = unbound.len(), first = %unbound[0], "corpus hosts missing from the hosts file: their objects cannot be reached by name");
+        }
+    }
+    let tls_sites = Arc::new(TlsSites { by_name });
+
+    let (log, log_writer) = match &cli.access_log {
+        Some(p) => {
+            let (l, w) = AccessLog::open(p)?;
+            (l, Some(w))
+        }
+        None => (AccessLog::disabled(), None),
+    };
+    let state = Arc::new(AppState { corpus, log });
+    let builders = Arc::new(Builders::new());
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);
+
+    // Bind everything before announcing READY.
+    let mut bound = Vec::new();
+    for ha in &host_addrs {
+        let default_host: Arc<str> = Arc::from(ha.names[0].as_str());
+        for (port, tls) in [(cli.http_port, false), (cli.https_port, true)] {
+            if port == 0 {
+                continue;
+            }
+            let addr = SocketAddr::new(ha.addr, port);
+            let l = listener::bind(addr, cli.mptcp, cli.backlog)?;
+            tracing::info!(%addr, tls, mptcp = cli.mptcp, names = ?ha.names, "listening");
+            bound.push((
+                l,
+                ListenerCtx {
+                    state: state.clone(),
+                    tls: tls.then(|| tls_sites.clone()),
+                    default_host: default_host.clone(),
+                    builders: builders.clone(),
+                    shutdown: shutdown_rx.clone(),
+                    alive: alive_tx.clone(),
+                },
+            ));
+        }
+    }
+    anyhow::ensure!(
+        !bound.is_empty(),
+        "nothing to listen on (both --http-port and --https-port are 0)"
+    );
+    let mut loops = Vec::new();
+    for (l, ctx) in bound {
+        loops.push(tokio::spawn(accept_loop(l, ctx)));
+    }
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "READY").context("writing READY to stdout")?;
+        out.flush().context("flushing stdout")?;
+    }
+
+    wait_for_signal().await?;
+    tracing::info!(
+        "stopping: no new connections, waiting up to {} ms for in-flight responses",
+        cli.grace_ms
+    );
+    let _ = shutdown_tx.send(true);
+    for l in loops {
+        let _ = l.await;
+    }
+    drop(alive_tx);
+    if tokio::time::timeout(Duration::from_millis(cli.grace_ms), alive_rx.recv())
+        .await
+        .is_err()
+    {
+        tracing::warn!("grace period over; closing remaining connections");
+    }
+    drop(state);
+    if let Some(w) = log_writer {
+        w.finish();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+    Ok(())
+}

@@ -1,0 +1,344 @@
+//! Request handling: corpus objects, the built-in `/bytes/N` and `/health` endpoints,
+//! server think time, and the access-log record of every response.
+
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use http::{Method, Request, Response, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
+
+use crate::access_log::{AccessLog, Record};
+use crate::corpus::{strip_port, Corpus};
+use crate::pattern_body::PatternBody;
+
+/// Longest `?think_ms=` accepted on built-in endpoints (a typo should not hang a client).
+const MAX_QUERY_THINK: Duration = Duration::from_secs(60);
+
+/// Everything a request handler needs that outlives one connection.
+pub struct AppState {
+    pub corpus: Option<Corpus>,
+    pub log: AccessLog,
+}
+
+/// Facts about one accepted connection.
+pub struct ConnInfo {
+    pub client: SocketAddr,
+    pub local: SocketAddr,
+    pub scheme: &'static str,
+    pub alpn: String,
+    /// SNI server name, lower case.
+    pub sni: Option<String>,
+    /// First hosts-file name on the local address: used when the request names no host.
+    pub default_host: Arc<str>,
+}
+
+pub type ResBody = LoggedBody;
+
+/// Serves one request. Never fails: errors become HTTP statuses.
+pub async fn handle<B>(
+    req: Request<B>,
+    state: Arc<AppState>,
+    conn: Arc<ConnInfo>,
+) -> Result<Response<ResBody>, Infallible> {
+    let start = Instant::now();
+    let ts = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0);
+    let host = request_host(&req, &conn);
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().map(str::to_string);
+
+    let (think, matched, response) = route(&state, &host, req.method(), &path, query.as_deref());
+    if !think.is_zero() {
+        tokio::time::sleep(think).await;
+    }
+    let status = response.status();
+    if status == StatusCode::NOT_FOUND && matched == "none" {
+        tracing::warn!(host = %host, path = %path, query = ?query, client = %conn.client, "no object for request: 404");
+    }
+    let pending = state.log.enabled().then(|| Pending {
+        log: state.log.clone(),
+        record: Record {
+            ts,
+            client: conn.client.to_string(),
+            local: conn.local.to_string(),
+            host,
+            scheme: conn.scheme,
+            alpn: conn.alpn.clone(),
+            http_version: format!("{:?}", req.version()),
+            method: req.method().to_string(),
+            path: match &query {
+                Some(q) => format!("{path}?{q}"),
+                None => path,
+            },
+            status: status.as_u16(),
+            matched,
+            bytes: 0,
+            think_ms: ms(think),
+            ttfb_ms: ms(start.elapsed()),
+            total_ms: 0.0,
+            complete: false,
+        },
+        start,
+        head: req.method() == Method::HEAD,
+    });
+    Ok(response.map(|inner| LoggedBody {
+        inner,
+        pending,
+        sent: 0,
+    }))
+}
+
+/// The host a request is for: `:authority` / `Host` if it is a name, else SNI, else the
+/// first name on the address the connection arrived at.
+fn request_host<B>(req: &Request<B>, conn: &ConnInfo) -> String {
+    let named = req
+        .uri()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            req.headers()
+                .get(HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
+        .map(|a| strip_port(&a).to_ascii_lowercase())
+        .filter(|h| !h.is_empty() && h.parse::<IpAddr>().is_err());
+    named
+        .or_else(|| conn.sni.clone())
+        .unwrap_or_else(|| conn.default_host.to_string())
+}
+
+type Routed = (Duration, &'static str, Response<BoxBody<Bytes, Infallible>>);
+
+/// Corpus exact match wins (replay is faithful), then built-ins, then the corpus match that
+/// ignores the query, else 404.
+fn route(state: &AppState, host: &str, method: &Method, path: &str, query: Option<&str>) -> Routed {
+    let corpus_hit = state
+        .corpus
+        .as_ref()
+        .and_then(|c| c.lookup(host, path, query));
+    if let Some((obj, crate::corpus::Match::Exact)) = corpus_hit {
+        return (obj.think, "exact", object_response(obj));
+    }
+    if method == Method::GET || method == Method::HEAD {
+        if let Some(r) = builtin(path, query) {
+            return r;
+        }
+    }
+    if let Some((obj, how)) = corpus_hit {
+        return (obj.think, how.as_str(), object_response(obj));
+    }
+    (
+        Duration::ZERO,
+        "none",
+        text(StatusCode::NOT_FOUND, "not found\n"),
+    )
+}
+
+fn object_response(obj: &crate::corpus::Object) -> Response<BoxBody<Bytes, Infallible>> {
+    let no_body = obj.status == StatusCode::NO_CONTENT || obj.status == StatusCode::NOT_MODIFIED;
+    let body = if no_body {
+        Empty::new().boxed()
+    } else {
+        Full::new(obj.body.clone()).boxed()
+    };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = obj.status;
+    *resp.headers_mut() = obj.headers.clone();
+    if !no_body {
+        resp.headers_mut()
+            .insert(CONTENT_LENGTH, HeaderValue::from(obj.body.len() as u64));
+    }
+    resp
+}
+
+fn builtin(path: &str, query: Option<&str>) -> Option<Routed> {
+    let think = match query_think(query) {
+        Ok(t) => t,
+        Err(msg) => {
+            return Some((
+                Duration::ZERO,
+                "builtin",
+                text(StatusCode::BAD_REQUEST, &msg),
+            ))
+        }
+    };
+    if path == "/health" {
+        return Some((think, "builtin", text(StatusCode::OK, "ok")));
+    }
+    let n = path.strip_prefix("/bytes/")?;
+    let Ok(len) = n.parse::<u64>() else {
+        let msg = format!("expected /bytes/N with N a non-negative integer, got {n:?}\n");
+        return Some((
+            Duration::ZERO,
+            "builtin",
+            text(StatusCode::BAD_REQUEST, &msg),
+        ));
+    };
+    let mut resp = Response::new(PatternBody::new(len).boxed());
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    resp.headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(len));
+    Some((think, "builtin", resp))
+}
+
+/// Parses `think_ms=X` from a query string (milliseconds, float, 0..=60000).
+fn query_think(query: Option<&str>) -> Result<Duration, String> {
+    let Some(q) = query else {
+        return Ok(Duration::ZERO);
+    };
+    for pair in q.split('&') {
+        if let Some(v) = pair.strip_prefix("think_ms=") {
+            let ms: f64 = v
+                .parse()
+                .map_err(|_| format!("think_ms: expected milliseconds as a number, got {v:?}\n"))?;
+            if !ms.is_finite() || ms < 0.0 || ms > MAX_QUERY_THINK.as_secs_f64() * 1e3 {
+                return Err(format!("think_ms: expected 0..=60000, got {v}\n"));
+            }
+            return Ok(Duration::from_secs_f64(ms / 1e3));
+        }
+    }
+    Ok(Duration::ZERO)
+}
+
+fn text(status: StatusCode, body: &str) -> Response<BoxBody<Bytes, Infallible>> {
+    let mut resp = Response::new(Full::new(Bytes::copy_from_slice(body.as_bytes())).boxed());
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp.headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    resp
+}
+
+/// Milliseconds rounded to microseconds (keeps log lines short).
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+struct Pending {
+    log: AccessLog,
+    record: Record,
+    start: Instant,
+    head: bool,
+}
+
+/// Response body that counts the bytes handed to the connection and writes the access-log
+/// record when the body ends or is dropped (client went away).
+pub struct LoggedBody {
+    inner: BoxBody<Bytes, Infallible>,
+    pending: Option<Pending>,
+    sent: u64,
+}
+
+impl LoggedBody {
+    fn finish(&mut self, complete: bool) {
+        if let Some(mut p) = self.pending.take() {
+            p.record.bytes = self.sent;
+            p.record.total_ms = ms(p.start.elapsed());
+            p.record.complete = complete || p.head;
+            p.log.log(p.record);
+        }
+    }
+}
+
+impl Body for LoggedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(d) = frame.data_ref() {
+                    this.sent += d.len() as u64;
+                }
+                if this.inner.is_end_stream() {
+                    this.finish(true);
+                }
+            }
+            Poll::Ready(None) => this.finish(true),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for LoggedBody {
+    fn drop(&mut self) {
+        let done = self.inner.is_end_stream();
+        self.finish(done);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_think_parses_and_bounds() {
+        assert_eq!(query_think(None).unwrap(), Duration::ZERO);
+        assert_eq!(
+            query_think(Some("a=1&think_ms=250")).unwrap(),
+            Duration::from_millis(250)
+        );
+        assert_eq!(
+            query_think(Some("think_ms=0.5")).unwrap(),
+            Duration::from_micros(500)
+        );
+        assert!(query_think(Some("think_ms=abc")).is_err());
+        assert!(query_think(Some("think_ms=-1")).is_err());
+        assert!(query_think(Some("think_ms=600000")).is_err());
+    }
+
+    #[test]
+    fn builtins_route() {
+        let state = AppState {
+            corpus: None,
+            log: AccessLog::disabled(),
+        };
+        let (_, m, r) = route(&state, "a.test", &Method::GET, "/health", None);
+        assert_eq!((m, r.status()), ("builtin", StatusCode::OK));
+        let (t, _, r) = route(
+            &state,
+            "a.test",
+            &Method::GET,
+            "/bytes/10",
+            Some("think_ms=7"),
+        );
+        assert_eq!((t, r.status()), (Duration::from_millis(7), StatusCode::OK));
+        assert_eq!(r.headers()[CONTENT_LENGTH], "10");
+        let (_, _, r) = route(&state, "a.test", &Method::GET, "/bytes/x", None);
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        let (_, m, r) = route(&state, "a.test", &Method::GET, "/other", None);
+        assert_eq!((m, r.status()), ("none", StatusCode::NOT_FOUND));
+        let (_, _, r) = route(&state, "a.test", &Method::POST, "/health", None);
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+}
