@@ -42,6 +42,13 @@ def test_scenario_is_synthesized_once_into_the_cache(_cache: Path) -> None:
     assert p["uplink"]["queue"] == {"packets": 800} == p["downlink"]["queue"]
     assert p["downlink"]["drx"] == {"inactivity_ms": 30, "wake_period_ms": 40}
     assert "drx" not in p["uplink"]
+    # Plain permissions (not mkstemp's 0600 / mkdtemp's 0700), as any file we write.
+    import os
+
+    umask = os.umask(0)
+    os.umask(umask)
+    assert Path(path).stat().st_mode & 0o777 == 0o666 & ~umask
+    assert Path(path).parent.stat().st_mode & 0o777 == 0o777 & ~umask
     mtime = Path(path).stat().st_mtime_ns
     assert profiles.resolve_channel("mm-d", seed=2) == path  # reused, not rewritten
     assert Path(path).stat().st_mtime_ns == mtime

@@ -9,13 +9,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temp file in the same directory, then rename over `path`."""
+    """Write to a temp file in the same directory, then rename over `path`.
+
+    mkstemp creates 0600 files; they get the usual 0666 & ~umask so that other
+    users (e.g. an emulator that dropped privileges) can read traces.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -35,6 +46,7 @@ def build_dir_once(final: Path, build: Callable[[Path], None], marker: str) -> P
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
     try:
         build(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700
         try:
             os.rename(tmp, final)
         except OSError:

@@ -259,7 +259,9 @@ def _write_derived(p: Profile, rel_to: Path | None, spec: str, seed: int) -> Pat
     root = cache_dir() / "profiles" / "derived"
     key = f"{spec}|seed={seed}|{dump_profile(p)}|{rel_to}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", spec.split("/")[-1])[:60]
+    base, _, mods = spec.partition("+")
+    readable = f"{Path(base).stem}+{mods}" if base.endswith(".toml") else spec
+    slug = re.sub(r"[^A-Za-z0-9.=_-]+", "_", readable)[:60]
     out = root / f"{slug}-{digest}"
     path = out / "profile.toml"
     if not path.exists():
