@@ -106,9 +106,10 @@ def test_media_valid_and_sized() -> None:
         j = media.jpeg(size, rng)
         assert abs(len(j) - size) <= 4
         Image.open(io.BytesIO(j)).load()
-    f = media.woff(30_000, "Fam", rng)
-    assert abs(len(f) - 30_000) < 200 and f[:4] == b"wOFF"
-    assert TTFont(io.BytesIO(f))["name"].getDebugName(1) == "Fam"
+    for flavor, magic in (("woff2", b"wOF2"), ("woff", b"wOFF")):
+        f = media.woff(30_000, "Fam", rng, flavor)
+        assert abs(len(f) - 30_000) < 600 and f[:4] == magic
+        assert TTFont(io.BytesIO(f))["name"].getDebugName(1) == "Fam"
 
 
 # --- generator --------------------------------------------------------------------------

@@ -258,7 +258,7 @@ def test_imported_real_page_missing_count(tmp_path: Path) -> None:
 def _testbed_ready() -> str | None:
     if os.geteuid() != 0:
         return "needs root"
-    for b in ("chanemu", "webreplay"):
+    for b in ("chanemu", "webreplay", "dchannel"):
         if not (target_dir() / "release" / b).exists():
             return f"{b} not built (cargo build --release -p {b})"
     if not CHROMIUM.exists():

@@ -50,11 +50,11 @@ CONTENT_TYPE = {
     "css": "text/css; charset=utf-8",
     "js": "application/javascript; charset=utf-8",
     "json": "application/json",
-    "font": "font/woff",
+    "font": "font/woff2",
     "png": "image/png",
     "jpeg": "image/jpeg",
 }
-EXT = {"html": "html", "css": "css", "js": "js", "json": "json", "font": "woff"}
+EXT = {"html": "html", "css": "css", "js": "js", "json": "json", "font": "woff2"}
 
 # Third-party origins shared by all pages of a corpus (as CDNs, font and ad hosts are).
 THIRD_PARTY = [
@@ -303,7 +303,7 @@ def _css(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
         if c.kind == "font":
             fam = f"F{plan.name}{i}"
             out.append(
-                f'@font-face{{font-family:"{fam}";src:url("{c.url}") format("woff");'
+                f'@font-face{{font-family:"{fam}";src:url("{c.url}") format("woff2");'
                 "font-display:swap}"
             )
             out.append(f'.ff{i}{{font-family:"{fam}",sans-serif}}')

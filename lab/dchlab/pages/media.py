@@ -59,11 +59,9 @@ def jpeg(size: int, rng: np.random.Generator) -> bytes:
     return base[:2] + b"".join(segs) + base[2:]
 
 
-def woff(size: int, family: str, rng: np.random.Generator) -> bytes:
-    """A WOFF 1.0 font with glyphs for ASCII letters, padded by an unknown `zPad` table.
-
-    (WOFF2 needs brotli, which the lab does not ship; Chromium treats both the same.)
-    """
+def woff(size: int, family: str, rng: np.random.Generator, flavor: str = "woff2") -> bytes:
+    """A WOFF2 (or WOFF 1.0) font with glyphs for ASCII letters, padded by an unknown
+    `zPad` table of random bytes to about `size` bytes (within ~1 %)."""
     from fontTools.fontBuilder import FontBuilder
     from fontTools.pens.ttGlyphPen import TTGlyphPen
     from fontTools.ttLib.tables.DefaultTable import DefaultTable
@@ -93,8 +91,11 @@ def woff(size: int, family: str, rng: np.random.Generator) -> bytes:
     fb.setupNameTable({"familyName": family, "styleName": "Regular"})
     fb.setupOS2(sTypoAscender=800, sTypoDescender=-200, usWinAscent=800, usWinDescent=200)
     fb.setupPost()
+    # Fixed timestamps (fontTools would stamp "now"): the corpus is deterministic per seed.
+    fb.font["head"].created = fb.font["head"].modified = 0x7C25B080  # 2010-01-01
+    fb.font.recalcTimestamp = False
     out = io.BytesIO()
-    fb.font.flavor = "woff"
+    fb.font.flavor = flavor
     fb.save(out)
     base = len(out.getvalue())
     if size > base + 40:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter, url_key
@@ -23,6 +24,25 @@ log = logging.getLogger(__name__)
 
 def _https(url: str) -> str:
     return "https://" + url[7:] if url.lower().startswith("http://") else url
+
+
+def _brotli_body(rec: Any, path: Path, url: str) -> bytes:
+    """Undo chunking, then brotli (warcio's own br path breaks with current brotli)."""
+    try:
+        import brotli
+    except ImportError as e:
+        raise CorpusError(
+            f"{path}: {url}: body is brotli-encoded and the brotli module is missing "
+            "(pip install -r lab/requirements.txt)"
+        ) from e
+    from warcio.bufferedreaders import ChunkedDataReader
+
+    chunked = "chunked" in (rec.http_headers.get_header("transfer-encoding") or "").lower()
+    raw = ChunkedDataReader(rec.raw_stream).read() if chunked else rec.raw_stream.read()
+    try:
+        return bytes(brotli.decompress(raw))
+    except brotli.error as e:
+        raise CorpusError(f"{path}: {url}: invalid brotli body: {e}") from e
 
 
 def _read_records(path: Path) -> list[tuple[str, int, list[tuple[str, str]], bytes]]:
@@ -39,7 +59,11 @@ def _read_records(path: Path) -> list[tuple[str, int, list[tuple[str, str]], byt
                     continue
                 status = int(rec.http_headers.get_statuscode() or 0)
                 headers = list(rec.http_headers.headers)
-                body = rec.content_stream().read()
+                encoding = (rec.http_headers.get_header("content-encoding") or "").lower()
+                if encoding == "br":
+                    body = _brotli_body(rec, path, url)
+                else:
+                    body = rec.content_stream().read()
                 out.append((url, status, headers, body))
     except Exception as e:  # warcio raises a variety of parse errors
         raise CorpusError(f"{path}: not a readable WARC file: {e}") from e
