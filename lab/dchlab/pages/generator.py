@@ -32,6 +32,8 @@ from dchlab.pages import media
 from dchlab.pages.corpus import Corpus, CorpusWriter, load
 
 # Log-normal fits: sigma = ln(p90 / median) / z_0.9.
+# Bumped whenever generated bodies change, so cached corpora are rebuilt.
+GENERATOR_VERSION = 2
 Z90 = 1.2815515655446004
 REQ_MEDIAN, REQ_P90 = 70.0, 180.0
 BYTES_MEDIAN, BYTES_P90 = 2.0e6, 6.0e6
@@ -419,7 +421,7 @@ def cached(seed: int = 1, pages: int = 20) -> Corpus:
     """The generated corpus for (seed, pages), built once under the cache directory."""
     from dchlab.paths import cache_dir
 
-    root = cache_dir() / "corpora" / f"synthetic-{seed}-p{pages}"
+    root = cache_dir() / "corpora" / f"synthetic-{seed}-p{pages}-g{GENERATOR_VERSION}"
     stamp = root / ".complete"
     if stamp.exists():
         return load(root, check_bodies=False)
