@@ -12,9 +12,9 @@ from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs, specs
 def _show(row: dict[str, Any]) -> str:
     state = "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
     return (
-        f"{row['scheme']:<14} {row['page']:<24} trial {row['trial']}  "
-        f"PLT {fmt_ms(row['plt_ms'])} ms  resources {row['resources_loaded']}"
-        f"/{row['resources_failed']} failed  offset {row['trace_offset_ms']} ms  {state}"
+        f"{row['scheme']:<12} {row['page']:<16} #{row['trial']} "
+        f"PLT {fmt_ms(row['plt_ms'])} ms, {row['resources_loaded']} loaded, "
+        f"{row['resources_failed']} failed, offset {row['trace_offset_ms']} ms: {state}"
     )
 
 

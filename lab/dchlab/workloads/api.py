@@ -278,3 +278,14 @@ def bulk(spec: RunSpec, sizes: list[int]) -> list[dict[str, Any]]:
         row["stats"] = {**row["stats"], "curl": row.pop("_curl", {})}
         rows.append(row)
     return rows
+
+
+# --- app interactions (issue 10: dchlab.apps) ---------------------------------------------
+
+
+def app(spec: RunSpec, profile: str, interaction: str, timeout_s: float = 60) -> dict[str, Any]:
+    """One trial of an app interaction (profile social|shopping|news or a profile file;
+    interaction launch|search|item); row with `irt_ms` (docs/apps.md)."""
+    from dchlab.apps.run import app as run_app
+
+    return run_app(spec, profile, interaction, timeout_s)

@@ -53,6 +53,21 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--campaign", help="campaign name recorded with the rows")
 
 
+def check_schemes(args: argparse.Namespace) -> str | None:
+    """An error message when a scheme or channel of the command line is unknown."""
+    from dchlab.testbed import TestbedError, get_scheme, resolve_channel
+
+    try:
+        for s in args.scheme.split(","):
+            if s.strip():
+                get_scheme(s)
+        for ch in (args.hbc, args.llc):
+            resolve_channel(ch, args.seed)
+    except TestbedError as e:
+        return str(e)
+    return None
+
+
 def specs(args: argparse.Namespace, trial: int) -> list[RunSpec]:
     return [
         RunSpec(
@@ -99,6 +114,10 @@ def run_jobs(
     )
 
     err = Console(stderr=True)
+    problem = check_schemes(args)
+    if problem:
+        err.print(f"[red]error:[/red] {problem}")
+        return 2
     bad = 0
     with Progress(
         TextColumn("[bold]{task.description}"),
