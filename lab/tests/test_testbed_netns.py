@@ -102,7 +102,9 @@ def _ping_median(tb: Testbed, count: int = 15) -> float:
 
 
 @pytest.mark.parametrize(
-    ("scheme", "link", "rtt_ms"), [("all-hbc", "hbc", 40.0), ("all-llc", "llc", 5.0)]
+    ("scheme", "link", "rtt_ms"),
+    # ideal: the LLC's 5 ms with the HBC's rate — checks the derived channel too.
+    [("all-hbc", "hbc", 40.0), ("all-llc", "llc", 5.0), ("ideal", "ideal", 5.0)],
 )
 def test_ping_rtt_matches_profile(scheme: str, link: str, rtt_ms: float) -> None:
     _needs(scheme)
