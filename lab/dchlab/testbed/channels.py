@@ -151,12 +151,15 @@ def write_profile(prof: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def ideal_profile(hbc: str, llc: str) -> dict[str, Any]:
+def ideal_profile(
+    hbc: str, llc: str, hbc_label: str | None = None, llc_label: str | None = None
+) -> dict[str, Any]:
     """The `ideal` channel: the LLC's delay (and radio sleep) with the HBC's capacity,
-    queue and loss — the bound no steering between the two can beat."""
+    queue and loss — the bound no steering between the two can beat. `hbc`/`llc` are
+    resolved channels; the labels (the user's specs) name the result."""
     h, low = profile_dict(hbc), profile_dict(llc)
     out: dict[str, Any] = {
-        "name": f"ideal({Path(hbc).name} rate, {Path(llc).name} delay)",
+        "name": f"ideal({hbc_label or hbc} rate, {llc_label or llc} delay)",
         "description": f"ideal: rate/queue/loss of {hbc}, delay/DRX of {llc}",
         "delay": low["delay"],
     }

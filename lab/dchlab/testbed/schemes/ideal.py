@@ -23,7 +23,9 @@ class IdealScheme(Scheme):
         low = FIXED_RE.match(BUILTINS.get(llc, llc))
         if h and low:  # both built-in: stay in the inline form chanemu parses itself
             return {"ideal": f"fixed:{low.group(1)}ms/{h.group(2)}mbit"}
-        path = write_profile(ideal_profile(hbc, llc), tb.run_dir / "ideal.toml")
+        path = write_profile(
+            ideal_profile(hbc, llc, tb.cfg.hbc, tb.cfg.llc), tb.run_dir / "ideal.toml"
+        )
         return {"ideal": str(path)}
 
     def setup(self, tb: Testbed) -> None:
