@@ -14,7 +14,7 @@ from dchlab.experiments.campaign import load_campaign
 from dchlab.experiments.runner import run_campaign
 from dchlab.paths import target_dir
 
-NEEDED = ("chanemu", "webreplay")
+NEEDED = ("chanemu", "dchannel", "webreplay")  # the testbed uses the agent binary for every scheme
 
 pytestmark = [
     pytest.mark.netns,
