@@ -311,3 +311,92 @@ def test_warc_real_data(tmp_path: Path) -> None:
     rows = {r["page"]: r for r in summary(load(tmp_path / "w"))}
     assert rows["wikipedia"]["requests"] == 6 and rows["reddit"]["requests"] == 68
     assert len(corpus.objects) == 359
+
+
+# --- HAR importer -----------------------------------------------------------------------
+
+
+def test_har_fixture(tmp_path: Path) -> None:
+    import base64
+
+    from dchlab.pages.har import import_har
+
+    def entry(url: str, status: int, ctype: str, text: str | None, wait: float, b64: bool = False):  # type: ignore[no-untyped-def]
+        content: dict = {"mimeType": ctype, "size": len(text or "")}
+        if text is not None:
+            content["text"] = base64.b64encode(text.encode()).decode() if b64 else text
+            if b64:
+                content["encoding"] = "base64"
+        return {
+            "pageref": "page_1",
+            "request": {"method": "GET", "url": url},
+            "response": {
+                "status": status,
+                "headers": [
+                    {"name": "Content-Type", "value": ctype},
+                    {"name": "Content-Encoding", "value": "gzip"},
+                ],
+                "content": content,
+            },
+            "timings": {"wait": wait},
+        }
+
+    har = {
+        "log": {
+            "pages": [{"id": "page_1", "title": "x"}],
+            "entries": [
+                entry(
+                    "http://h.test/",
+                    200,
+                    "text/html",
+                    '<img src="/a.png"><img src="/b.png"><script src="http://c.test/s.js"></script>',
+                    50.0,
+                ),
+                entry("http://h.test/a.png", 200, "image/png", "PNGDATA", 12.0, b64=True),
+                entry("http://h.test/b.png", 200, "image/png", None, 10.0),
+                entry("http://c.test/s.js", 200, "application/javascript", "x=1", 10.0),
+            ],
+        }
+    }
+    (tmp_path / "p.har").write_text(json.dumps(har))
+    corpus, missing = import_har([tmp_path / "p.har"], tmp_path / "out")
+    assert missing == {"p": 1}  # b.png has no content: skipped, and counted once
+    by_url = {o.url: o for o in load(tmp_path / "out").objects}
+    assert set(by_url) == {"https://h.test/", "https://h.test/a.png", "https://c.test/s.js"}
+    assert corpus.read_body(by_url["https://h.test/a.png"]) == b"PNGDATA"
+    assert ("content-encoding", "gzip") not in by_url["https://h.test/a.png"].headers
+    assert (
+        by_url["https://h.test/"].think_ms == 40.0 and by_url["https://c.test/s.js"].think_ms == 0.0
+    )
+    html = corpus.read_body(by_url["https://h.test/"])
+    assert b'src="https://c.test/s.js"' in html and b'src="https://h.test/a.png"' in html
+    with pytest.raises(CorpusError, match="not a HAR file"):
+        (tmp_path / "bad.har").write_text("{}")
+        import_har([tmp_path / "bad.har"], tmp_path / "out2")
+
+
+def test_corpus_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dchlab.cli import main
+
+    assert (
+        main(
+            [
+                "corpus",
+                "generate",
+                "-o",
+                str(tmp_path / "g"),
+                "--seed",
+                "2",
+                "--pages",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [r["page"] for r in rows] == ["site0", "site1"] and all(r["requests"] > 10 for r in rows)
+    assert main(["corpus", "info", str(tmp_path / "g"), "--verify", "--json"]) == 0
+    (tmp_path / "g" / "manifest.json").write_text("{}")
+    assert main(["corpus", "info", str(tmp_path / "g")]) == 2
+    assert "$.format: missing required field" in capsys.readouterr().err

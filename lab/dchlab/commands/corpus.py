@@ -125,6 +125,22 @@ def cmd_import_warc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_har(args: argparse.Namespace) -> int:
+    from dchlab.pages.har import import_har
+
+    files: list[Path] = []
+    for s in args.src:
+        p = Path(s)
+        files += sorted(p.glob("*.har")) if p.is_dir() else [p]
+    if not files:
+        raise CorpusError(f"no HAR files in {' '.join(args.src)}")
+    corpus, _ = import_har(files, Path(args.out))
+    if args.probe:
+        corpus = _probe(corpus)
+    _print_summary(corpus, args.json)
+    return 0
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from dchlab.pages.generator import generate
 
@@ -154,7 +170,7 @@ PROBE_HELP = (
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "corpus",
-        help="page corpora: info, import (tp5n saved trees, WARC), generate synthetic",
+        help="page corpora: info, import (tp5n saved trees, WARC, HAR), probe, generate",
         description=(
             "Page corpora for `dch pageload` (format: docs/formats.md, guide: docs/pages.md). "
             "A corpus is a directory with manifest.json and bodies/, or `synthetic[:SEED]` "
@@ -191,6 +207,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     wa.add_argument("--json", action="store_true", help="one JSON object per page")
     wa.add_argument("--probe", action="store_true", help=PROBE_HELP)
     wa.set_defaults(func=_guard(cmd_import_warc))
+
+    ha = ps.add_parser("import-har", help="import HAR captures saved with content")
+    ha.add_argument("src", nargs="+", help="HAR files or directories of them")
+    ha.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
+    ha.add_argument("--json", action="store_true", help="one JSON object per page")
+    ha.add_argument("--probe", action="store_true", help=PROBE_HELP)
+    ha.set_defaults(func=_guard(cmd_import_har))
 
     pr = ps.add_parser(
         "probe",

@@ -21,6 +21,9 @@ from dchlab.pages.rewrite import SKIP_SCHEMES, normalize, rewrite_css, rewrite_h
 
 log = logging.getLogger(__name__)
 
+# One captured response: URL, status, headers, body (decoded).
+Record = tuple[str, int, list[tuple[str, str]], bytes]
+
 
 def _https(url: str) -> str:
     return "https://" + url[7:] if url.lower().startswith("http://") else url
@@ -45,7 +48,7 @@ def _brotli_body(rec: Any, path: Path, url: str) -> bytes:
         raise CorpusError(f"{path}: {url}: invalid brotli body: {e}") from e
 
 
-def _read_records(path: Path) -> list[tuple[str, int, list[tuple[str, str]], bytes]]:
+def _read_records(path: Path) -> list[Record]:
     from warcio.archiveiterator import ArchiveIterator
 
     out = []
@@ -79,6 +82,64 @@ def _ctype(headers: list[tuple[str, str]]) -> str:
     return ""
 
 
+def add_captured_page(
+    w: CorpusWriter,
+    page: str,
+    records: list[Record],
+    source: str,
+    think_ms: list[float] | None = None,
+    known_missing: set[str] | None = None,
+) -> int:
+    """Add one captured page (records in capture order: url, status, headers, decoded
+    body) to `w`: https everywhere, references rewritten, per-visit headers dropped.
+    Returns the number of missing subresources; the entry is the first HTML 200."""
+    hosts = {(urlsplit(u).hostname or "").lower() for u, *_ in records}
+    have = {url_key(normalize(_https(u))) for u, *_ in records}
+    # Captured without a body (e.g. HAR saved without content): missing, however referenced.
+    lost = {normalize(_https(u)) for u in known_missing or ()}
+    entry = None
+    for i, (raw_url, status, headers, body) in enumerate(records):
+        url = normalize(_https(raw_url))
+        ctype = _ctype(headers)
+
+        def resolve(ref: str, fetched: bool, base: str = url) -> str | None:
+            if not ref or ref.lower().startswith(SKIP_SCHEMES):
+                return None
+            absolute = urljoin(base, ref)
+            if not absolute.lower().startswith(("http://", "https://")):
+                return None
+            absolute = normalize(_https(absolute.split("#", 1)[0]))
+            if fetched and url_key(absolute) not in have:
+                lost.add(absolute)  # a set: a URL counts once however often it is used
+            return absolute
+
+        if "html" in ctype or "css" in ctype or "javascript" in ctype:
+            text = body.decode("latin-1")
+            if "html" in ctype:
+                text = rewrite_html(text, resolve)
+            elif "css" in ctype:
+                text = rewrite_css(text, resolve)
+            for h in hosts:
+                text = text.replace(f"http://{h}", f"https://{h}")
+                text = text.replace(f"http:\\/\\/{h}", f"https:\\/\\/{h}")
+            body = text.encode("latin-1")
+        headers = [
+            (k, _https(v) if k.lower() == "location" else v)
+            for k, v in headers
+            # Replayed pages are loaded cold and over our own TLS: drop cookies', HSTS's
+            # and alternative services' cross-visit state.
+            if k.lower() not in ("set-cookie", "strict-transport-security", "alt-svc")
+        ]
+        if entry is None and status == 200 and "html" in ctype:
+            entry = url
+        think = think_ms[i] if think_ms else 0.0
+        w.add_object(url, page, body, headers, status or 200, think)
+    if entry is None:
+        raise CorpusError(f"{source}: no HTML response to use as the entry page")
+    w.add_page(page, entry, len(lost))
+    return len(lost)
+
+
 def import_warc(
     files: list[Path], dest: Path, name: str | None = None
 ) -> tuple[Corpus, dict[str, int]]:
@@ -92,54 +153,5 @@ def import_warc(
     missing: dict[str, int] = {}
     for path in files:
         page = path.name.split(".")[0].lower()
-        records = _read_records(path)
-        hosts = {(urlsplit(u).hostname or "").lower() for u, *_ in records}
-        have = {url_key(normalize(_https(u))) for u, *_ in records}
-        lost: set[str] = set()
-        entry = None
-        for url, status, headers, body in records:
-            url = normalize(_https(url))
-            ctype = _ctype(headers)
-
-            def resolve(
-                ref: str,
-                fetched: bool,
-                base: str = url,
-                have: set[str] = have,
-                lost: set[str] = lost,
-            ) -> str | None:
-                if not ref or ref.lower().startswith(SKIP_SCHEMES):
-                    return None
-                absolute = urljoin(base, ref)
-                if not absolute.lower().startswith(("http://", "https://")):
-                    return None
-                absolute = normalize(_https(absolute.split("#", 1)[0]))
-                if fetched and url_key(absolute) not in have:
-                    lost.add(absolute)
-                return absolute
-
-            if "html" in ctype or "css" in ctype or "javascript" in ctype:
-                text = body.decode("latin-1")
-                if "html" in ctype:
-                    text = rewrite_html(text, resolve)
-                elif "css" in ctype:
-                    text = rewrite_css(text, resolve)
-                for h in hosts:
-                    text = text.replace(f"http://{h}", f"https://{h}")
-                    text = text.replace(f"http:\\/\\/{h}", f"https:\\/\\/{h}")
-                body = text.encode("latin-1")
-            headers = [
-                (k, _https(v) if k.lower() == "location" else v)
-                for k, v in headers
-                # Replayed pages are loaded cold and over our own TLS: drop cookies' and
-                # HSTS's cross-load state.
-                if k.lower() not in ("set-cookie", "strict-transport-security", "alt-svc")
-            ]
-            if entry is None and status == 200 and "html" in ctype:
-                entry = url
-            w.add_object(url, page, body, headers, status or 200, 0.0)
-        if entry is None:
-            raise CorpusError(f"{path}: no HTML response to use as the entry page")
-        w.add_page(page, entry, len(lost))
-        missing[page] = len(lost)
+        missing[page] = add_captured_page(w, page, _read_records(path), str(path))
     return w.finish(), missing
