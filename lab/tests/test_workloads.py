@@ -278,10 +278,13 @@ HBC = "all-hbc" if (target_dir() / "release" / "dchannel").exists() else "hbc-on
 @pytest.mark.netns
 @need_testbed
 def test_generated_page_loads_through_testbed(small_corpus) -> None:  # type: ignore[no-untyped-def]
-    from dchlab.workloads.api import load_one
+    from dchlab.workloads.api import pageload
 
     page = small_corpus.pages[0].name
-    row = load_one(RunSpec(HBC, "fixed:20ms/100mbit", "urllc"), small_corpus, page, 60)
+    rows = pageload(RunSpec(HBC, "fixed:20ms/100mbit", "urllc"), str(small_corpus.root), [page], 60)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["page"] == page and row["missing_expected"] == 0
     assert row["valid"], (row["invalid_reason"], row["stats"].get("browser"))
     assert row["resources_failed"] == 0
     assert row["resources_loaded"] == len(small_corpus.objects_of(page))

@@ -156,6 +156,9 @@ def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> di
 
     entry = corpus.page(page)
     row = _row(spec, "pageload", page)
+    # Requests the corpus itself cannot answer (importer/probe): such a load is invalid
+    # like any other with failures, but analyses can tell "as recorded" from "broken".
+    row["missing_expected"] = entry.missing
 
     def body(tb: Any) -> None:
         home = tb.run_dir / "chromium-home"
