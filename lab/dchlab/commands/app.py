@@ -1,0 +1,105 @@
+"""`dch app`: interaction response time of app-like workloads, paired across schemes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs, specs
+
+
+def _show(row: dict[str, Any]) -> str:
+    state = "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
+    return (
+        f"{row['scheme']:<14} {row['page']:<16} trial {row['trial']}  "
+        f"IRT {fmt_ms(row.get('irt_ms'))} ms  requests {row.get('requests_answered')}"
+        f"/{row.get('requests')}  HBC {row.get('bytes_hbc')} B  LLC {row.get('bytes_llc')} B  "
+        f"offset {row['trace_offset_ms']} ms  {state}"
+    )
+
+
+def _list() -> int:
+    from dchlab.apps.profile import builtin_profiles, load_profile
+
+    for name in builtin_profiles():
+        p = load_profile(name)
+        print(f"{name}: {p.description}")
+        print(f"  origins: {', '.join(f'{r}={h}' for r, h in p.origins.items())}")
+        for iname, it in p.interactions.items():
+            json_n = sum(r.kind == "json" for r in it.requests)
+            kb = sum(r.size for r in it.requests) / 1000
+            think = sum(r.think_ms for r in it.requests if r.kind == "json")
+            print(
+                f"  {iname:<7} {len(it.requests):>3} requests ({json_n} JSON), {kb:.0f} KB, "
+                f"dependency depth {it.depth()}, JSON think time total {think:.0f} ms"
+            )
+    return 0
+
+
+def cmd_app(args: argparse.Namespace) -> int:
+    from dchlab.apps.profile import INTERACTIONS, ProfileError, load_profile
+    from dchlab.apps.run import app
+
+    if args.list:
+        return _list()
+    try:
+        profiles = [load_profile(x.strip()) for x in args.profile.split(",") if x.strip()]
+    except ProfileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    inters = [x.strip() for x in args.interaction.split(",") if x.strip()]
+    bad = [i for i in inters if i not in INTERACTIONS]
+    if bad or not inters:
+        print(
+            f"error: --interaction: unknown {', '.join(bad) or '(none)'}: expected "
+            f"{', '.join(INTERACTIONS)}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.trials < 1:
+        print("error: --trials must be >= 1", file=sys.stderr)
+        return 2
+    jobs = []
+    # Order: profile, interaction, trial, scheme — the schemes of one (item, trial) run
+    # back to back on the same trace offset: a partial run holds complete pairs.
+    for p in profiles:
+        for inter in inters:
+            for trial in range(args.trials):
+                for spec in specs(args, trial):
+                    label = f"{spec.scheme} {p.name}/{inter} #{trial}"
+                    jobs.append((label, lambda s=spec, p=p, i=inter: [app(s, p, i, args.timeout)]))
+    return run_jobs(jobs, args, _show)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "app",
+        help="interaction response time of app-like workloads (social, shopping, news)",
+        description=(
+            "Run app interactions (launch, search, item) of app profiles in Chromium on ue, "
+            "once per interaction, trial and scheme, each trial a fresh testbed and a cold "
+            "app. The app's single-page client sends the interaction's API and image "
+            "requests in dependency order; IRT = input event -> end screen painted. search "
+            "and item run after a launch in the same session (warm connections). For an "
+            "item and trial every scheme sees the same trace offset (paired). A trial with "
+            "an unanswered request is invalid. See docs/apps.md."
+        ),
+    )
+    p.add_argument(
+        "--profile",
+        default="social",
+        help="comma-separated app profiles: social, shopping, news, or profile file paths "
+        "(default social)",
+    )
+    p.add_argument(
+        "--interaction",
+        default="launch",
+        help="comma-separated interactions: launch, search, item (default launch)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=60.0, help="per-interaction timeout, s (default 60)"
+    )
+    p.add_argument("--list", action="store_true", help="describe the built-in profiles and exit")
+    add_common(p)
+    p.set_defaults(func=cmd_app)
