@@ -1,0 +1,161 @@
+//! Command line of the `dchannel` agent (the testbed depends on these flags).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "dchannel",
+    version,
+    about = "Per-packet steering of IP traffic between a high-bandwidth channel (HBC) and a \
+             low-latency channel (LLC)",
+    long_about = "dchannel steers every IP packet of unmodified applications onto a \
+high-bandwidth channel (HBC, e.g. 5G eMBB) or a low-latency channel (LLC, e.g. 5G URLLC). \
+Run `dchannel client` on the device and `dchannel gateway` at the operator edge. Each agent \
+creates a TUN interface, prints READY on stdout once it is up, and carries packets as UDP over \
+both channels (16-byte header, see docs/wire.md). Routes are the caller's job. \
+SIGINT/SIGTERM write --stats-json and exit 0. Logs go to stderr (RUST_LOG=debug for more)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub role: Role,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Role {
+    /// Device side: apps route through the TUN; one UDP socket per channel.
+    Client(ClientArgs),
+    /// Operator side: serves the configured clients; downlink for their
+    /// addresses is routed (by the caller) into the TUN.
+    Gateway(GatewayArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Name of the TUN interface to create.
+    #[arg(long)]
+    pub tun: String,
+    /// Address (CIDR) assigned to the TUN, e.g. 198.19.0.2/32.
+    #[arg(long)]
+    pub tun_addr: String,
+    /// Steering policy: dchannel, dchannel:alpha=A, all-hbc, all-llc, pkt-size:N,
+    /// pkt-control, pkt-uplink, pkt-state, asap.
+    #[arg(long, default_value = "dchannel")]
+    pub policy: String,
+    /// Alpha of the dchannel policy when SPEC does not give one (NSDI'23 Algorithm 1).
+    #[arg(long, default_value_t = 0.75)]
+    pub alpha: f64,
+    /// Configured LLC bandwidth in Mbit/s (drains the virtual LLC queue).
+    #[arg(long, default_value_t = 2.0)]
+    pub llc_mbit: f64,
+    /// Reorder buffer for packets arriving over the LLC.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub reorder: OnOff,
+    /// How long the reorder buffer holds an LLC packet at most.
+    #[arg(long, default_value_t = 100)]
+    pub reorder_timeout_ms: u64,
+    /// Reorder buffer bound per flow (bytes).
+    #[arg(long, default_value_t = 256 * 1024)]
+    pub reorder_flow_bytes: usize,
+    /// Reorder buffer bound in total (bytes).
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub reorder_total_bytes: usize,
+    /// Interval of the D-SYN probes on both channels (client side initiates).
+    #[arg(long, default_value_t = 500)]
+    pub probe_interval_ms: u64,
+    /// Sliding window of the minimum-RTT filter.
+    #[arg(long, default_value_t = 5000)]
+    pub rtt_window_ms: u64,
+    /// Multiply the measured HBC RTT by this factor (NSDI'23 Fig. 10: 0.2 .. 5).
+    #[arg(long, default_value_t = 1.0)]
+    pub hbc_rtt_scale: f64,
+    /// Use this HBC RTT instead of measuring it.
+    #[arg(long)]
+    pub pin_hbc_rtt_ms: Option<f64>,
+    /// Use this LLC RTT instead of measuring it.
+    #[arg(long)]
+    pub pin_llc_rtt_ms: Option<f64>,
+    /// A channel with nothing heard for this long is treated as down.
+    #[arg(long, default_value_t = 2000)]
+    pub channel_dead_ms: u64,
+    /// Serve Prometheus text metrics on this TCP address (e.g. 127.0.0.1:9100).
+    #[arg(long)]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Write stats as JSON to this file on SIGINT/SIGTERM.
+    #[arg(long)]
+    pub stats_json: Option<PathBuf>,
+    /// Write one CSV line per steered packet (time, flow, size, channel,
+    /// reward, c_hbc, c_llc, ...) for the reward-accuracy analysis (Fig. 11).
+    #[arg(long)]
+    pub decision_log: Option<PathBuf>,
+    /// MTU of the outer path; the TUN MTU is this minus IP/UDP/dchannel headers.
+    #[arg(long, default_value_t = 1500)]
+    pub outer_mtu: usize,
+    /// Flows tracked at most per sender (idle ones are evicted first).
+    #[arg(long, default_value_t = 65536)]
+    pub flow_capacity: usize,
+    /// A flow unseen for this long is evicted.
+    #[arg(long, default_value_t = 120)]
+    pub flow_idle_s: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Interface of the HBC (the HBC socket is bound to it).
+    #[arg(long)]
+    pub hbc_dev: String,
+    /// The gateway's HBC address.
+    #[arg(long)]
+    pub hbc_gateway: SocketAddr,
+    /// Interface of the LLC.
+    #[arg(long)]
+    pub llc_dev: String,
+    /// The gateway's LLC address.
+    #[arg(long)]
+    pub llc_gateway: SocketAddr,
+    /// This client's token (hex, 2..64 digits), as configured at the gateway.
+    #[arg(long)]
+    pub token: String,
+}
+
+#[derive(Args, Debug)]
+pub struct GatewayArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// UDP address the HBC socket listens on.
+    #[arg(long)]
+    pub listen_hbc: SocketAddr,
+    /// UDP address the LLC socket listens on.
+    #[arg(long)]
+    pub listen_llc: SocketAddr,
+    /// Bind the HBC socket to this interface (optional on the gateway).
+    #[arg(long)]
+    pub hbc_dev: Option<String>,
+    /// Bind the LLC socket to this interface (optional on the gateway).
+    #[arg(long)]
+    pub llc_dev: Option<String>,
+    /// A served client: its tunnel address and token, e.g. 198.19.0.2=00112233aabbccdd.
+    /// Repeat for several clients.
+    #[arg(long = "client", required = true, value_parser = parse_client)]
+    pub clients: Vec<(IpAddr, String)>,
+}
+
+fn parse_client(s: &str) -> Result<(IpAddr, String), String> {
+    let (ip, tok) = s
+        .split_once('=')
+        .ok_or_else(|| format!("--client {s:?}: expected ADDRESS=HEXTOKEN"))?;
+    let ip: IpAddr = ip
+        .parse()
+        .map_err(|_| format!("--client {s:?}: {ip:?} is not an IP address"))?;
+    dchannel_core::token::parse_token(tok).map_err(|e| format!("--client {s:?}: {e}"))?;
+    Ok((ip, tok.to_string()))
+}

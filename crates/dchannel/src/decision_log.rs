@@ -1,0 +1,61 @@
+//! Per-packet decision log (CSV) for the reward-accuracy analysis (NSDI'23
+//! Fig. 11): when each packet was steered, its flow and size, the channel, and
+//! Algorithm 1's estimated reward and completion times.
+
+use anyhow::{Context, Result};
+use dchannel_core::steer::Steered;
+use dchannel_core::{Channel, Nanos};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+
+pub const COLUMNS: &str = "t_ms,peer,flow_id,seq,flow,proto,size,payload,channel,outcome,reward_ms,c_hbc_ms,c_llc_ms,llc_queue_bytes";
+
+pub struct DecisionLog {
+    w: Mutex<BufWriter<File>>,
+}
+
+fn ms(v: f64) -> f64 {
+    v / 1e6
+}
+
+impl DecisionLog {
+    pub fn create(path: &Path) -> Result<DecisionLog> {
+        let f = File::create(path).with_context(|| format!("--decision-log {}", path.display()))?;
+        let mut w = BufWriter::with_capacity(1 << 20, f);
+        writeln!(w, "{COLUMNS}")?;
+        Ok(DecisionLog { w: Mutex::new(w) })
+    }
+
+    /// One line; `sent_on` may differ from the decision when an endpoint was missing.
+    pub fn record(&self, now: Nanos, peer: usize, st: &Steered, sent_on: Channel) {
+        let mut w = self.w.lock().expect("decision log lock");
+        let (flow, proto, size, payload) = match (&st.key, &st.info) {
+            (Some(k), Some(i)) => (k.to_string(), i.proto, i.ip_len, i.payload_len),
+            _ => ("-".to_string(), 0, 0, 0),
+        };
+        let (r, ch, cl) = match st.decision.estimate {
+            Some(e) => (
+                format!("{:.4}", ms(e.reward)),
+                format!("{:.4}", ms(e.c_hbc)),
+                format!("{:.4}", ms(e.c_llc)),
+            ),
+            None => (String::new(), String::new(), String::new()),
+        };
+        let _ = writeln!(
+            w,
+            "{:.4},{peer},{},{},{flow},{proto},{size},{payload},{},{},{r},{ch},{cl},{:.0}",
+            ms(now as f64),
+            st.flow_id,
+            st.seq,
+            sent_on.name(),
+            st.decision.outcome.name(),
+            st.llc_queue
+        );
+    }
+
+    pub fn flush(&self) {
+        let _ = self.w.lock().expect("decision log lock").flush();
+    }
+}

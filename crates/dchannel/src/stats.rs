@@ -1,0 +1,370 @@
+//! Counters shared by the agent's threads (relaxed atomics), rendered as JSON
+//! at exit and as Prometheus text on the metrics port.
+
+use dchannel_core::policy::Outcome;
+use dchannel_core::reorder::ReorderStats;
+use dchannel_core::Channel;
+use serde_json::{json, Map, Value};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Why a datagram or packet was dropped (or, for `unparsable_inner`, sent
+/// without flow state).
+#[derive(Clone, Copy, Debug)]
+pub enum Malformed {
+    Truncated,
+    UnknownVersion,
+    UnknownType,
+    BadProbe,
+    EmptyData,
+    /// Token not configured (gateway) / not ours (client).
+    BadToken,
+    /// Datagram from an address that is not the gateway's (client).
+    ForeignSource,
+    /// Inner source address is not the client's tunnel address (gateway).
+    SpoofedSource,
+    /// Inner packet not IPv4/IPv6 (dropped at the receiver).
+    BadInner,
+    /// Inner packet the parser could not read (sent on the HBC, no flow).
+    UnparsableInner,
+    /// Downlink packet for an address of no configured client (gateway).
+    NoClient,
+    /// No endpoint known yet for the client on either channel (gateway).
+    NoEndpoint,
+    SendError,
+    TunWriteError,
+}
+
+impl Malformed {
+    pub const ALL: [Malformed; 14] = [
+        Malformed::Truncated,
+        Malformed::UnknownVersion,
+        Malformed::UnknownType,
+        Malformed::BadProbe,
+        Malformed::EmptyData,
+        Malformed::BadToken,
+        Malformed::ForeignSource,
+        Malformed::SpoofedSource,
+        Malformed::BadInner,
+        Malformed::UnparsableInner,
+        Malformed::NoClient,
+        Malformed::NoEndpoint,
+        Malformed::SendError,
+        Malformed::TunWriteError,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Malformed::Truncated => "truncated",
+            Malformed::UnknownVersion => "unknown_version",
+            Malformed::UnknownType => "unknown_type",
+            Malformed::BadProbe => "bad_probe",
+            Malformed::EmptyData => "empty_data",
+            Malformed::BadToken => "bad_token",
+            Malformed::ForeignSource => "foreign_source",
+            Malformed::SpoofedSource => "spoofed_source",
+            Malformed::BadInner => "bad_inner",
+            Malformed::UnparsableInner => "unparsable_inner",
+            Malformed::NoClient => "no_client",
+            Malformed::NoEndpoint => "no_endpoint",
+            Malformed::SendError => "send_error",
+            Malformed::TunWriteError => "tun_write_error",
+        }
+    }
+
+    pub fn from_wire(e: &dchannel_core::wire::WireError) -> Malformed {
+        use dchannel_core::wire::WireError::*;
+        match e {
+            Truncated { .. } => Malformed::Truncated,
+            UnknownVersion(_) => Malformed::UnknownVersion,
+            UnknownType(_) => Malformed::UnknownType,
+            BadProbe { .. } => Malformed::BadProbe,
+            EmptyData => Malformed::EmptyData,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct ChannelCounters {
+    /// Data datagrams sent / their UDP payload bytes (header + inner packet).
+    pub tx_pkts: AtomicU64,
+    pub tx_bytes: AtomicU64,
+    /// Data datagrams received and accepted.
+    pub rx_pkts: AtomicU64,
+    pub rx_bytes: AtomicU64,
+    /// Probe datagrams (not included in the data counters above).
+    pub probe_tx: AtomicU64,
+    pub probe_rx: AtomicU64,
+}
+
+pub struct Stats {
+    pub role: &'static str,
+    pub policy: String,
+    pub reorder_enabled: bool,
+    pub channels: [ChannelCounters; 2],
+    pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
+    pub malformed: [AtomicU64; Malformed::ALL.len()],
+    pub flows: AtomicU64,
+    /// Published by the receive thread.
+    pub reorder: Mutex<ReorderStats>,
+    /// RTT estimates (ns, u64::MAX = unknown) per peer and channel.
+    pub peers: Vec<PeerStats>,
+}
+
+pub struct PeerStats {
+    pub name: String,
+    pub rtt_ns: [AtomicU64; 2],
+    pub measured_ns: [AtomicU64; 2],
+}
+
+pub const UNKNOWN: u64 = u64::MAX;
+
+impl Stats {
+    pub fn new(
+        role: &'static str,
+        policy: String,
+        reorder_enabled: bool,
+        peers: Vec<String>,
+    ) -> Stats {
+        Stats {
+            role,
+            policy,
+            reorder_enabled,
+            channels: Default::default(),
+            decisions: std::array::from_fn(|_| Default::default()),
+            malformed: Default::default(),
+            flows: AtomicU64::new(0),
+            reorder: Mutex::new(ReorderStats::default()),
+            peers: peers
+                .into_iter()
+                .map(|name| PeerStats {
+                    name,
+                    rtt_ns: [AtomicU64::new(UNKNOWN), AtomicU64::new(UNKNOWN)],
+                    measured_ns: [AtomicU64::new(UNKNOWN), AtomicU64::new(UNKNOWN)],
+                })
+                .collect(),
+        }
+    }
+
+    pub fn bad(&self, m: Malformed) {
+        self.malformed[m as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn chan(&self, ch: Channel) -> &ChannelCounters {
+        &self.channels[ch.index()]
+    }
+
+    fn rtt_ms(v: &AtomicU64) -> Value {
+        match v.load(Relaxed) {
+            UNKNOWN => Value::Null,
+            ns => json!(ns as f64 / 1e6),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut channels = Map::new();
+        for ch in Channel::ALL {
+            let c = self.chan(ch);
+            channels.insert(
+                ch.name().into(),
+                json!({
+                    "tx_pkts": c.tx_pkts.load(Relaxed),
+                    "tx_bytes": c.tx_bytes.load(Relaxed),
+                    "rx_pkts": c.rx_pkts.load(Relaxed),
+                    "rx_bytes": c.rx_bytes.load(Relaxed),
+                    "probe_tx": c.probe_tx.load(Relaxed),
+                    "probe_rx": c.probe_rx.load(Relaxed),
+                }),
+            );
+        }
+        let mut decisions = Map::new();
+        for o in Outcome::ALL {
+            for ch in Channel::ALL {
+                let n = self.decisions[o as usize][ch.index()].load(Relaxed);
+                if n > 0 {
+                    decisions.insert(format!("{}:{}", ch.name(), o.name()), json!(n));
+                }
+            }
+        }
+        let mut malformed = Map::new();
+        for m in Malformed::ALL {
+            malformed.insert(
+                m.name().into(),
+                json!(self.malformed[m as usize].load(Relaxed)),
+            );
+        }
+        let r = *self.reorder.lock().expect("reorder stats lock");
+        let peers: Vec<Value> = self
+            .peers
+            .iter()
+            .map(|p| {
+                json!({
+                    "peer": p.name,
+                    "rtt_ms": {"hbc": Self::rtt_ms(&p.rtt_ns[0]), "llc": Self::rtt_ms(&p.rtt_ns[1])},
+                    "measured_rtt_ms": {"hbc": Self::rtt_ms(&p.measured_ns[0]), "llc": Self::rtt_ms(&p.measured_ns[1])},
+                })
+            })
+            .collect();
+        let first = &self.peers[0];
+        json!({
+            "role": self.role,
+            "policy": self.policy,
+            "channels": channels,
+            "decisions": decisions,
+            "reorder": {
+                "enabled": self.reorder_enabled,
+                "mean_occupancy_bytes": r.mean_occupancy_bytes,
+                "max_occupancy_bytes": r.max_occupancy_bytes,
+                "timeout_releases": r.timeout_releases,
+                "in_order_releases": r.in_order_releases,
+                "overflow_releases": r.overflow_releases,
+                "held": r.held,
+                "passed_through": r.passed_through,
+            },
+            "rtt_ms": {"hbc": Self::rtt_ms(&first.rtt_ns[0]), "llc": Self::rtt_ms(&first.rtt_ns[1])},
+            "peers": peers,
+            "malformed": malformed,
+            "flows": self.flows.load(Relaxed),
+        })
+    }
+
+    pub fn to_prometheus(&self) -> String {
+        let mut s = String::new();
+        let role = self.role;
+        let mut metric = |name: &str, help: &str, kind: &str, rows: Vec<(String, String)>| {
+            let _ = writeln!(
+                s,
+                "# HELP dchannel_{name} {help}\n# TYPE dchannel_{name} {kind}"
+            );
+            for (labels, v) in rows {
+                let _ = writeln!(s, "dchannel_{name}{{role=\"{role}\"{labels}}} {v}");
+            }
+        };
+        let per_chan = |f: &dyn Fn(&ChannelCounters) -> u64| -> Vec<(String, String)> {
+            Channel::ALL
+                .iter()
+                .map(|&ch| {
+                    (
+                        format!(",channel=\"{}\"", ch.name()),
+                        f(self.chan(ch)).to_string(),
+                    )
+                })
+                .collect()
+        };
+        metric(
+            "tx_packets_total",
+            "Data datagrams sent",
+            "counter",
+            per_chan(&|c| c.tx_pkts.load(Relaxed)),
+        );
+        metric(
+            "tx_bytes_total",
+            "Data datagram bytes sent (header + inner packet)",
+            "counter",
+            per_chan(&|c| c.tx_bytes.load(Relaxed)),
+        );
+        metric(
+            "rx_packets_total",
+            "Data datagrams received",
+            "counter",
+            per_chan(&|c| c.rx_pkts.load(Relaxed)),
+        );
+        metric(
+            "rx_bytes_total",
+            "Data datagram bytes received",
+            "counter",
+            per_chan(&|c| c.rx_bytes.load(Relaxed)),
+        );
+        metric(
+            "probe_tx_total",
+            "Probe datagrams sent",
+            "counter",
+            per_chan(&|c| c.probe_tx.load(Relaxed)),
+        );
+        metric(
+            "probe_rx_total",
+            "Probe datagrams received",
+            "counter",
+            per_chan(&|c| c.probe_rx.load(Relaxed)),
+        );
+        let mut rows = Vec::new();
+        for o in Outcome::ALL {
+            for ch in Channel::ALL {
+                let n = self.decisions[o as usize][ch.index()].load(Relaxed);
+                if n > 0 {
+                    rows.push((
+                        format!(",channel=\"{}\",outcome=\"{}\"", ch.name(), o.name()),
+                        n.to_string(),
+                    ));
+                }
+            }
+        }
+        metric(
+            "decisions_total",
+            "Steering decisions by channel and policy outcome",
+            "counter",
+            rows,
+        );
+        let rows = Malformed::ALL
+            .iter()
+            .map(|&m| {
+                (
+                    format!(",reason=\"{}\"", m.name()),
+                    self.malformed[m as usize].load(Relaxed).to_string(),
+                )
+            })
+            .collect();
+        metric(
+            "malformed_total",
+            "Dropped or flow-less datagrams/packets by reason",
+            "counter",
+            rows,
+        );
+        let r = *self.reorder.lock().expect("reorder stats lock");
+        metric(
+            "reorder_timeout_releases_total",
+            "LLC packets released by timeout",
+            "counter",
+            vec![(String::new(), r.timeout_releases.to_string())],
+        );
+        metric(
+            "reorder_in_order_releases_total",
+            "Held LLC packets released in order",
+            "counter",
+            vec![(String::new(), r.in_order_releases.to_string())],
+        );
+        metric(
+            "reorder_mean_occupancy_bytes",
+            "Time-weighted mean reorder buffer occupancy",
+            "gauge",
+            vec![(String::new(), r.mean_occupancy_bytes.to_string())],
+        );
+        metric(
+            "reorder_max_occupancy_bytes",
+            "Maximum reorder buffer occupancy",
+            "gauge",
+            vec![(String::new(), r.max_occupancy_bytes.to_string())],
+        );
+        let mut rows = Vec::new();
+        for p in &self.peers {
+            for ch in Channel::ALL {
+                let v = p.rtt_ns[ch.index()].load(Relaxed);
+                if v != UNKNOWN {
+                    rows.push((
+                        format!(",peer=\"{}\",channel=\"{}\"", p.name, ch.name()),
+                        (v as f64 / 1e6).to_string(),
+                    ));
+                }
+            }
+        }
+        metric("rtt_ms", "RTT estimate used by the policy", "gauge", rows);
+        metric(
+            "flows",
+            "Flows in the sender's flow table",
+            "gauge",
+            vec![(String::new(), self.flows.load(Relaxed).to_string())],
+        );
+        s
+    }
+}
