@@ -57,6 +57,7 @@ class AgentScheme(Scheme):
             [exe, "gateway", *common, "--tun-addr", f"{A.GW_AGENT}/32",
              "--listen-hbc", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
              "--listen-llc", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
+             "--hbc-dev", "hbc", "--llc-dev", "llc",
              "--client", f"{A.UE_AGENT}={token}",
              "--llc-mbit", f"{nominal_mbit(llc, 'downlink'):g}",
              "--stats-json", str(gw_stats), *tb.cfg.agent_args],
