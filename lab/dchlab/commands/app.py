@@ -12,10 +12,10 @@ from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs, specs
 def _show(row: dict[str, Any]) -> str:
     state = "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
     return (
-        f"{row['scheme']:<14} {row['page']:<16} trial {row['trial']}  "
-        f"IRT {fmt_ms(row.get('irt_ms'))} ms  requests {row.get('requests_answered')}"
-        f"/{row.get('requests')}  HBC {row.get('bytes_hbc')} B  LLC {row.get('bytes_llc')} B  "
-        f"offset {row['trace_offset_ms']} ms  {state}"
+        f"{row['scheme']:<12} {row['page']:<16} #{row['trial']} "
+        f"IRT {fmt_ms(row.get('irt_ms'))} ms, {row.get('requests_answered')}/{row.get('requests')} "
+        f"requests, HBC {row.get('bytes_hbc')} B, LLC {row.get('bytes_llc')} B, "
+        f"offset {row['trace_offset_ms']} ms: {state}"
     )
 
 

@@ -1,0 +1,111 @@
+"""App interactions through the testbed in real Chromium (root, netns, chromium).
+
+Budget: about 6 testbeds of a few seconds each (a session per profile runs all three
+interactions; two launches for the RTT test)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dchlab.apps.compile import cached_corpus
+from dchlab.apps.profile import INTERACTIONS, AppProfile, load_profile
+from dchlab.apps.run import check_interaction, run_driver
+from dchlab.paths import target_dir
+from dchlab.workloads.api import RunSpec
+
+CHROMIUM = Path("/usr/lib/chromium/chromium")
+
+
+def _ready() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root"
+    for b in ("chanemu", "webreplay", "dchannel"):
+        if not (target_dir() / "release" / b).exists():
+            return f"{b} not built (cargo build --release -p {b})"
+    if not CHROMIUM.exists():
+        return "chromium not installed"
+    if shutil.which("dnsmasq") is None:
+        return "dnsmasq not installed"
+    return None
+
+
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.chromium,
+    pytest.mark.skipif(_ready() is not None, reason=str(_ready())),
+]
+
+
+def _critical_think_ms(p: AppProfile, name: str) -> float:
+    """Largest sum of server think times along a dependency chain of `name`."""
+    it = p.interactions[name]
+    byid = it.by_id()
+    memo: dict[str, float] = {}
+
+    def f(i: str) -> float:
+        if i not in memo:
+            memo[i] = byid[i].think_ms + max((f(q) for q in byid[i].after), default=0.0)
+        return memo[i]
+
+    return max(f(r.id) for r in it.requests)
+
+
+def _session(p: AppProfile, hbc: str) -> dict[str, Any]:
+    from dchlab.testbed import Testbed, TestbedConfig, make_nss_db
+
+    corpus = cached_corpus(p)
+    cfg = TestbedConfig(scheme="all-hbc", hbc=hbc, llc="urllc", seed=1, corpus=corpus.root)
+    with Testbed(cfg) as tb:
+        home = tb.run_dir / "chromium-home"
+        make_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
+        return run_driver(tb, p, list(INTERACTIONS), 40, home)
+
+
+@pytest.mark.parametrize("name", ["social", "shopping", "news"])
+def test_every_interaction_completes_in_dependency_order(name: str) -> None:
+    p = load_profile(name)
+    out = _session(p, "fixed:20ms/100mbit")
+    assert not out.get("error"), out.get("error")
+    got = {d["interaction"]: d for d in out["interactions"]}
+    assert list(got) == list(INTERACTIONS)
+    for inter, d in got.items():
+        assert not d["error"], (inter, d["error"])
+        chk = check_interaction(p, d)
+        n = len(p.interactions[inter].requests)
+        assert chk["answered"] == n, (inter, chk["problems"])
+        assert chk["violations"] == 0, (inter, chk["problems"])
+        # Independently of the checker: no child's fetch starts before every parent's
+        # response has fully arrived (Resource Timing, one clock for the whole page).
+        t = chk["timing"]
+        for r in p.interactions[inter].requests:
+            for par in r.after:
+                assert t[r.id]["start"] >= t[par]["response_end"] - 0.2, (inter, r.id, par)
+        assert {e["protocol"] for e in t.values()} == {"h2"}
+        assert all(
+            e["body_size"] == r.size
+            for r, e in ((r, t[r.id]) for r in p.interactions[inter].requests)
+        )
+        # The server think times on the critical path and one RTT per level are in it.
+        floor = _critical_think_ms(p, inter) + 20 * p.interactions[inter].depth()
+        assert d["irt_ms"] >= floor, (inter, d["irt_ms"], floor)
+        assert d["irt_ms"] < floor + 5000
+
+
+def test_irt_grows_with_hbc_rtt_under_all_hbc() -> None:
+    from dchlab.apps.run import app
+
+    fast = app(RunSpec("all-hbc", "fixed:20ms/200mbit", "urllc"), "social", "launch", 40)
+    slow = app(RunSpec("all-hbc", "fixed:100ms/200mbit", "urllc"), "social", "launch", 40)
+    assert fast["valid"] and slow["valid"], (fast["invalid_reason"], slow["invalid_reason"])
+    assert fast["requests_answered"] == fast["requests"] == 16
+    # A cold launch needs DNS, TCP, TLS and three dependent request levels: at least six
+    # sequential HBC round trips, each 80 ms longer on the slow channel.
+    assert slow["irt_ms"] > fast["irt_ms"] + 4 * 80, (fast["irt_ms"], slow["irt_ms"])
+    assert slow["trace_offset_ms"] == fast["trace_offset_ms"]
+    # all-hbc: the API and image bytes crossed the HBC, (almost) nothing the LLC.
+    assert fast["bytes_hbc"] > 250_000 and fast["bytes_llc"] < 5_000
