@@ -250,6 +250,11 @@ def test_imported_real_page_missing_count(tmp_path: Path) -> None:
     assert again["resources_failed"] == corpus.page("amazon.com").missing
     assert not again["valid"] and again["resources_loaded"] > 150
     assert full["valid"] and full["resources_failed"] == 0
+    if _testbed_ready() is None:  # and through the emulated channels, as campaigns load it
+        from dchlab.workloads.api import load_one
+
+        row = load_one(RunSpec(HBC, "fixed:20ms/100mbit", "urllc"), corpus, "amazon.com", 60)
+        assert row["resources_failed"] == row["missing_expected"] == 2, row["stats"]["browser"]
 
 
 # --- through the testbed -------------------------------------------------------------------
