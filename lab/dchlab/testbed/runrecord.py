@@ -207,4 +207,10 @@ def cleanup_dead_runs(*, include_orphans: bool = True) -> list[str]:
                     etc_netns=[f"/etc/netns/{ns}"],
                 )
                 removed += teardown_record(orphan)
+        etc = Path("/etc/netns")
+        for d in sorted(etc.iterdir()) if etc.is_dir() else []:
+            m = NETNS_RE.match(d.name)
+            if m and m.group(1) not in live_prefixes and d.name not in list_netns():
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(str(d))
     return removed
