@@ -105,6 +105,9 @@ def test_driver_counts_loaded_and_failed(tmp_path: Path) -> None:
 
     (site / "a.png").write_bytes(png(5000, np.random.default_rng(1)))
     (site / "s.js").write_text("document.title='ran';")
+    (site / "hang.html").write_text(
+        '<html><body><img src="http://127.0.0.1:8001/x.png"></body></html>'
+    )
     py = sys.executable
     script = (
         "ip link set lo up; "
@@ -112,20 +115,26 @@ def test_driver_counts_loaded_and_failed(tmp_path: Path) -> None:
         "sleep 0.7; "
         f"{py} -m dchlab.workloads.browser http://127.0.0.1:8000/ok.html --timeout 20; "
         f"{py} -m dchlab.workloads.browser http://127.0.0.1:8000/bad.html --timeout 20; "
-        "kill $S"
+        # A server that accepts and never answers: `load` never fires; the timeout rules.
+        f'{py} -c \'import socket,time; s=socket.socket(); s.bind(("127.0.0.1", 8001)); '
+        "s.listen(); time.sleep(30)' & H=$!; sleep 0.3; "
+        f"{py} -m dchlab.workloads.browser http://127.0.0.1:8000/hang.html --timeout 3; "
+        "kill $S $H"
     )
     env = {**os.environ, "PYTHONPATH": str(LAB)}
     out = subprocess.run(
         ["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, env=env, timeout=120
     )
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 2, out.stderr[-2000:]
-    ok, bad = rows
+    assert len(rows) == 3, out.stderr[-2000:]
+    ok, bad, hang = rows
     assert ok["valid"], ok
     assert ok["resources_loaded"] == 3 and ok["resources_failed"] == 0  # html, png, js
     assert 0 < ok["plt_ms"] < 10_000 and ok["main_status"] == 200
     assert not bad["valid"] and bad["resources_failed"] == 1
     assert bad["failed_urls"][0].startswith("http://127.0.0.1:8000/gone.png")
+    assert not hang["valid"] and hang["invalid_reason"] == "timeout after 3 s"
+    assert hang["plt_ms"] is None and hang["driver_ms"] < 15_000
 
 
 # --- webreplay + Chromium in a private namespace (no channels) ---------------------------
