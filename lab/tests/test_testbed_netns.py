@@ -153,6 +153,35 @@ def test_two_testbeds_at_once_with_extra_hosts_and_cc() -> None:
         assert Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text() == allowed
 
 
+def test_corpus_origins_get_addresses_dns_and_replay(tmp_path: Path) -> None:
+    _needs("hbc-only")
+    body = b"<html><body>corpus page</body></html>\n"
+    digest = hashlib.sha256(body).hexdigest()
+    (tmp_path / "bodies").mkdir()
+    (tmp_path / "bodies" / digest).write_bytes(body)
+    manifest = {
+        "format": "dchannel-corpus/1",
+        "name": "tiny",
+        "source": "test",
+        "origins": [{"host": "www.site0.test", "alpn": ["h2", "http/1.1"]}],
+        "pages": [{"name": "site0", "entry_url": "https://www.site0.test/", "missing": 0}],
+        "objects": [
+            {"url": "https://www.site0.test/", "page": "site0", "status": 200,
+             "headers": [["content-type", "text/html"]], "body": f"bodies/{digest}",
+             "size": len(body), "think_ms": 0.0}
+        ],
+    }  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with Testbed(TestbedConfig(scheme="hbc-only", corpus=tmp_path)) as tb:
+        assert tb.hosts["www.site0.test"] == "198.19.128.2"
+        r = tb.run_ue(
+            ["curl", "-sS", "-w", "\n%{remote_ip}", "https://www.site0.test/"],
+            capture_output=True,
+            timeout=30,
+        )
+    assert r.stdout == body + b"\n198.19.128.2", r.stderr
+
+
 def test_mptcp_two_subflows_carry_data() -> None:
     _needs("mptcp")
     cfg = TestbedConfig(scheme="mptcp", hbc="fixed:40ms/50mbit", llc="fixed:5ms/10mbit")
