@@ -125,6 +125,9 @@ class Testbed:
             "hbc": ch.trace_offset_ms(cfg.hbc, cfg.seed),
             "llc": ch.trace_offset_ms(cfg.llc, cfg.seed),
         }
+        # The ideal link has one offset: the HBC's (its capacity trace), unless only the
+        # LLC (its delay trace) is trace-driven.
+        self.offsets["ideal"] = self.offsets["hbc"] or self.offsets["llc"]
         self.offset_ms = self.offsets["hbc"]
         self.hosts = self._host_table()
         self.ca_cert, self.ca_key = ensure_ca()
