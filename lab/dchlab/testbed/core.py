@@ -298,11 +298,16 @@ class Testbed:
         if self._closed or self._closing:
             return
         self._closing = True
+        # A second Ctrl-C must not cut the teardown short (it takes well under a second).
+        main = threading.current_thread() is threading.main_thread()
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
         try:
             self._teardown()
         finally:
             self._closed = True
             self._restore_signal_handlers()
+            if main:
+                signal.signal(signal.SIGINT, old_int)
 
     def _teardown(self) -> None:
         stats: dict[str, Any] = {
@@ -314,33 +319,45 @@ class Testbed:
             "offsets": dict(self.offsets),
             "duration_s": round(time.monotonic() - self._started, 3),
         }
-        if self.failure:
-            stats["failure"] = self.failure
-        for p in self._workloads:
-            _terminate(p)
-        if self._sup is not None and self.netns:
+        write_error: OSError | None = None
+        try:
+            if self.failure:
+                stats["failure"] = self.failure
+            for p in self._workloads:
+                _terminate(p)
+            if self._sup is not None and self.netns:
+                self._collect(stats)
+            self._stats = stats
             try:
-                stats.update(self.scheme.collect(self))
-            except Exception as exc:  # stats are best effort at teardown
-                stats["collect_error"] = str(exc)
-            stats["interfaces"] = self._interface_counters()
-            order = [*self.scheme.stop_first(), "webreplay", "dnsmasq"]
-            self._sup.stop_all(order)
-            for section, key, path in self._stats_files:
-                try:
-                    stats.setdefault(section, {})[key] = json.loads(path.read_text())
-                except (OSError, ValueError) as exc:
-                    stats.setdefault(section, {})[key] = {
-                        "error": f"no stats from {path.name}: {exc}"
-                    }
-        self._stats = stats
-        if self.cfg.stats_path:
-            Path(self.cfg.stats_path).write_text(json.dumps(stats, indent=2) + "\n")
-        if self._record is not None:
-            if self.cfg.keep_logs:
-                (self.run_dir / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
-            removed = runrecord.teardown_record(self._record)
-            log.debug("teardown %s removed: %s", self.prefix, removed)
+                if self.cfg.stats_path:
+                    Path(self.cfg.stats_path).write_text(json.dumps(stats, indent=2) + "\n")
+                if self._record is not None and self.cfg.keep_logs:
+                    (self.run_dir / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+            except OSError as exc:
+                write_error = exc
+        finally:
+            # Whatever failed above, the run's namespaces and processes go.
+            if self._record is not None:
+                removed = runrecord.teardown_record(self._record)
+                log.debug("teardown %s removed: %s", self.prefix, removed)
+        if write_error is not None:
+            raise TestbedError(f"cannot write stats to {self.cfg.stats_path}: {write_error}")
+
+    def _collect(self, stats: dict[str, Any]) -> None:
+        """Live counters, then stop the daemons (they write their stats) and read them."""
+        assert self._sup is not None
+        try:
+            stats.update(self.scheme.collect(self))
+        except Exception as exc:  # stats are best effort at teardown
+            stats["collect_error"] = str(exc)
+        stats["interfaces"] = self._interface_counters()
+        order = [*self.scheme.stop_first(), "webreplay", "dnsmasq"]
+        self._sup.stop_all(order)
+        for section, key, path in self._stats_files:
+            try:
+                stats.setdefault(section, {})[key] = json.loads(path.read_text())
+            except (OSError, ValueError) as exc:
+                stats.setdefault(section, {})[key] = {"error": f"no stats from {path.name}: {exc}"}
 
     # ------------------------------------------------------------------ for schemes
     def ip(self, role: str | None, args: Sequence[str], step: str) -> str:
