@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -89,7 +88,7 @@ def test_every_scheme_fetches_bytes_exactly(scheme: str) -> None:
         assert "error" not in emu, (link, emu)
 
 
-def _ping_median(tb: Testbed, count: int = 15) -> float:
+def _ping_rtts(tb: Testbed, count: int = 20) -> list[float]:
     r = tb.run_ue(
         ["ping", "-n", "-c", str(count), "-i", "0.1", "server.test"],
         capture_output=True,
@@ -98,7 +97,17 @@ def _ping_median(tb: Testbed, count: int = 15) -> float:
     )
     rtts = [float(x.split("time=")[1].split()[0]) for x in r.stdout.splitlines() if "time=" in x]
     assert len(rtts) >= count - 1, r.stdout + r.stderr
-    return statistics.median(rtts[1:])  # the first may pay ARP-less setup / agent warm-up
+    return sorted(rtts)
+
+
+def _assert_rtt(rtts: list[float], rtt_ms: float, what: str) -> None:
+    """The emulated RTT is a floor no ping beats; the fastest pings sit just above it
+    (serialization at 2 Mbit/s ~0.8 ms, userspace hops). On a loaded 2-core machine
+    single pings can wait tens of ms for a CPU, so the bounds use the minimum and the
+    first quartile, not the mean."""
+    lo, q1 = rtts[0], rtts[len(rtts) // 4]
+    assert rtt_ms - 0.3 <= lo <= rtt_ms + 2.0, f"{what}: min RTT {lo} ms, profile {rtt_ms}: {rtts}"
+    assert q1 <= rtt_ms + 4.0, f"{what}: 25th percentile {q1} ms, profile {rtt_ms}: {rtts}"
 
 
 @pytest.mark.parametrize(
@@ -109,20 +118,18 @@ def _ping_median(tb: Testbed, count: int = 15) -> float:
 def test_ping_rtt_matches_profile(scheme: str, link: str, rtt_ms: float) -> None:
     _needs(scheme)
     with Testbed(TestbedConfig(scheme=scheme, hbc="fixed:40ms/200mbit", llc="urllc")) as tb:
-        med = _ping_median(tb)
-    # Lower bound: the emulated delay; upper: + serialization at 2 Mbit/s (~0.8 ms for two
-    # 100-byte packets with the agent header) + userspace hops on a loaded 2-core machine.
-    assert rtt_ms - 0.3 <= med <= rtt_ms + 3.0, f"{scheme}: median RTT {med} ms, profile {rtt_ms}"
+        rtts = _ping_rtts(tb)
+    _assert_rtt(rtts, rtt_ms, scheme)
     down = tb.stats()["links"][link]["downlink"]
-    assert down["pkts_out"] >= 14, f"pings did not cross the {link} link: {down}"
+    assert down["pkts_out"] >= 19, f"pings did not cross the {link} link: {down}"
 
 
 def test_server_delay_adds_to_rtt() -> None:
     _needs("hbc-only")
     cfg = TestbedConfig(scheme="hbc-only", hbc="fixed:20ms/100mbit", server_delay_ms=10.0)
     with Testbed(cfg) as tb:
-        med = _ping_median(tb, count=8)
-    assert 40.0 - 0.3 <= med <= 43.0, f"20 ms channel + 2x10 ms server path: median {med} ms"
+        rtts = _ping_rtts(tb, count=10)
+    _assert_rtt(rtts, 40.0, "20 ms channel + 2 x 10 ms server path")
     assert tb.stats()["links"]["srvpath"]["uplink"]["pkts_out"] >= 7
 
 
