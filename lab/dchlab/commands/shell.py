@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import subprocess
 import sys
 
 from dchlab.testbed import (
@@ -90,16 +91,18 @@ def _run_foreground(tb: Testbed, cmd: list[str]) -> int:
     otherwise a SIGINT sent to dch is forwarded to CMD. Either way the testbed is torn
     down when CMD exits — an interactive shell survives a Ctrl-C that stops a ping.
     """
-    proc = tb.popen_ue(cmd)
     tty = sys.stdin.isatty()
+    procs: list[subprocess.Popen[bytes]] = []
 
     def on_sigint(signum: int, frame: object) -> None:
-        if not tty and proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            if not tty and proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
 
     old = signal.signal(signal.SIGINT, on_sigint)
     try:
-        rc = proc.wait()
+        procs.append(tb.popen_ue(cmd))
+        rc = procs[0].wait()
     finally:
         signal.signal(signal.SIGINT, old)
     if tb.failure:
