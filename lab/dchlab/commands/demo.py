@@ -55,13 +55,13 @@ def summary_table(c: Campaign, rows: list[dict[str, Any]]) -> RichTable:
     gains = an.paired_gains(rows, baseline=base)
     t = RichTable(
         "scheme",
-        "mean PLT ms [95% CI]",
-        f"gain vs {base} % [95% CI]",
-        "gain ms",
+        "PLT ms [CI]",
+        "gain % [CI]",
+        "gain ms [CI]",
         "LLC bytes %",
-        "loads (invalid)",
-        title=f"Page load time, {c.conditions[0].hbc} + {c.conditions[0].llc} "
-        "(paired per page and trial; CI over pages)",
+        "loads (inv.)",
+        title=f"Page load time over {c.conditions[0].hbc} + {c.conditions[0].llc}; gain against "
+        f"{base}, paired per page and trial; 95% CI over pages",
         title_justify="left",
     )
     for sch in c.schemes:
