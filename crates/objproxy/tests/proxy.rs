@@ -1,0 +1,625 @@
+//! Integration tests: the proxy in-process, an in-test hyper origin on 127.0.0.1, the HBC
+//! bound to source 127.0.0.2 and the LLC to 127.0.0.3 (no devices needed), so the origin
+//! sees which channel carried each request.
+
+use std::collections::HashSet;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use objproxy::config::{Binding, Config};
+use objproxy::estimate::Prior;
+use objproxy::policy::{Channel, PolicyKind, Reason};
+use objproxy::proxy::{self, Proxy};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const HBC_SRC: &str = "127.0.0.2";
+const LLC_SRC: &str = "127.0.0.3";
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+fn sha(b: &[u8]) -> Vec<u8> {
+    Sha256::digest(b).to_vec()
+}
+
+/// One request as the origin saw it.
+#[derive(Debug, Clone)]
+struct Seen {
+    peer: SocketAddr,
+    path: String,
+    range: Option<String>,
+}
+
+type Log = Arc<Mutex<Vec<Seen>>>;
+
+struct Ca {
+    cert_pem: String,
+    key_pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+fn make_ca() -> Ca {
+    let key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name
+        .push(rcgen::DnType::CommonName, "objproxy test CA");
+    let cert = p.self_signed(&key).unwrap();
+    let key_pem = key.serialize_pem();
+    Ca {
+        cert_pem: cert.pem(),
+        key_pem,
+        issuer: Issuer::new(p, key),
+    }
+}
+
+fn parse_range(v: &str, len: usize) -> Option<(usize, usize)> {
+    let r = v.strip_prefix("bytes=")?;
+    let (a, b) = r.split_once('-')?;
+    let a: usize = a.parse().ok()?;
+    let b: usize = if b.is_empty() {
+        len.checked_sub(1)?
+    } else {
+        b.parse::<usize>().ok()?.min(len - 1)
+    };
+    (a <= b && a < len).then_some((a, b))
+}
+
+type TestBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// `/bytes/N` honours Range; `/norange/N` ignores it (200 + length); `/chunked/N` ignores
+/// it and streams without Content-Length; `/star/N` answers ranges with an unknown total
+/// (`bytes a-b/*`); `/slow/N` is `/norange/N` after 150 ms.
+async fn origin(
+    log: Log,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Result<Response<TestBody>, Infallible> {
+    let path = req.uri().path().to_string();
+    let range = req
+        .headers()
+        .get("range")
+        .map(|v| v.to_str().unwrap().to_string());
+    log.lock().unwrap().push(Seen {
+        peer,
+        path: path.clone(),
+        range: range.clone(),
+    });
+    let mut it = path.trim_start_matches('/').splitn(2, '/');
+    let kind = it.next().unwrap_or("").to_string();
+    let n: usize = it.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = pattern(n);
+    let full = |b: Vec<u8>| Full::new(Bytes::from(b)).boxed();
+    let resp = match kind.as_str() {
+        "bytes" | "star" => match range.as_deref().and_then(|r| parse_range(r, n)) {
+            Some((a, b)) => {
+                let total = if kind == "star" {
+                    "*".to_string()
+                } else {
+                    n.to_string()
+                };
+                Response::builder()
+                    .status(206)
+                    .header("content-range", format!("bytes {a}-{b}/{total}"))
+                    .header("content-type", "application/octet-stream")
+                    .body(full(body[a..=b].to_vec()))
+            }
+            None if range.is_some() && n == 0 => Response::builder()
+                .status(416)
+                .header("content-range", "bytes */0")
+                .body(full(vec![])),
+            None => Response::builder()
+                .header("content-type", "application/octet-stream")
+                .body(full(body)),
+        },
+        "norange" => Response::builder().body(full(body)),
+        "slow" => {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            Response::builder().body(full(body))
+        }
+        "chunked" => {
+            let chunks: Vec<Bytes> = body.chunks(4096).map(Bytes::copy_from_slice).collect();
+            Response::builder().body(Chunks(chunks.into_iter()).boxed())
+        }
+        _ => Response::builder()
+            .status(404)
+            .body(full(b"no such test path".to_vec())),
+    };
+    Ok(resp.unwrap())
+}
+
+/// A body from a list of chunks (a streamed response without Content-Length).
+struct Chunks(std::vec::IntoIter<Bytes>);
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.0.next().map(|b| Ok(Frame::data(b))))
+    }
+}
+
+/// Start the origin; with `tls`, it speaks TLS (h2 + http/1.1 by ALPN) with a cert for
+/// 127.0.0.1 from `ca`.
+async fn start_origin(ca: Option<&Ca>, h2: bool) -> (SocketAddr, Log) {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let log: Log = Arc::default();
+    let tls = ca.map(|ca| {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca.issuer)
+            .unwrap();
+        let mut cfg = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+        cfg.alpn_protocols = if h2 {
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        } else {
+            vec![b"http/1.1".to_vec()]
+        };
+        tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
+    });
+    let lg = log.clone();
+    tokio::spawn(async move {
+        loop {
+            let (s, peer) = l.accept().await.unwrap();
+            let (lg, tls) = (lg.clone(), tls.clone());
+            tokio::spawn(async move {
+                let svc = service_fn(move |req| origin(lg.clone(), req, peer));
+                let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                match tls {
+                    Some(acc) => {
+                        let Ok(s) = acc.accept(s).await else { return };
+                        let _ = builder.serve_connection(TokioIo::new(s), svc).await;
+                    }
+                    None => {
+                        let _ = builder.serve_connection(TokioIo::new(s), svc).await;
+                    }
+                }
+            });
+        }
+    });
+    (addr, log)
+}
+
+async fn start_proxy(ca: &Ca, policy: PolicyKind) -> Proxy {
+    let cfg = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        policy,
+        ca_cert_pem: ca.cert_pem.clone(),
+        ca_key_pem: ca.key_pem.clone(),
+        upstream_ca_pem: ca.cert_pem.clone(),
+        bindings: [
+            Binding {
+                dev: None,
+                src: Some(HBC_SRC.parse().unwrap()),
+            },
+            Binding {
+                dev: None,
+                src: Some(LLC_SRC.parse().unwrap()),
+            },
+        ],
+        // The paper's channels: eMBB 40 ms / 200 Mbit/s, URLLC 5 ms / 2 Mbit/s.
+        priors: [
+            Prior {
+                rtt_ms: 40.0,
+                rate: 25_000.0,
+            },
+            Prior {
+                rtt_ms: 5.0,
+                rate: 250.0,
+            },
+        ],
+        static_estimates: true,
+        oracle: None,
+        h1_per_origin: 6,
+        rate_sample: Duration::from_millis(250),
+    };
+    proxy::start(cfg).await.unwrap()
+}
+
+/// GET http://origin/path through the proxy (absolute-URI form).
+async fn get_http(
+    proxy: SocketAddr,
+    origin: SocketAddr,
+    path: &str,
+) -> (StatusCode, http::HeaderMap, Bytes) {
+    let s = TcpStream::connect(proxy).await.unwrap();
+    let (mut tx, conn) = hyper::client::conn::http1::handshake(TokioIo::new(s))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(format!("http://{origin}{path}"))
+        .header("host", origin.to_string())
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = tx.send_request(req).await.unwrap();
+    let (parts, body) = resp.into_parts();
+    (
+        parts.status,
+        parts.headers,
+        body.collect().await.unwrap().to_bytes(),
+    )
+}
+
+fn channel_of(peer: &SocketAddr) -> Channel {
+    match peer.ip() {
+        IpAddr::V4(ip) if ip.to_string() == HBC_SRC => Channel::Hbc,
+        IpAddr::V4(ip) if ip.to_string() == LLC_SRC => Channel::Llc,
+        other => panic!("request from unexpected source {other}"),
+    }
+}
+
+fn seen_for(log: &Log, path: &str) -> Vec<(Channel, Option<String>)> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|s| s.path == path)
+        .map(|s| (channel_of(&s.peer), s.range.clone()))
+        .collect()
+}
+
+fn body_bytes(p: &Proxy, ch: Channel) -> u64 {
+    p.shared.stats.ch(ch).body_bytes.load(Relaxed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn size_discovery_small_large_and_fallbacks() {
+    let ca = make_ca();
+    let (origin, log) = start_origin(None, false).await;
+    let p = start_proxy(&ca, PolicyKind::ObjSize { threshold: 6000 }).await;
+    let pr = Some("bytes=0-999".to_string());
+    let rest = Some("bytes=1000-".to_string());
+
+    // < 1000 B: one probe on the LLC answers everything; the browser gets 200 + length.
+    let (st, h, b) = get_http(p.local_addr, origin, "/bytes/500").await;
+    assert_eq!(
+        (st, h["content-length"].to_str().unwrap()),
+        (StatusCode::OK, "500")
+    );
+    assert_eq!(sha(&b), sha(&pattern(500)));
+    assert!(h.get("content-range").is_none());
+    assert_eq!(
+        seen_for(&log, "/bytes/500"),
+        vec![(Channel::Llc, pr.clone())]
+    );
+
+    // Exactly 1000 B: still one request.
+    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/1000").await;
+    assert_eq!(sha(&b), sha(&pattern(1000)));
+    assert_eq!(seen_for(&log, "/bytes/1000").len(), 1);
+
+    // 3000 B < 6000: probe and rest both on the LLC.
+    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/3000").await;
+    assert_eq!(sha(&b), sha(&pattern(3000)));
+    assert_eq!(
+        seen_for(&log, "/bytes/3000"),
+        vec![(Channel::Llc, pr.clone()), (Channel::Llc, rest.clone())]
+    );
+
+    // 50000 B ≥ 6000: probe on the LLC, bytes=1000- on the HBC, stitched into one 200.
+    let (st, h, b) = get_http(p.local_addr, origin, "/bytes/50000").await;
+    assert_eq!(
+        (st, h["content-length"].to_str().unwrap()),
+        (StatusCode::OK, "50000")
+    );
+    assert_eq!(sha(&b), sha(&pattern(50000)));
+    assert_eq!(
+        seen_for(&log, "/bytes/50000"),
+        vec![(Channel::Llc, pr.clone()), (Channel::Hbc, rest.clone())]
+    );
+
+    // No range support (200 to the probe): the full object over the LLC, one request.
+    let (st, _, b) = get_http(p.local_addr, origin, "/norange/20000").await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(sha(&b), sha(&pattern(20000)));
+    assert_eq!(
+        seen_for(&log, "/norange/20000"),
+        vec![(Channel::Llc, pr.clone())]
+    );
+
+    // No Content-Length at all (chunked 200): same fallback.
+    let (st, h, b) = get_http(p.local_addr, origin, "/chunked/20000").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(h.get("content-length").is_none());
+    assert_eq!(sha(&b), sha(&pattern(20000)));
+    assert_eq!(
+        seen_for(&log, "/chunked/20000"),
+        vec![(Channel::Llc, pr.clone())]
+    );
+
+    // Range support but unknown total (bytes 0-999/*): the rest also on the LLC, stitched.
+    // (The proxy sends no Content-Length of its own; hyper may still derive one from the
+    // rest's exact length, which must then be the full size.)
+    let (st, h, b) = get_http(p.local_addr, origin, "/star/20000").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(
+        h.get("content-length").map_or(true, |v| v == "20000"),
+        "{h:?}"
+    );
+    assert_eq!(sha(&b), sha(&pattern(20000)));
+    assert_eq!(
+        seen_for(&log, "/star/20000"),
+        vec![(Channel::Llc, pr.clone()), (Channel::Llc, rest)]
+    );
+
+    // Empty object: 416 to the probe, refetched whole.
+    let (st, _, b) = get_http(p.local_addr, origin, "/bytes/0").await;
+    assert_eq!((st, b.len()), (StatusCode::OK, 0));
+
+    // Per-channel body bytes match the decisions: the HBC carried only 50000's rest.
+    assert_eq!(body_bytes(&p, Channel::Hbc), 49_000);
+    assert_eq!(
+        body_bytes(&p, Channel::Llc),
+        500 + 1000 + 3000 + 1000 + 20_000 + 20_000 + 20_000
+    );
+    let d = |ch: Channel| p.shared.stats.ch(ch).decisions.lock().unwrap().clone();
+    assert_eq!(d(Channel::Hbc).get(&Reason::AboveThreshold), Some(&1));
+    assert_eq!(d(Channel::Llc).get(&Reason::BelowThreshold), Some(&1));
+    assert_eq!(d(Channel::Llc).get(&Reason::SmallObject), Some(&2));
+    assert_eq!(d(Channel::Llc).get(&Reason::SizeUnknown), Some(&4));
+    assert_eq!(
+        p.shared.stats.ch(Channel::Hbc).decided_bytes.load(Relaxed),
+        50_000
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ians_static_decisions_follow_the_hand_computed_cases() {
+    let ca = make_ca();
+    let (origin, log) = start_origin(None, false).await;
+    let p = start_proxy(&ca, PolicyKind::Ians).await;
+    // 500 B: done by the probe on the LLC (lowest min SRTT, 5 ms).
+    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/500").await;
+    assert_eq!(b.len(), 500);
+    // 200000 B, LLC connection reusable, none on the HBC, plain HTTP:
+    // step 1: latency 5 < 200000/250 = 800 → step 2: LLC 5 + 800 = 805 ms;
+    // HBC 40 (TCP) + 4 slow-start rounds (14480·(1+2+4+8) = 217200 ≥ 200000) = 200 ms → HBC.
+    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/200000").await;
+    assert_eq!(sha(&b), sha(&pattern(200_000)));
+    let s = seen_for(&log, "/bytes/200000");
+    assert_eq!(
+        s.iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![Channel::Llc, Channel::Hbc]
+    );
+    // 5000 B: LLC 5 + 20 = 25 ms beats the HBC (≥ 40 ms) → both requests on the LLC.
+    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/5000").await;
+    assert_eq!(sha(&b), sha(&pattern(5000)));
+    let s = seen_for(&log, "/bytes/5000");
+    assert_eq!(
+        s.iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![Channel::Llc, Channel::Llc]
+    );
+    assert_eq!(body_bytes(&p, Channel::Hbc), 199_000);
+    assert_eq!(body_bytes(&p, Channel::Llc), 500 + 1000 + 5000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http1_pool_keeps_at_most_six_connections_and_reuses_them() {
+    let ca = make_ca();
+    let (origin, log) = start_origin(None, false).await;
+    let p = start_proxy(&ca, PolicyKind::Passthrough).await;
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let pa = p.local_addr;
+        tasks.push(tokio::spawn(async move {
+            get_http(pa, origin, "/slow/100").await
+        }));
+    }
+    for t in tasks {
+        let (st, _, b) = t.await.unwrap();
+        assert_eq!((st, b.len()), (StatusCode::OK, 100));
+    }
+    let ports: HashSet<u16> = log.lock().unwrap().iter().map(|s| s.peer.port()).collect();
+    assert_eq!(log.lock().unwrap().len(), 12);
+    assert!(
+        ports.len() <= 6,
+        "{} upstream connections for one origin",
+        ports.len()
+    );
+    assert!(log
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|s| channel_of(&s.peer) == Channel::Hbc));
+    assert_eq!(
+        p.shared
+            .stats
+            .ch(Channel::Hbc)
+            .connections_opened
+            .load(Relaxed),
+        ports.len() as u64
+    );
+}
+
+/// CONNECT + TLS to the proxy (certificate from the test CA), HTTP/2 inside.
+async fn h2_via_connect(
+    proxy: SocketAddr,
+    origin: SocketAddr,
+    ca_pem: &str,
+) -> hyper::client::conn::http2::SendRequest<Empty<Bytes>> {
+    let mut s = TcpStream::connect(proxy).await.unwrap();
+    s.write_all(format!("CONNECT {origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut c = [0u8; 1];
+        s.read_exact(&mut c).await.unwrap();
+        head.push(c[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    let cfg = objproxy::certs::client_config(ca_pem).unwrap();
+    let name = rustls_pki_types::ServerName::try_from(origin.ip().to_string()).unwrap();
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, s)
+        .await
+        .unwrap();
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let (tx, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    tx
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_h2_origin_is_multiplexed_on_one_connection_per_channel() {
+    let ca = make_ca();
+    let (origin, log) = start_origin(Some(&ca), true).await;
+    let p = start_proxy(&ca, PolicyKind::ObjSize { threshold: 6000 }).await;
+    let tx = h2_via_connect(p.local_addr, origin, &ca.cert_pem).await;
+    let mut tasks = Vec::new();
+    for n in [300usize, 4000, 70_000, 120_000, 800, 9000] {
+        let mut tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let req = Request::get(format!("https://{origin}/bytes/{n}"))
+                .body(Empty::new())
+                .unwrap();
+            let resp = tx.send_request(req).await.unwrap();
+            assert_eq!(resp.status(), StatusCode::OK);
+            let b = resp.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(sha(&b), sha(&pattern(n)), "object of {n} bytes");
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let st = |ch: Channel| p.shared.stats.ch(ch);
+    // One h2 connection per channel carried all requests (the first connection per
+    // channel learns h2; concurrent requests wait for it instead of opening their own).
+    assert_eq!(st(Channel::Llc).connections_opened.load(Relaxed), 1);
+    assert_eq!(st(Channel::Hbc).connections_opened.load(Relaxed), 1);
+    assert_eq!(st(Channel::Llc).h2_connections.load(Relaxed), 1);
+    // 3 objects ≥ 6000 B had their rest on the HBC.
+    assert_eq!(
+        body_bytes(&p, Channel::Hbc),
+        (70_000 - 1000) + (120_000 - 1000) + (9000 - 1000)
+    );
+    assert_eq!(log.lock().unwrap().len(), 6 + 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_prints_ready_and_writes_stats_on_sigterm() {
+    let ca = make_ca();
+    let dir = tempfile::tempdir().unwrap();
+    let (c, k, st) = (
+        dir.path().join("ca.pem"),
+        dir.path().join("ca.key"),
+        dir.path().join("stats.json"),
+    );
+    std::fs::write(&c, &ca.cert_pem).unwrap();
+    std::fs::write(&k, &ca.key_pem).unwrap();
+    let (origin, _log) = start_origin(None, false).await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_objproxy"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--policy",
+            "obj-size:6KB",
+            "--hbc-src",
+            HBC_SRC,
+            "--llc-src",
+            LLC_SRC,
+        ])
+        .arg("--ca-cert")
+        .arg(&c)
+        .arg("--ca-key")
+        .arg(&k)
+        .arg("--stats-json")
+        .arg(&st)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut line = Vec::new();
+    while !line.ends_with(b"\n") {
+        let mut c = [0u8; 1];
+        out.read_exact(&mut c).await.unwrap();
+        line.push(c[0]);
+    }
+    let line = String::from_utf8(line).unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("READY ")
+        .expect(&line)
+        .parse()
+        .unwrap();
+    let (_, _, b) = get_http(addr, origin, "/bytes/7000").await;
+    assert_eq!(sha(&b), sha(&pattern(7000)));
+    unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) };
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&st).unwrap()).unwrap();
+    assert_eq!(j["policy"], "obj-size:6000");
+    assert_eq!(j["channels"]["hbc"]["body_bytes"], 6000);
+    assert_eq!(j["channels"]["llc"]["body_bytes"], 1000);
+    assert_eq!(j["channels"]["hbc"]["decisions"]["above_threshold"], 1);
+    assert_eq!(j["channels"]["llc"]["requests"], 1);
+}
+
+#[test]
+fn bad_arguments_are_explained() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_objproxy"))
+        .args([
+            "--policy",
+            "obj-size:lots",
+            "--ca-cert",
+            "/nonexistent",
+            "--ca-key",
+            "/nonexistent",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("byte count"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_objproxy"))
+        .args([
+            "--policy",
+            "obj-oracle",
+            "--ca-cert",
+            "/nonexistent",
+            "--ca-key",
+            "/nonexistent",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("needs --corpus"), "{err}");
+}
