@@ -76,15 +76,61 @@ def plot_gain_bars(s: Summary) -> str | None:
                         px.append(x)
                         py.append(p["paper_pct"])
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=arm)
-        ax.plot(px, py, "kx", markersize=8, mew=2, label="paper" if j == 0 else None)
+        if px:
+            ax.plot(px, py, "kx", markersize=8, mew=2, label="paper")
+    _dedupe_legend(ax)
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xticks(range(len(conds)), conds)
     what = {"irt_ms": "IRT", "total_ms": "completion time"}.get(
         str(s.campaign.analysis.get("metric", "plt_ms")), "PLT"
     )
     ax.set_ylabel(f"{what} gain vs {s.campaign.analysis.get('baseline', 'all-hbc')} (%)")
-    ax.legend(fontsize=7, ncol=3)
     ax.set_title(s.campaign.name)
+    return _png(fig)
+
+
+def _dedupe_legend(ax: Any) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    seen: dict[str, Any] = {}
+    for h, lbl in zip(handles, labels, strict=True):
+        seen.setdefault(lbl, h)
+    ax.legend(list(seen.values()), list(seen), fontsize=7, ncol=3)
+
+
+def plot_plt_bars(s: Summary) -> str | None:
+    """Mean PLT per scheme (baseline included) with CIs; the paper's PLTs as crosses."""
+    from dchlab.experiments.summary import paper_value
+
+    means = s.plot.get("means") or {}
+    if not means:
+        return None
+    c = s.campaign
+    metric = str(c.analysis.get("metric", "plt_ms"))
+    conds = [cd.name for cd in c.conditions if any(k[0] == cd.name for k in means)]
+    arms = [sc.label for sc in c.schemes]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(conds) * len(arms) / 3), 3.8))
+    width = 0.8 / len(arms)
+    for j, arm in enumerate(arms):
+        xs, ys, lo, hi, px, py = [], [], [], [], [], []
+        for i, cond in enumerate(conds):
+            x = i - 0.4 + width * (j + 0.5)
+            got = means.get((cond, arm, metric))
+            if got is not None and _finite(got.value.mean):
+                xs.append(x)
+                ys.append(got.value.mean)
+                lo.append(got.value.mean - got.value.lo)
+                hi.append(got.value.hi - got.value.mean)
+            pv = paper_value(c, cond, arm, "plt_ms")
+            if pv is not None:
+                px.append(x)
+                py.append(pv)
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=arm)
+        if px:
+            ax.plot(px, py, "kx", markersize=8, mew=2, label="paper")
+    _dedupe_legend(ax)
+    ax.set_xticks(range(len(conds)), conds, fontsize=8)
+    ax.set_ylabel("mean page load time (ms)")
+    ax.set_title(c.name)
     return _png(fig)
 
 
@@ -144,10 +190,11 @@ def plot_phases(s: Summary) -> str | None:
                     py.append(pv)
             yerr = list(zip(*err, strict=True)) if err else None
             ax.bar(xs, ys, width, yerr=yerr, capsize=2, label=sch.label)
-            ax.plot(px, py, "kx", markersize=8, mew=2, label="paper" if j == 0 else None)
+            if px:
+                ax.plot(px, py, "kx", markersize=8, mew=2, label="paper")
     ax.set_xticks(range(len(metrics)), [m.removesuffix("_ms") for m in metrics])
     ax.set_ylabel("ms")
-    ax.legend(fontsize=7)
+    _dedupe_legend(ax)
     ax.set_title(c.name)
     return _png(fig)
 
@@ -197,7 +244,7 @@ def plot_cdf(s: Summary) -> str | None:
 _PLOTTERS = {
     "gain": plot_gain_bars,
     "reorder": plot_gain_bars,
-    "plt": plot_gain_bars,
+    "plt": plot_plt_bars,
     "sweep": plot_sweep,
     "phases": plot_phases,
     "bulk": plot_bulk,
