@@ -1,1 +1,221 @@
-fn main() {}
+//! `chanemu`: joins two network namespaces through a TUN pair and emulates one
+//! channel (uplink A→B, downlink B→A) from a profile. See docs/chanemu.md.
+
+mod driver;
+mod pktlog;
+mod tun;
+
+use anyhow::{Context, Result};
+use chanemu::profile::{Direction, Profile};
+use chanemu::stats::DirStats;
+use chanemu::time::ms_f64;
+use clap::{Parser, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Trace-driven channel emulator between two network namespaces.
+///
+/// Creates one TUN device in each namespace (side A = device/ue, side B =
+/// gateway), prints READY once both are up, and emulates the profile's uplink
+/// (A→B) and downlink (B→A; the only direction with radio sleep) until SIGINT or
+/// SIGTERM; then writes the summary (--stats) and exits 0. Addresses and routes
+/// on the devices are the caller's job.
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// Channel profile: a TOML file (docs/formats.md) or a built-in:
+    /// `fixed:<rtt>ms/<rate>mbit` (rate may be `unlimited`), `urllc`, `embb`.
+    #[arg(long, required = true)]
+    profile: Option<String>,
+    /// Namespace of side A (the device, ue).
+    #[arg(long, required = true)]
+    ns_a: Option<String>,
+    /// Interface name to give the TUN device in namespace A.
+    #[arg(long, required = true)]
+    dev_a: Option<String>,
+    /// Namespace of side B (the gateway).
+    #[arg(long, required = true)]
+    ns_b: Option<String>,
+    /// Interface name to give the TUN device in namespace B.
+    #[arg(long, required = true)]
+    dev_b: Option<String>,
+    /// Seed for loss and Gaussian delay draws: same seed, same schedule.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Start offset into the traces (ms): run time 0 is trace time OFFSET.
+    #[arg(long, default_value_t = 0.0)]
+    offset_ms: f64,
+    /// MTU of both devices.
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// Per-packet CSV log (dir, arrival, release, sent, outcome, size, delay, queue depth).
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Summary JSON written at exit.
+    #[arg(long)]
+    stats: Option<PathBuf>,
+    /// Busy-wait this long before a release instead of sleeping (precision vs CPU).
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Validate a profile (and the traces it names) and print it resolved, as JSON.
+    CheckProfile {
+        /// Profile file or built-in name.
+        profile: String,
+    },
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let res = match &cli.cmd {
+        Some(Cmd::CheckProfile { profile }) => check_profile(profile),
+        None => run(&cli),
+    };
+    if let Err(e) = res {
+        eprintln!("chanemu: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn check_profile(arg: &str) -> Result<()> {
+    let p = Profile::resolve(arg)?;
+    println!("{}", serde_json::to_string_pretty(&p.to_json())?);
+    Ok(())
+}
+
+fn run(cli: &Cli) -> Result<()> {
+    let (profile_arg, ns_a, dev_a, ns_b, dev_b) =
+        match (&cli.profile, &cli.ns_a, &cli.dev_a, &cli.ns_b, &cli.dev_b) {
+            (Some(p), Some(a), Some(da), Some(b), Some(db)) => (p, a, da, b, db),
+            _ => anyhow::bail!("--profile, --ns-a, --dev-a, --ns-b and --dev-b are required"),
+        };
+    if !(cli.offset_ms.is_finite() && cli.offset_ms >= 0.0) {
+        anyhow::bail!("--offset-ms must be ≥ 0, got {}", cli.offset_ms);
+    }
+    if !(68..=65535).contains(&cli.mtu) {
+        anyhow::bail!("--mtu must be in 68..=65535, got {}", cli.mtu);
+    }
+    let profile = Profile::resolve(profile_arg)?;
+    tun::check_netns(ns_a)?;
+    tun::check_netns(ns_b)?;
+    let log = match &cli.log {
+        Some(p) => Some(Arc::new(
+            pktlog::PacketLog::create(p).with_context(|| format!("create log {}", p.display()))?,
+        )),
+        None => None,
+    };
+
+    // Unique temporary names in the root namespace: pid + side.
+    let pid = std::process::id();
+    let tun_a = tun::Tun::create(&format!("cea{pid}"))?;
+    let tun_b = tun::Tun::create(&format!("ceb{pid}"))?;
+    tun::place(&tun_a, ns_a, dev_a, cli.mtu).with_context(|| format!("side A ({ns_a}/{dev_a})"))?;
+    tun::place(&tun_b, ns_b, dev_b, cli.mtu).with_context(|| format!("side B ({ns_b}/{dev_b})"))?;
+
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+
+    let offset = ms_f64(cli.offset_ms);
+    let stop = Arc::new(AtomicBool::new(false));
+    let activity = Arc::new(AtomicU64::new(0));
+    let epoch = Instant::now();
+    let mk = |dir: Direction, input: i32, output: i32| driver::DirectionIo {
+        dir,
+        input,
+        output,
+        pipe: profile.pipeline(dir, cli.seed, offset),
+        buf_size: cli.mtu.max(1500) as usize + 64,
+        spin_ns: cli.spin_us * 1000,
+        epoch,
+        stop: stop.clone(),
+        log: log.clone(),
+        uplink_activity: activity.clone(),
+    };
+    let up = mk(Direction::Uplink, tun_a.raw(), tun_b.raw());
+    let down = mk(Direction::Downlink, tun_b.raw(), tun_a.raw());
+    let hu = std::thread::Builder::new()
+        .name("uplink".into())
+        .spawn(move || up.run())?;
+    let hd = std::thread::Builder::new()
+        .name("downlink".into())
+        .spawn(move || down.run())?;
+
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "READY")?;
+        out.flush()?;
+    }
+    tracing::info!(profile = %profile.name, ns_a, dev_a, ns_b, dev_b, seed = cli.seed, offset_ms = cli.offset_ms, "running");
+    while !STOP.load(Ordering::SeqCst) && !hu.is_finished() && !hd.is_finished() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let up_stats = hu
+        .join()
+        .map_err(|_| anyhow::anyhow!("uplink thread panicked"))?;
+    let down_stats = hd
+        .join()
+        .map_err(|_| anyhow::anyhow!("downlink thread panicked"))?;
+    if let Some(l) = &log {
+        l.flush();
+    }
+    report(cli, &profile, &up_stats, &down_stats, epoch.elapsed())?;
+    drop((tun_a, tun_b)); // closing the descriptors removes both devices
+    Ok(())
+}
+
+fn report(
+    cli: &Cli,
+    profile: &Profile,
+    up: &DirStats,
+    down: &DirStats,
+    ran: Duration,
+) -> Result<()> {
+    let summary = serde_json::json!({
+        "profile": profile.name,
+        "seed": cli.seed,
+        "offset_ms": cli.offset_ms,
+        "duration_s": ran.as_secs_f64(),
+        "uplink": up.to_json(),
+        "downlink": down.to_json(),
+    });
+    if let Some(p) = &cli.stats {
+        std::fs::write(p, serde_json::to_string_pretty(&summary)? + "\n")
+            .with_context(|| format!("write stats {}", p.display()))?;
+    }
+    eprintln!(
+        "chanemu: profile {} ran {:.1} s",
+        profile.name,
+        ran.as_secs_f64()
+    );
+    eprintln!("{}", up.human("uplink"));
+    eprintln!("{}", down.human("downlink"));
+    Ok(())
+}

@@ -89,6 +89,11 @@ impl<P> Pipeline<P> {
         Ok((release, adm.depth))
     }
 
+    /// Packets waiting at the link (queued or being serialised) at `now`.
+    pub fn queue_depth(&mut self, now: Nanos) -> u32 {
+        self.queue.depth(now)
+    }
+
     /// Traffic in the opposite direction (keeps a DRX radio awake).
     pub fn note_peer_activity(&mut self, t: Nanos) {
         if let Some(d) = &mut self.drx {
