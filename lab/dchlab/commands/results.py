@@ -18,8 +18,7 @@ SELECT campaign, condition, {arm} AS scheme, workload,
        count(*) FILTER (WHERE error IS NULL) AS loads,
        count(*) FILTER (WHERE error IS NULL AND valid = false) AS invalid,
        count(*) FILTER (WHERE error IS NOT NULL) AS failed,
-       round(avg(plt_ms) FILTER (WHERE valid AND error IS NULL), 1) AS mean_plt_ms,
-       max(ts) AS last
+       round(avg(plt_ms) FILTER (WHERE valid AND error IS NULL), 1) AS mean_plt_ms
 FROM results {where}
 GROUP BY ALL ORDER BY campaign, condition, scheme
 """
