@@ -22,6 +22,7 @@ import pytest
 from conftest import require_binaries, require_root
 
 from dchlab.testbed import Testbed, TestbedConfig
+from dchlab.testbed.cc import allowed_list
 from dchlab.testbed.runrecord import RUN_DIR, list_netns
 
 pytestmark = pytest.mark.netns
@@ -135,7 +136,7 @@ def test_server_delay_adds_to_rtt() -> None:
 
 def test_two_testbeds_at_once_with_extra_hosts_and_cc() -> None:
     _needs("hbc-only")
-    allowed = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text()
+    allowed = allowed_list()
     n = 2_000_000
     want = hashlib.sha256(bytes(i % 251 for i in range(n))).hexdigest()
     a_cfg = TestbedConfig(scheme="hbc-only", cc="bbr", hosts=["www.a.test", "cdn.b.test"])
@@ -157,7 +158,7 @@ def test_two_testbeds_at_once_with_extra_hosts_and_cc() -> None:
         for tb, cc in ((a, "bbr"), (b, "cubic")):
             r = tb.run_ue(["sysctl", "-n", "net.ipv4.tcp_congestion_control"], capture_output=True)
             assert r.stdout.decode().strip() == cc
-        assert Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control").read_text() == allowed
+        assert allowed_list() == allowed
 
 
 def test_corpus_origins_get_addresses_dns_and_replay(tmp_path: Path) -> None:

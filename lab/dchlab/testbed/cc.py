@@ -50,3 +50,11 @@ def set_netns_cc(namespaces: Sequence[str], cc: str) -> None:
         finally:
             if widened:
                 ALLOWED.write_text(before + "\n")
+
+
+def allowed_list() -> str:
+    """The global allowed list, read under the lock (concurrent runs widen it briefly)."""
+    runrecord.RUN_DIR.mkdir(parents=True, exist_ok=True)
+    with open(runrecord.RUN_DIR / "cc.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return ALLOWED.read_text().strip()

@@ -18,7 +18,6 @@ import contextlib
 import json
 import logging
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -108,13 +107,36 @@ class Testbed:
         return self
 
     def _build(self) -> None:
+        exes = self._check_inputs()
+        self._create_run()
+        self._make_namespaces()
+        links = self._start_links_and_servers(exes)
+        self._address(links)
+        self.ue_env = {
+            "DCH_CA": str(self.ca_cert),
+            "SSL_CERT_FILE": str(self.ca_cert),
+            "CURL_CA_BUNDLE": str(self.ca_cert),
+            "REQUESTS_CA_BUNDLE": str(self.ca_cert),
+            "NODE_EXTRA_CA_CERTS": str(self.ca_cert),
+            "DCH_PREFIX": self.prefix,
+            "DCH_SCHEME": self.cfg.scheme,
+            "DCH_RUN_DIR": str(self.run_dir),
+            "DCH_NETNS_UE": self.netns["ue"],
+        }
+        self.scheme.setup(self)
+        self.ue_env.update(self.scheme.env(self))
+        self.wait_ready(["dnsmasq", "webreplay"])
+        self._check_failure()
+        log.info("testbed %s ready in %.2f s", self.prefix, time.monotonic() - self._started)
+
+    def _check_inputs(self) -> dict[str, Path]:
+        """Everything that can fail before the system is touched: root, binaries,
+        channels, hosts, CA. Returns the binaries' paths."""
         cfg = self.cfg
         if os.geteuid() != 0:
             raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
-        # Everything that can be checked before touching the system.
-        exes = {
-            n: self._binary(n) for n in ["chanemu", "webreplay", *self.scheme.required_binaries()]
-        }
+        names = ["chanemu", "webreplay", *self.scheme.required_binaries()]
+        exes = {n: self._binary(n) for n in names}
         if shutil.which("dnsmasq") is None:
             raise TestbedError("dnsmasq not found: apt-get install dnsmasq-base")
         self.channels = {
@@ -131,7 +153,10 @@ class Testbed:
         self.offset_ms = self.offsets["hbc"]
         self.hosts = self._host_table()
         self.ca_cert, self.ca_key = ensure_ca()
+        return exes
 
+    def _create_run(self) -> None:
+        """Prefix, run directory, run record, signal handlers, supervisor."""
         self.prefix = runrecord.new_prefix()
         self.netns = {r: f"{self.prefix}-{r}" for r in ROLES}
         RUNS_TMP.mkdir(parents=True, exist_ok=True)
@@ -142,76 +167,65 @@ class Testbed:
             owner_pid=os.getpid(),
             owner_start=runrecord.proc_start_time(os.getpid()),
             run_dir=str(self.run_dir),
-            keep_logs=cfg.keep_logs,
+            keep_logs=self.cfg.keep_logs,
             netns=list(self.netns.values()),
             etc_netns=[f"/etc/netns/{self.netns['ue']}"],
         )
-        self._record.save()
+        self._record.save()  # before anything exists, so a crash from here on is cleanable
         self._install_signal_handlers()
         self._sup = Supervisor(self.run_dir, self._on_spawn, self._on_failure)
+        cfg = self.cfg
         log.info("testbed %s: scheme %s, hbc %s, llc %s", self.prefix, cfg.scheme, cfg.hbc, cfg.llc)
 
-        # Namespaces and their sysctls.
+    def _make_namespaces(self) -> None:
+        """ue, gw, srv with their sysctls, congestion control, ue's resolv.conf and the
+        service addresses in srv (before the servers bind them)."""
         for role, ns in self.netns.items():
             sh.run(["ip", "netns", "add", ns], f"create namespace {role} ({ns})")
             self.ip(role, ["link", "set", "lo", "up"], f"bring up lo in {role}")
             settings = {
                 "net.ipv4.conf.all.rp_filter": "0",
                 "net.ipv4.conf.default.rp_filter": "0",
+                # IPv4 only: no router solicitations or DAD chatter on the channels.
                 "net.ipv6.conf.all.disable_ipv6": "1",
                 "net.ipv6.conf.default.disable_ipv6": "1",
             }
             if role == "gw":
                 settings["net.ipv4.ip_forward"] = "1"
             sh.sysctl(ns, settings, f"sysctls in {role}")
-        set_netns_cc(list(self.netns.values()), cfg.cc)
+        set_netns_cc(list(self.netns.values()), self.cfg.cc)
         etc = Path(f"/etc/netns/{self.netns['ue']}")
         etc.mkdir(parents=True, exist_ok=True)
         (etc / "resolv.conf").write_text(
             f"nameserver {A.DNS_SERVER}\noptions timeout:2 attempts:2\n"
         )
-
-        # Service addresses in srv (before the servers bind them).
         svc = sorted(set(self.hosts.values()) | {A.DNS_SERVER})
-        sh.ip_batch(
-            self.netns["srv"],
-            [f"addr add {a}/32 dev lo" for a in svc],
-            "add service addresses in srv",
-        )
-        hosts_file = self.run_dir / "hosts"
-        hosts_file.write_text("".join(f"{ip} {h}\n" for h, ip in self.hosts.items()))
+        lines = [f"addr add {a}/32 dev lo" for a in svc]
+        sh.ip_batch(self.netns["srv"], lines, "add service addresses in srv")
 
-        # The emulated links (all in parallel), the gw<->srv path, the servers.
+    def _start_links_and_servers(self, exes: dict[str, Path]) -> dict[str, str]:
+        """Start every emulator and both servers at once, then wait for the emulators.
+        Returns the scheme's links {name: profile}."""
+        cfg = self.cfg
         links = self.scheme.links(self)
         for name, profile in links.items():
             if name not in A.LINKS:
                 raise TestbedError(f"scheme {cfg.scheme}: unknown link {name!r}")
             off = self.offsets.get(name, self.offset_ms)
             self._spawn_chanemu(exes["chanemu"], name, profile, "ue", name, "gw", name, off)
+        emulators = [f"link-{n}" for n in links]
         if cfg.server_delay_ms > 0:
-            prof = ch.write_profile(
-                ch.server_path_profile(cfg.server_delay_ms), self.run_dir / "srvpath.toml"
-            )
+            path = self.run_dir / "srvpath.toml"
+            prof = ch.write_profile(ch.server_path_profile(cfg.server_delay_ms), path)
             self._spawn_chanemu(
                 exes["chanemu"], "srvpath", str(prof), "gw", "srv0", "srv", "gw0", 0
             )
+            emulators.append("link-srvpath")
         else:
-            self.ip(
-                "gw",
-                [
-                    "link",
-                    "add",
-                    "srv0",
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    "gw0",
-                    "netns",
-                    self.netns["srv"],
-                ],
-                "create gw-srv veth",
-            )
+            veth = ["link", "add", "srv0", "type", "veth", "peer", "name", "gw0", "netns", self.netns["srv"]]  # fmt: skip
+            self.ip("gw", veth, "create gw-srv veth")
+        hosts_file = self.run_dir / "hosts"
+        hosts_file.write_text("".join(f"{ip} {h}\n" for h, ip in self.hosts.items()))
         self.spawn(
             "dnsmasq",
             ["dnsmasq", "-k", "-C", "/dev/null", "--no-resolv", "--no-hosts",
@@ -225,62 +239,23 @@ class Testbed:
         if cfg.corpus:
             wr += ["--corpus", str(Path(cfg.corpus).resolve())]
         self.spawn("webreplay", [*wr, *self.scheme.webreplay_args(self)], ns="srv")
-        chanemus = [f"link-{n}" for n in links] + (
-            ["link-srvpath"] if cfg.server_delay_ms > 0 else []
-        )
-        self.wait_ready(chanemus)
+        self.wait_ready(emulators)
+        return links
 
-        # Addresses and routes.
+    def _address(self, links: dict[str, str]) -> None:
+        """Point-to-point addresses on every link and the gw-srv path; srv and gw routes
+        (ue's default route is the scheme's)."""
         for name in links:
             p = A.LINKS[name]
-            self.ip(
-                "ue",
-                ["addr", "add", p.near, "peer", p.far, "dev", name],
-                f"address the {name} link in ue",
-            )
-            self.ip(
-                "gw",
-                ["addr", "add", p.far, "peer", p.near, "dev", name],
-                f"address the {name} link in gw",
-            )
+            self.ip("ue", ["addr", "add", p.near, "peer", p.far, "dev", name], f"address the {name} link in ue")  # fmt: skip
+            self.ip("gw", ["addr", "add", p.far, "peer", p.near, "dev", name], f"address the {name} link in gw")  # fmt: skip
         sp = A.SRV_PATH
-        self.ip(
-            "gw",
-            ["addr", "add", sp.near, "peer", sp.far, "dev", "srv0"],
-            "address gw-srv path in gw",
-        )
+        self.ip("gw", ["addr", "add", sp.near, "peer", sp.far, "dev", "srv0"], "address gw-srv path in gw")  # fmt: skip
         self.ip("gw", ["link", "set", "srv0", "up"], "bring up gw-srv path in gw")
-        self.ip(
-            "srv",
-            ["addr", "add", sp.far, "peer", sp.near, "dev", "gw0"],
-            "address gw-srv path in srv",
-        )
+        self.ip("srv", ["addr", "add", sp.far, "peer", sp.near, "dev", "gw0"], "address gw-srv path in srv")  # fmt: skip
         self.ip("srv", ["link", "set", "gw0", "up"], "bring up gw-srv path in srv")
-        self.ip(
-            "srv", ["route", "add", "default", "via", sp.near, "dev", "gw0"], "default route in srv"
-        )
-        self.ip(
-            "gw",
-            ["route", "add", A.SERVICE_NET, "via", sp.far, "dev", "srv0"],
-            "route to the servers in gw",
-        )
-
-        self.ue_env = {
-            "DCH_CA": str(self.ca_cert),
-            "SSL_CERT_FILE": str(self.ca_cert),
-            "CURL_CA_BUNDLE": str(self.ca_cert),
-            "REQUESTS_CA_BUNDLE": str(self.ca_cert),
-            "NODE_EXTRA_CA_CERTS": str(self.ca_cert),
-            "DCH_PREFIX": self.prefix,
-            "DCH_SCHEME": cfg.scheme,
-            "DCH_RUN_DIR": str(self.run_dir),
-            "DCH_NETNS_UE": self.netns["ue"],
-        }
-        self.scheme.setup(self)
-        self.ue_env.update(self.scheme.env(self))
-        self.wait_ready(["dnsmasq", "webreplay"])
-        self._check_failure()
-        log.info("testbed %s ready in %.2f s", self.prefix, time.monotonic() - self._started)
+        self.ip("srv", ["route", "add", "default", "via", sp.near, "dev", "gw0"], "default route in srv")  # fmt: skip
+        self.ip("gw", ["route", "add", A.SERVICE_NET, "via", sp.far, "dev", "srv0"], "route to the servers in gw")  # fmt: skip
 
     def _spawn_chanemu(self, exe: Path, name: str, profile: str, ns_a: str, dev_a: str,
                        ns_b: str, dev_b: str, offset: int) -> None:  # fmt: skip
@@ -551,7 +526,3 @@ def _terminate(p: subprocess.Popen[Any], grace: float = 2.0) -> None:
             p.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(2)
-
-
-def describe_cmd(argv: Sequence[str]) -> str:
-    return shlex.join(argv)
