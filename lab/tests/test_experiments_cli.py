@@ -80,3 +80,20 @@ def test_report_command_writes_the_page(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == str(out)
     assert "No results yet. Run `./dch run experiments/fig3.yaml`" in out.read_text()
+
+
+def test_demo_says_what_is_missing_instead_of_printing_numbers(tmp_path):
+    env_dir = tmp_path / "no-target"
+    env_dir.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(LAB), "CARGO_TARGET_DIR": str(env_dir)}
+    p = subprocess.run(
+        [sys.executable, "-m", "dchlab.cli", "demo", "--store", str(tmp_path / "d.duckdb")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert p.returncode == 3
+    assert "binary chanemu" in p.stdout and "cargo build --release -p chanemu" in p.stdout
+    assert "Nothing was measured" in p.stdout
+    assert not (tmp_path / "d.duckdb").exists()

@@ -403,6 +403,11 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
         raise v.err("seed", f"expected a non-negative integer, got {seed!r}")
     paper = v.mapping(d.get("paper", {}), "paper")
     analysis = v.mapping(d.get("analysis", {"kind": "gain"}), "analysis")
+    v.unknown(
+        analysis,
+        {"kind", "baseline", "metric", "metrics", "best_of", "stats", "stat", "ideal"},
+        "analysis",
+    )
     akind = analysis.get("kind", "gain")
     if akind not in ANALYSIS_KINDS:
         raise v.err("analysis.kind", f"expected one of {', '.join(ANALYSIS_KINDS)}, got {akind!r}")
