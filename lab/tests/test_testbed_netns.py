@@ -108,7 +108,7 @@ def _assert_rtt(rtts: list[float], rtt_ms: float, what: str) -> None:
     first quartile, not the mean."""
     lo, q1 = rtts[0], rtts[len(rtts) // 4]
     assert rtt_ms - 0.3 <= lo <= rtt_ms + 2.0, f"{what}: min RTT {lo} ms, profile {rtt_ms}: {rtts}"
-    assert q1 <= rtt_ms + 4.0, f"{what}: 25th percentile {q1} ms, profile {rtt_ms}: {rtts}"
+    assert q1 <= rtt_ms + 5.0, f"{what}: 25th percentile {q1} ms, profile {rtt_ms}: {rtts}"
 
 
 @pytest.mark.parametrize(
