@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import require_binaries, require_root
 
-from dchlab.testbed import Testbed, TestbedConfig
+from dchlab.testbed import Testbed, TestbedConfig, get_scheme, known_schemes
 from dchlab.testbed.cc import allowed_list
 from dchlab.testbed.runrecord import RUN_DIR, list_netns
 
@@ -31,27 +31,24 @@ N = 5_000_000
 EXPECTED = hashlib.sha256(bytes(i % 251 for i in range(N))).hexdigest()
 # Lean channels: a 40 Mbit/s LLC keeps all-llc / llc-only at ~1 s for 5 MB.
 FAST_LLC = "fixed:5ms/40mbit"
-AGENT_SCHEMES = [
-    "dchannel",
-    "dchannel:alpha=0.5",
-    "all-hbc",
-    "all-llc",
-    "pkt-size:750",
-    "pkt-control",
-    "pkt-uplink",
-    "pkt-state",
-    "asap",
-]
-OTHER_SCHEMES = ["hbc-only", "llc-only", "ideal", "mptcp"]
+# Parameters for registered schemes that take them; schemes other files register
+# (objproxy's) are picked up from the registry, so every scheme is fetched through.
+EXAMPLES = {"dchannel": ["dchannel", "dchannel:alpha=0.5"], "pkt-size": ["pkt-size:750"], "obj-size": ["obj-size:6000"]}  # fmt: skip
+NEEDS_CORPUS = {"obj-oracle"}  # sizes come from a corpus manifest; see its own tests
 LAB = Path(__file__).resolve().parents[1]
+
+
+def all_scheme_specs() -> list[str]:
+    specs: list[str] = []
+    for key in known_schemes():
+        name = key.split(":")[0].split("[")[0]
+        specs += EXAMPLES.get(name, [name])
+    return specs
 
 
 def _needs(scheme: str) -> None:
     require_root()
-    names = ["chanemu", "webreplay"]
-    if scheme not in OTHER_SCHEMES:
-        names.append("dchannel")
-    require_binaries(*names)
+    require_binaries("chanemu", "webreplay", *get_scheme(scheme).required_binaries())
 
 
 def _curl_sha(tb: Testbed, url: str) -> tuple[str, str]:
@@ -64,8 +61,10 @@ def _curl_sha(tb: Testbed, url: str) -> tuple[str, str]:
     return r.stdout.split()[0] if r.stdout else "", r.stderr
 
 
-@pytest.mark.parametrize("scheme", AGENT_SCHEMES + OTHER_SCHEMES)
+@pytest.mark.parametrize("scheme", all_scheme_specs())
 def test_every_scheme_fetches_bytes_exactly(scheme: str) -> None:
+    if scheme in NEEDS_CORPUS:
+        pytest.skip(f"{scheme} needs a corpus")
     _needs(scheme)
     with Testbed(TestbedConfig(scheme=scheme, llc=FAST_LLC)) as tb:
         sha, err = _curl_sha(tb, f"https://server.test/bytes/{N}")
@@ -82,7 +81,7 @@ def test_every_scheme_fetches_bytes_exactly(scheme: str) -> None:
         assert ue[other]["rx_bytes"] < 200_000, (scheme, ue)
     if scheme == "ideal":
         assert ue["ideal"]["rx_bytes"] >= N and "hbc" not in ue
-    if scheme in AGENT_SCHEMES:  # both agents wrote their stats at exit
+    if get_scheme(scheme).kind == "agent":  # both agents wrote their stats at exit
         for role in ("client", "gateway"):
             assert "channels" in stats["agents"][role], stats["agents"][role]
     for link, emu in stats["links"].items():
