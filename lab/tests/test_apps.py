@@ -265,3 +265,36 @@ def test_fill_row_validity() -> None:
     row = {}
     fill_row(row, p, "search", {"interactions": [_record(p, "launch"), _record(p, "search", 50)]})
     assert not row["valid"] and "dependency-order" in row["invalid_reason"]
+
+
+def test_critical_think_is_the_slowest_chain(tmp_path: Path) -> None:
+    from dchlab.apps.run import critical_think_ms
+
+    data = _minimal()
+    reqs = data["interactions"]["launch"]["requests"]
+    reqs[0]["think_ms"] = 30
+    reqs[1]["think_ms"] = 120
+    reqs[2]["think_ms"] = 2
+    # A second, slower root that nothing depends on: 30 + 120 + 2 = 152 still wins over 140.
+    reqs.append(
+        {"id": "ads", "origin": "api", "path": "/ads", "kind": "json", "size": 900, "think_ms": 140}
+    )
+    p = load_profile(_write(tmp_path, data))
+    assert critical_think_ms(p, "launch") == 152.0
+
+
+def test_cli_lists_profiles(capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from dchlab.commands import app as app_cmd
+
+    ap = argparse.ArgumentParser()
+    app_cmd.register(ap.add_subparsers())
+    args = ap.parse_args(["app", "--list"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "social:" in out and "shopping:" in out and "news:" in out
+    assert "launch   16 requests (4 JSON)" in out
+    bad = ap.parse_args(["app", "--interaction", "checkout"])
+    assert bad.func(bad) == 2
+    assert "unknown checkout" in capsys.readouterr().err

@@ -14,7 +14,7 @@ import pytest
 
 from dchlab.apps.compile import cached_corpus
 from dchlab.apps.profile import INTERACTIONS, AppProfile, load_profile
-from dchlab.apps.run import check_interaction, run_driver
+from dchlab.apps.run import check_interaction, critical_think_ms, run_driver
 from dchlab.paths import target_dir
 from dchlab.workloads.api import RunSpec
 
@@ -39,20 +39,6 @@ pytestmark = [
     pytest.mark.chromium,
     pytest.mark.skipif(_ready() is not None, reason=str(_ready())),
 ]
-
-
-def _critical_think_ms(p: AppProfile, name: str) -> float:
-    """Largest sum of server think times along a dependency chain of `name`."""
-    it = p.interactions[name]
-    byid = it.by_id()
-    memo: dict[str, float] = {}
-
-    def f(i: str) -> float:
-        if i not in memo:
-            memo[i] = byid[i].think_ms + max((f(q) for q in byid[i].after), default=0.0)
-        return memo[i]
-
-    return max(f(r.id) for r in it.requests)
 
 
 def _session(p: AppProfile, hbc: str) -> dict[str, Any]:
@@ -91,9 +77,10 @@ def test_every_interaction_completes_in_dependency_order(name: str) -> None:
             for r, e in ((r, t[r.id]) for r in p.interactions[inter].requests)
         )
         # The server think times on the critical path and one RTT per level are in it.
-        floor = _critical_think_ms(p, inter) + 20 * p.interactions[inter].depth()
+        floor = critical_think_ms(p, inter) + 20 * p.interactions[inter].depth()
         assert d["irt_ms"] >= floor, (inter, d["irt_ms"], floor)
         assert d["irt_ms"] < floor + 5000
+        assert 0 <= d["t_handler"] - d["t_input"] < 200  # input reached the app at once
 
 
 def test_irt_grows_with_hbc_rtt_under_all_hbc() -> None:

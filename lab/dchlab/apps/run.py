@@ -30,6 +30,8 @@ APP_KEYS = [
     "order_violations",
     "depth",
     "warm_irt_ms",
+    "critical_think_ms",
+    "input_delay_ms",
 ]
 #: Slack for comparing page clocks: Resource Timing and performance.now() share one
 #: clock, but Chromium coarsens both to 5 µs (100 µs without cross-origin isolation).
@@ -38,6 +40,21 @@ CLOCK_SLACK_MS = 0.2
 
 def item_key(profile: str, interaction: str) -> str:
     return f"{profile}/{interaction}"
+
+
+def critical_think_ms(p: AppProfile, interaction: str) -> float:
+    """Largest sum of server think times along one dependency chain: the part of the
+    IRT no channel can remove (IRT - this = network + client time)."""
+    it = p.interactions[interaction]
+    byid = it.by_id()
+    memo: dict[str, float] = {}
+
+    def f(i: str) -> float:
+        if i not in memo:
+            memo[i] = byid[i].think_ms + max((f(q) for q in byid[i].after), default=0.0)
+        return memo[i]
+
+    return round(max(f(r.id) for r in it.requests), 1)
 
 
 def check_interaction(p: AppProfile, res: dict[str, Any]) -> dict[str, Any]:
@@ -102,6 +119,7 @@ def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str
         requests_answered=0,
         order_violations=0,
         depth=it.depth(),
+        critical_think_ms=critical_think_ms(p, interaction),
     )
     done = out.get("interactions") or []
     warm = [d for d in done[:-1] if d.get("interaction") != interaction]
@@ -119,6 +137,11 @@ def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str
         chk = check_interaction(p, last)
         row.update(
             irt_ms=last.get("irt_ms"),
+            input_delay_ms=(
+                last["t_handler"] - last["t_input"]
+                if last.get("t_handler") is not None and last.get("t_input") is not None
+                else None
+            ),
             requests_answered=chk["answered"],
             order_violations=chk["violations"],
             size_bytes=sum(int(e.get("body_size") or 0) for e in chk["timing"].values()),

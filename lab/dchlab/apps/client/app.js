@@ -67,7 +67,7 @@
     });
   }
 
-  function run(name, t0, trigger) {
+  function run(name, t0, trigger, tHandler) {
     const inter = state.dag.interactions[name];
     if (!inter) throw new Error(`no interaction ${name}`);
     const screen = document.getElementById("screen");
@@ -115,8 +115,9 @@
       };
       for (const n of nodes) if (n.parents.length === 0) start(n);
     }).then(
-      ({ handled, painted }) => finish(name, trigger, t0, rec, { handled, painted }),
-      (err) => finish(name, trigger, t0, rec, { error: String(err && err.message ? err.message : err) }),
+      ({ handled, painted }) => finish(name, trigger, t0, rec, { handled, painted, tHandler }),
+      (err) =>
+        finish(name, trigger, t0, rec, { tHandler, error: String(err && err.message ? err.message : err) }),
     );
   }
 
@@ -142,6 +143,7 @@
       interaction: name,
       trigger,
       t_input: t0,
+      t_handler: out.tHandler ?? null,
       t_handled: out.handled ?? null,
       t_painted: out.painted ?? null,
       irt_ms: out.painted != null ? out.painted - t0 : null,
@@ -166,7 +168,8 @@
     if (state.running || !state.dag) return;
     state.running = name;
     delete state.results[name];
-    run(name, ev.timeStamp, how);
+    // ev.timeStamp: when the input happened; now: when the app's handler got it.
+    run(name, ev.timeStamp, how, performance.now());
   }
 
   state.ready = fetch("/dag.json", { cache: "no-store" })
