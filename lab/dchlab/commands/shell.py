@@ -132,9 +132,9 @@ def cmd_shell(args: argparse.Namespace) -> int:
             if args.keep_logs:
                 print(f"dch shell: run {tb.prefix}, logs in {tb.run_dir}", file=sys.stderr)
             rc = _run_foreground(tb, cmd)
-        if args.stats:
-            s = tb.stats()
-            log.info("stats written to %s (%d keys)", args.stats, len(s))
+        line = tb.scheme.summary(tb.stats())
+        if line:
+            print(f"dch shell: {line}", file=sys.stderr)
         if rc < 0:  # killed by a signal: shell convention
             rc = 128 - rc
         return rc

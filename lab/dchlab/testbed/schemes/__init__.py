@@ -16,7 +16,8 @@ The testbed calls, in order:
                               must leave ue with a default route;
   5. `wrap(tb, argv)` and `env(tb)` for every command run on ue;
   6. `collect(tb)`          — live measurements for the stats, before anything stops;
-  7. `stop_first()`         — daemons to stop before the others (to flush stats).
+  7. `stop_first()`         — daemons to stop before the others (to flush stats);
+  8. `summary(stats)`       — an optional line `dch shell` prints at the end.
 The stats files a scheme's daemons write are declared with `tb.expect_stats(...)`.
 """
 
@@ -69,6 +70,10 @@ class Scheme:
 
     def stop_first(self) -> list[str]:
         return []
+
+    def summary(self, stats: dict[str, Any]) -> str | None:
+        """One line for the user at the end of `dch shell` (None: nothing to say)."""
+        return None
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,15 @@ class MptcpScheme(Scheme):
             }
         }
 
+    def summary(self, stats: dict[str, Any]) -> str | None:
+        m = stats.get("mptcp")
+        if not m:
+            return None
+        return (
+            f"mptcp: {m['connections']} connection(s), {m['subflows']} subflow(s) "
+            f"({m['joins']} joined), {m['fallbacks']} fallback(s) to TCP"
+        )
+
 
 def _nonzero(c: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in c.items() if v}
