@@ -35,7 +35,6 @@ class MptcpScheme(Scheme):
         )
         mptcp.configure_client(tb.netns["ue"], [("hbc", A.HBC.near), ("llc", A.LLC.near)])
         mptcp.configure_server(tb.netns["srv"])
-        self.max_live = 0
 
     def webreplay_args(self, tb: Testbed) -> list[str]:
         return ["--mptcp"]
