@@ -14,6 +14,7 @@ Topology (docs/testbed.md):
 from __future__ import annotations
 
 import _thread
+import atexit
 import contextlib
 import json
 import logging
@@ -47,7 +48,11 @@ RUNS_TMP = Path(tempfile.gettempdir()) / "dch-runs"
 
 
 class Testbed:
-    """One testbed run. Use as a context manager (or call `start()` / `close()`).
+    """One testbed run. Use as a context manager (or call `start()` / `close()`; an
+    unclosed testbed is closed at interpreter exit). Build and use it from one thread
+    that outlives it (normally the main one): daemons die with the thread that started
+    them (parent-death signal), and only the main thread gets the SIGTERM/SIGHUP
+    teardown handlers.
 
     Attributes available inside the `with` block:
       cfg       the TestbedConfig
@@ -172,6 +177,7 @@ class Testbed:
             etc_netns=[f"/etc/netns/{self.netns['ue']}"],
         )
         self._record.save()  # before anything exists, so a crash from here on is cleanable
+        atexit.register(self.close)  # a Testbed used without `with` and never closed
         self._install_signal_handlers()
         self._sup = Supervisor(self.run_dir, self._on_spawn, self._on_failure)
         cfg = self.cfg
@@ -273,6 +279,7 @@ class Testbed:
         if self._closed or self._closing:
             return
         self._closing = True
+        atexit.unregister(self.close)
         # A second Ctrl-C must not cut the teardown short (it takes well under a second).
         main = threading.current_thread() is threading.main_thread()
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
