@@ -81,6 +81,13 @@ def test_every_interaction_completes_in_dependency_order(name: str) -> None:
         assert d["irt_ms"] >= floor, (inter, d["irt_ms"], floor)
         assert d["irt_ms"] < floor + 5000
         assert 0 <= d["t_handler"] - d["t_input"] < 200  # input reached the app at once
+        # Warm state: a launch opens one connection per origin it uses; later
+        # interactions reuse them and connect only to origins the launch never used.
+        used = {p.host(r.origin) for r in p.interactions["launch"].requests}
+        want = sorted({p.host(r.origin) for r in p.interactions[inter].requests})
+        if inter != "launch":
+            want = [h for h in want if h not in used]
+        assert chk["opened"] == want, (inter, chk["opened"], want)
 
 
 def test_irt_grows_with_hbc_rtt_under_all_hbc() -> None:

@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from dchlab import REPO_ROOT
 from dchlab.apps.compile import cached_corpus, request_url, shell_url
@@ -32,6 +33,7 @@ APP_KEYS = [
     "warm_irt_ms",
     "critical_think_ms",
     "input_delay_ms",
+    "connections_opened",
 ]
 #: Slack for comparing page clocks: Resource Timing and performance.now() share one
 #: clock, but Chromium coarsens both to 5 µs (100 µs without cross-origin isolation).
@@ -106,7 +108,22 @@ def check_interaction(p: AppProfile, res: dict[str, Any]) -> dict[str, Any]:
                     f"{r.id} started at {entry['start']:.1f} ms before {par}'s response "
                     f"ended at {pe['response_end']:.1f} ms"
                 )
-    return {"answered": answered, "violations": violations, "problems": problems, "timing": timing}
+    # Origins to which this interaction opened a connection (Resource Timing shows a
+    # connect phase only for the request that waited for a new connection; 0 on reuse).
+    opened = sorted(
+        {
+            str(urlsplit(e["url"]).hostname)
+            for e in timing.values()
+            if (e.get("connect_end") or 0) > (e.get("connect_start") or 0)
+        }
+    )
+    return {
+        "answered": answered,
+        "violations": violations,
+        "problems": problems,
+        "timing": timing,
+        "opened": opened,
+    }
 
 
 def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str, Any]) -> None:
@@ -147,6 +164,7 @@ def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str
             size_bytes=sum(int(e.get("body_size") or 0) for e in chk["timing"].values()),
             resources_loaded=chk["answered"],
             resources_failed=len(it.requests) - chk["answered"],
+            connections_opened=len(chk["opened"]),
         )
         if last.get("error"):
             reasons.append(str(last["error"]))
@@ -159,7 +177,11 @@ def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str
         if last.get("irt_ms") is None:
             reasons.append("no end-screen paint recorded")
         protos = sorted({str(e.get("protocol") or "?") for e in chk["timing"].values()})
-        row["stats_app"] = {"problems": chk["problems"][:20], "protocols": protos}
+        row["stats_app"] = {
+            "problems": chk["problems"][:20],
+            "protocols": protos,
+            "opened": chk["opened"],
+        }
     row["valid"] = not reasons
     row["invalid_reason"] = "; ".join(dict.fromkeys(reasons))
 
