@@ -20,12 +20,15 @@ def _show(row: dict[str, Any]) -> str:
 
 
 def _list() -> int:
+    from dchlab.apps.compile import cached_corpus, shell_url
     from dchlab.apps.profile import builtin_profiles, load_profile
 
     for name in builtin_profiles():
         p = load_profile(name)
         print(f"{name}: {p.description}")
         print(f"  origins: {', '.join(f'{r}={h}' for r, h in p.origins.items())}")
+        # The compiled corpus, e.g. for `dch shell --corpus DIR` and a browser on ue.
+        print(f"  corpus: {cached_corpus(p).root} (app shell {shell_url(p)})")
         for iname, it in p.interactions.items():
             json_n = sum(r.kind == "json" for r in it.requests)
             kb = sum(r.size for r in it.requests) / 1000
@@ -100,6 +103,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--timeout", type=float, default=60.0, help="per-interaction timeout, s (default 60)"
     )
-    p.add_argument("--list", action="store_true", help="describe the built-in profiles and exit")
+    p.add_argument(
+        "--list",
+        action="store_true",
+        help="describe the built-in profiles and their compiled corpora, and exit",
+    )
     add_common(p)
     p.set_defaults(func=cmd_app)
