@@ -21,7 +21,15 @@ from pathlib import Path
 import pytest
 from conftest import require_binaries, require_root
 
-from dchlab.testbed import Testbed, TestbedConfig, get_scheme, known_schemes
+from dchlab.testbed import (
+    Scheme,
+    Testbed,
+    TestbedConfig,
+    TestbedError,
+    get_scheme,
+    known_schemes,
+    schemes,
+)
 from dchlab.testbed.cc import allowed_list
 from dchlab.testbed.runrecord import RUN_DIR, list_netns
 
@@ -288,6 +296,26 @@ def test_nothing_remains_after_signal(sig: int, rc: int) -> None:
     p.send_signal(sig)
     assert p.wait(20) == rc
     assert _wait_gone(prefix) == []
+
+
+class _BrokenSetup(Scheme):
+    """Setup fails after a daemon started and links were built."""
+
+    kind = "test"
+
+    def setup(self, tb: Testbed) -> None:
+        tb.spawn("sleeper", ["sleep", "60"], ns="ue", ready=None)
+        tb.ip("ue", ["route", "add", "default", "dev", "no-such-dev"], "default route via no-such-dev")  # fmt: skip
+
+
+def test_failed_setup_names_step_and_removes_everything(monkeypatch: pytest.MonkeyPatch) -> None:
+    _needs("hbc-only")
+    entry = schemes.Entry(_BrokenSetup, "test only", "")
+    monkeypatch.setitem(schemes._REGISTRY, "test-broken-setup", entry)  # not left registered
+    tb = Testbed(TestbedConfig(scheme="test-broken-setup"))
+    with pytest.raises(TestbedError, match="default route via no-such-dev"):
+        tb.start()
+    assert tb.prefix and _leftovers(tb.prefix) == []
 
 
 def test_killed_emulator_aborts_run() -> None:

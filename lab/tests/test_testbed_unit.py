@@ -108,3 +108,14 @@ def test_ca_is_ecdsa_p256_pkcs8_and_cached(tmp_path) -> None:
     assert cert_path.read_bytes() == x509.load_pem_x509_certificate(
         cert_path.read_bytes()
     ).public_bytes(serialization.Encoding.PEM)
+
+
+def test_failed_step_is_named() -> None:
+    from dchlab.testbed import sh
+
+    with pytest.raises(TestbedError) as e:
+        sh.ip(None, ["link", "set", "dch-no-such0", "up"], "bring up the HBC link in ue")
+    msg = str(e.value)
+    assert "bring up the HBC link in ue" in msg and "dch-no-such0" in msg
+    with pytest.raises(TestbedError, match="not installed"):
+        sh.run(["dch-no-such-tool"], "start the tool")
