@@ -66,6 +66,7 @@ def add_testbed_args(p: argparse.ArgumentParser) -> None:
         "--corpus",
         help="page corpus directory: its origins get addresses and DNS records, webreplay serves it",
     )
+    p.add_argument("--host", action="append", default=[], metavar="NAME", help="extra host name for DNS and webreplay (repeatable; next free address in 198.19.128.0/17)")  # fmt: skip
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG", help="extra argument for both agents (repeatable), e.g. --agent-arg=--reorder --agent-arg=off")  # fmt: skip
 
 
@@ -78,6 +79,7 @@ def config_from_args(args: argparse.Namespace) -> TestbedConfig:
         seed=args.seed,
         server_delay_ms=args.server_delay_ms,
         corpus=args.corpus,
+        hosts=list(args.host) or None,
         agent_args=list(args.agent_arg),
         stats_path=getattr(args, "stats", None),
         keep_logs=getattr(args, "keep_logs", False),
