@@ -30,6 +30,7 @@ pub fn bind(addr: SocketAddr, mptcp: bool, backlog: i32) -> Result<tokio::net::T
         .with_context(|| format!("SO_REUSEADDR on {addr}"))?;
     // Best effort: older kernels reject IP_FREEBIND on MPTCP sockets, and the addresses are
     // normally configured on an interface anyway.
+    warn_if_not_local(addr);
     let freebind = if addr.is_ipv4() {
         sock.set_freebind(true)
     } else {
@@ -46,4 +47,15 @@ pub fn bind(addr: SocketAddr, mptcp: bool, backlog: i32) -> Result<tokio::net::T
     sock.listen(backlog)
         .with_context(|| format!("cannot listen on {addr}"))?;
     tokio::net::TcpListener::from_std(sock.into()).with_context(|| format!("registering {addr}"))
+}
+
+/// IP_FREEBIND makes binding succeed even for an address no interface has; say so, because
+/// such a listener is READY yet unreachable.
+fn warn_if_not_local(addr: SocketAddr) {
+    let probe = SocketAddr::new(addr.ip(), 0);
+    if let Err(e) = std::net::UdpSocket::bind(probe) {
+        if e.kind() == std::io::ErrorKind::AddrNotAvailable {
+            tracing::warn!(%addr, "address is not configured on any interface here; listening anyway (IP_FREEBIND)");
+        }
+    }
 }
