@@ -116,6 +116,38 @@ fn build_gateway(a: &cli::GatewayArgs) -> Result<Built> {
     })
 }
 
+/// Checks the flags that need no system access, before any socket or TUN exists.
+fn validate(common: &Common) -> Result<()> {
+    parse_spec(&common.policy, common.alpha).context("--policy")?;
+    if common.llc_mbit.is_nan() || common.llc_mbit <= 0.0 {
+        bail!(
+            "--llc-mbit {}: expected a positive rate in Mbit/s",
+            common.llc_mbit
+        );
+    }
+    if !(common.hbc_rtt_scale.is_finite() && common.hbc_rtt_scale > 0.0) {
+        bail!(
+            "--hbc-rtt-scale {}: expected a positive factor",
+            common.hbc_rtt_scale
+        );
+    }
+    if !(0.2..=5.0).contains(&common.hbc_rtt_scale) {
+        tracing::warn!(
+            "--hbc-rtt-scale {} is outside the studied 0.2..5 range",
+            common.hbc_rtt_scale
+        );
+    }
+    for (v, flag) in [
+        (common.pin_hbc_rtt_ms, "--pin-hbc-rtt-ms"),
+        (common.pin_llc_rtt_ms, "--pin-llc-rtt-ms"),
+    ] {
+        if let Some(v) = v {
+            ms_to_ns(v, flag)?;
+        }
+    }
+    Ok(())
+}
+
 fn run(common: &Common, built: Built) -> Result<()> {
     let epoch = Instant::now();
     let Built {
@@ -283,6 +315,14 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    let common = match &cli.role {
+        Role::Client(a) => &a.common,
+        Role::Gateway(a) => &a.common,
+    };
+    if let Err(e) = validate(common) {
+        eprintln!("dchannel: error: {e:#}");
+        std::process::exit(2);
+    }
     let res = match &cli.role {
         Role::Client(a) => build_client(a).and_then(|b| run(&a.common, b)),
         Role::Gateway(a) => build_gateway(a).and_then(|b| run(&a.common, b)),

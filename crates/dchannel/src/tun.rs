@@ -57,6 +57,12 @@ fn ip(args: &[&str]) -> Result<()> {
 
 /// Assigns `addr` (CIDR), sets the MTU and brings the link up.
 pub fn configure(name: &str, addr: &str, mtu: usize) -> Result<()> {
+    if !addr.contains(':') {
+        // IPv4 tunnel address: no IPv6 link-local address, so the kernel does
+        // not send router solicitations / MLD reports into the tunnel (the
+        // gateway would drop them as foreign). An IPv6 --tun-addr keeps it.
+        ip(&["link", "set", "dev", name, "addrgenmode", "none"])?;
+    }
     ip(&["addr", "add", addr, "dev", name])?;
     ip(&["link", "set", "dev", name, "mtu", &mtu.to_string(), "up"])?;
     Ok(())
