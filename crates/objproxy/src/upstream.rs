@@ -157,6 +157,8 @@ impl OriginPool {
 #[derive(Default)]
 pub struct Pools {
     map: Mutex<HashMap<(Channel, Origin), Arc<OriginPool>>>,
+    /// Resolved origins, shared by both channels.
+    dns: Mutex<HashMap<(String, u16), (SocketAddr, std::time::Instant)>>,
 }
 
 impl Pools {
@@ -214,8 +216,11 @@ async fn send_once(
     }
     let known = pool.state.lock().expect("pool lock").speaks_h2;
     if known.is_none() {
-        let _first = pool.first.lock().await;
+        // Only the connection setup is serialized; the guard goes before any request is
+        // sent, so the others do not wait for the first response.
+        let first = pool.first.lock().await;
         if let Some(mut h2) = pool.live_h2() {
+            drop(first);
             return Ok(h2.send_request(req.build(origin, true)?).await?);
         }
         if pool.state.lock().expect("pool lock").speaks_h2.is_none() {
@@ -227,15 +232,17 @@ async fn send_once(
                         st.speaks_h2 = Some(true);
                         st.h2 = Some(h2.clone());
                     }
-                    drop(permit);
+                    drop((permit, first));
                     return Ok(h2.send_request(req.build(origin, true)?).await?);
                 }
                 Conn::H1(s) => {
                     pool.state.lock().expect("pool lock").speaks_h2 = Some(false);
+                    drop(first);
                     return send_h1(pool.clone(), s, permit, origin, req).await;
                 }
             }
         }
+        drop(first);
     }
     if pool.state.lock().expect("pool lock").speaks_h2 == Some(true) {
         // The h2 connection died: open a new one (concurrent callers may open one each;
@@ -290,7 +297,27 @@ async fn send_h1(
     Ok(resp)
 }
 
-async fn resolve(origin: &Origin) -> Result<SocketAddr> {
+/// How long a resolved address is reused (a browser's host cache; testbed TTL is 60 s).
+const DNS_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+async fn resolve(shared: &Shared, origin: &Origin) -> Result<SocketAddr> {
+    let key = (origin.host.clone(), origin.port);
+    if let Some(&(addr, at)) = shared.pools.dns.lock().expect("dns lock").get(&key) {
+        if at.elapsed() < DNS_CACHE_TTL {
+            return Ok(addr);
+        }
+    }
+    let addr = lookup(origin).await?;
+    shared
+        .pools
+        .dns
+        .lock()
+        .expect("dns lock")
+        .insert(key, (addr, std::time::Instant::now()));
+    Ok(addr)
+}
+
+async fn lookup(origin: &Origin) -> Result<SocketAddr> {
     let addrs = tokio::net::lookup_host((origin.host.as_str(), origin.port))
         .await
         .with_context(|| format!("resolving {}", origin.host))?;
@@ -329,7 +356,7 @@ async fn connect(shared: &Arc<Shared>, ch: Channel, origin: &Origin) -> Result<C
 }
 
 async fn connect_inner(shared: &Arc<Shared>, ch: Channel, origin: &Origin) -> Result<Conn> {
-    let addr = resolve(origin).await?;
+    let addr = resolve(shared, origin).await?;
     let binding = &shared.config.bindings[ch.index()];
     let tcp = bound_socket(addr, binding)?
         .connect(addr)

@@ -8,7 +8,8 @@ proxy's own cost). See docs/objproxy.md.
 Plumbing on ue: both links are up; the proxy's HBC connections are bound to device
 `hbc` and source 198.18.1.2, its LLC connections to `llc` and 198.18.2.2, with a routing
 table per source address. The default route is the HBC; DNS (the proxy resolves every
-origin) goes over the LLC, as IANS resolves on the lower-latency interface. gw needs
+origin) goes over the LLC, as IANS resolves on the lower-latency interface — except
+under `passthrough`, where everything, DNS included, stays on the HBC. gw needs
 nothing: its peer routes send replies for 198.18.1.2 over hbc and for 198.18.2.2 over
 llc, i.e. back on the channel each connection came on.
 
@@ -126,11 +127,12 @@ class ObjproxyScheme(Scheme):
             ["route", "add", "default", "dev", A.HBC.name, "src", A.HBC.near],
             "default route via hbc on ue",
         )
-        tb.ip(
-            "ue",
-            ["route", "add", f"{A.DNS_SERVER}/32", "dev", A.LLC.name, "src", A.LLC.near],
-            "DNS over the LLC on ue",
-        )
+        if self.name != "passthrough":  # passthrough: DNS too on the HBC (the default)
+            tb.ip(
+                "ue",
+                ["route", "add", f"{A.DNS_SERVER}/32", "dev", A.LLC.name, "src", A.LLC.near],
+                "DNS over the LLC on ue",
+            )
         real = os.environ.get("DCH_CHROMIUM", "/usr/lib/chromium/chromium")
         wrapper = tb.run_dir / "chromium-via-objproxy"
         wrapper.write_text(_WRAPPER.format(real=real, proxy=PROXY_URL))
