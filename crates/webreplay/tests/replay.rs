@@ -601,3 +601,35 @@ fn startup_errors_name_the_problem() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_in_flight_responses_finish_then_exits_zero() {
+    let e = env();
+    let mut server = e.start(&[]);
+    let a = e.addr(1, HTTPS_PORT);
+    let ca = e.ca.der.clone();
+    // A response that is still thinking when the signal arrives.
+    let in_flight = tokio::spawn(async move {
+        fetch(
+            a,
+            "a.test",
+            "/bytes/100000?think_ms=800",
+            "GET",
+            Some((&ca, H2_H1)),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}");
+    let r = in_flight
+        .await
+        .unwrap()
+        .expect("in-flight request completes");
+    assert_eq!((r.status, r.sha256), (200, pattern_sha256(100_000)));
+    // The listener is gone afterwards.
+    assert!(tokio::net::TcpStream::connect(a).await.is_err());
+}
