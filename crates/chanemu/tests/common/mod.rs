@@ -1,0 +1,241 @@
+//! Test harness: two fresh namespaces joined by a running `chanemu`, removed on drop.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+pub const ADDR_A: &str = "198.18.0.1";
+pub const ADDR_B: &str = "198.18.0.2";
+
+static SERIAL: Mutex<()> = Mutex::new(());
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Timing tests run one at a time (2-core machine).
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// None (and a note) when the prerequisites are missing.
+pub fn can_run() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ok = root
+        && std::path::Path::new("/dev/net/tun").exists()
+        && Command::new("ip").arg("-V").output().is_ok();
+    if !ok {
+        eprintln!("skipping: needs root, /dev/net/tun and iproute2");
+    }
+    ok
+}
+
+pub fn sh(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("spawn");
+    assert!(
+        out.status.success(),
+        "{:?} failed: {}",
+        args,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub struct Lab {
+    pub ns_a: String,
+    pub ns_b: String,
+    child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub stats: PathBuf,
+    pub log: PathBuf,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Lab {
+    /// Start chanemu with `profile` (built-in or a path) and extra arguments.
+    pub fn start(profile: &str, extra: &[&str]) -> Lab {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let tag = format!("dchce{}x{n}", std::process::id() % 100_000);
+        let dir = tempfile::tempdir().unwrap();
+        let mut lab = Lab {
+            ns_a: format!("{tag}a"),
+            ns_b: format!("{tag}b"),
+            child: None,
+            stats: dir.path().join("stats.json"),
+            log: dir.path().join("log.csv"),
+            dir,
+            stderr: None,
+        };
+        for ns in [&lab.ns_a, &lab.ns_b] {
+            sh(&["ip", "netns", "add", ns]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+            // no IPv6 chatter (router solicitations, MLD) on the emulated link
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ]);
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_chanemu"))
+            .args([
+                "--profile",
+                profile,
+                "--ns-a",
+                &lab.ns_a,
+                "--dev-a",
+                "emu0",
+                "--ns-b",
+                &lab.ns_b,
+                "--dev-b",
+                "emu0",
+            ])
+            .arg("--stats")
+            .arg(&lab.stats)
+            .arg("--log")
+            .arg(&lab.log)
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn chanemu");
+        let mut err = child.stderr.take().unwrap();
+        lab.stderr = Some(std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        }));
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        lab.child = Some(child);
+        if line.trim() != "READY" {
+            let status = lab.child.as_mut().unwrap().wait().unwrap();
+            let err = lab.stderr.take().unwrap().join().unwrap();
+            panic!("chanemu did not get READY ({status}): {err}");
+        }
+        sh(&[
+            "ip",
+            "-n",
+            &lab.ns_a,
+            "addr",
+            "add",
+            &format!("{ADDR_A}/30"),
+            "dev",
+            "emu0",
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &lab.ns_b,
+            "addr",
+            "add",
+            &format!("{ADDR_B}/30"),
+            "dev",
+            "emu0",
+        ]);
+        lab
+    }
+
+    /// SIGTERM chanemu, check it exits 0, return its stats and the log rows.
+    pub fn stop(&mut self) -> (serde_json::Value, Vec<LogRow>) {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        let err = self.stderr.take().unwrap().join().unwrap();
+        assert!(status.success(), "chanemu exited {status}: {err}");
+        assert!(
+            err.contains("uplink:") && err.contains("downlink:"),
+            "no human summary: {err}"
+        );
+        let stats: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&self.stats).unwrap()).unwrap();
+        let log = std::fs::read_to_string(&self.log).unwrap();
+        (stats, parse_log(&log))
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let _ = c.wait();
+        }
+        for ns in [&self.ns_a, &self.ns_b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LogRow {
+    pub dir: String,
+    pub arrival_ms: f64,
+    pub release_ms: Option<f64>,
+    pub sent_ms: Option<f64>,
+    pub outcome: String,
+    pub size: u32,
+    pub delay_ms: Option<f64>,
+    pub queue: u32,
+}
+
+pub fn parse_log(text: &str) -> Vec<LogRow> {
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("dir,arrival_us,release_us,sent_us,outcome,size,delay_us,queue_pkts")
+    );
+    let opt = |s: &str| {
+        if s.is_empty() {
+            None
+        } else {
+            Some(s.parse::<f64>().unwrap() / 1000.0)
+        }
+    };
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            LogRow {
+                dir: f[0].into(),
+                arrival_ms: f[1].parse::<f64>().unwrap() / 1000.0,
+                release_ms: opt(f[2]),
+                sent_ms: opt(f[3]),
+                outcome: f[4].into(),
+                size: f[5].parse().unwrap(),
+                delay_ms: opt(f[6]),
+                queue: f[7].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+/// Run `f` on a thread that has entered network namespace `ns` (setns is per thread).
+pub fn in_ns<T: Send + 'static>(
+    ns: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).unwrap();
+        // SAFETY: setns on a valid namespace fd; affects only this thread.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
+        f()
+    })
+}
+
+pub fn sleep_ms(ms: u64) {
+    std::thread::sleep(Duration::from_millis(ms));
+}

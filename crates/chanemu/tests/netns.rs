@@ -1,0 +1,628 @@
+//! End-to-end tests of the `chanemu` binary between two namespaces the test
+//! creates and removes (skipped when not root). Tolerances are those of issue 3.
+
+mod common;
+
+use common::*;
+use sha2::{Digest, Sha256};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::time::{Duration, Instant};
+
+fn write_file(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+fn profile(dir: &std::path::Path, delay: &str, up: &str, down: &str) -> String {
+    let text =
+        format!("name = \"test\"\n\n[delay]\n{delay}\n\n[uplink]\n{up}\n\n[downlink]\n{down}\n");
+    write_file(dir, "p.toml", &text)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn ping_rtt_is_twice_fixed_one_way_delay() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let mut lab = Lab::start("fixed:40ms/100mbit", &[]);
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &lab.ns_a, "ping", "-n", "-c", "20", "-i", "0.05", ADDR_B,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rtts: Vec<f64> = text
+        .lines()
+        .filter_map(|l| l.split("time=").nth(1))
+        .map(|s| s.trim_end_matches(" ms").parse().unwrap())
+        .collect();
+    assert_eq!(rtts.len(), 20, "{text}");
+    let m = median(rtts);
+    assert!((m - 40.0).abs() <= 1.0, "median RTT {m} ms");
+    let (stats, _) = lab.stop();
+    assert_eq!(stats["profile"], "fixed:40ms/100mbit");
+    assert_eq!(stats["uplink"]["pkts_out"], 20);
+    assert!((stats["downlink"]["delay_ms"]["p50"].as_f64().unwrap() - 20.0).abs() < 0.05);
+}
+
+/// Interpolated one-way delay of the timeline used below.
+fn timeline_owd(t_ms: f64) -> f64 {
+    let pts = [
+        (0.0, 20.0),
+        (800.0, 20.0),
+        (801.0, 120.0),
+        (1600.0, 120.0),
+        (2800.0, 40.0),
+        (4000.0, 40.0),
+    ];
+    let i = pts.iter().rposition(|p| p.0 <= t_ms).unwrap();
+    let (t0, r0) = pts[i];
+    let (t1, r1) = pts[i + 1];
+    (r0 + (r1 - r0) * (t_ms - t0) / (t1 - t0)) / 2.0
+}
+
+#[test]
+fn rtt_timeline_step_and_ramp_delays_follow_interpolation() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "t.rtt.csv",
+        "t_ms,rtt_ms\n0,20\n800,20\n801,120\n1600,120\n2800,40\n4000,40\n",
+    );
+    let p = profile(
+        dir.path(),
+        "kind = \"timeline\"\nfile = \"t.rtt.csv\"",
+        "rate = \"unlimited\"",
+        "rate = \"unlimited\"",
+    );
+    let mut lab = Lab::start(&p, &[]);
+    let rx = in_ns(&lab.ns_b, || {
+        let s = UdpSocket::bind((ADDR_B, 9000)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(1500)))
+            .unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64];
+        while let Ok(n) = s.recv(&mut buf) {
+            got.push((
+                u32::from_be_bytes(buf[..4].try_into().unwrap()),
+                Instant::now(),
+                n,
+            ));
+        }
+        got
+    });
+    sleep_ms(50);
+    let tx = in_ns(&lab.ns_a, || {
+        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
+        let mut sent = Vec::new();
+        for i in 0u32..300 {
+            sent.push(Instant::now());
+            s.send_to(&i.to_be_bytes(), (ADDR_B, 9000)).unwrap();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        sent
+    });
+    let sent = tx.join().unwrap();
+    let got = rx.join().unwrap();
+    let (_, log) = lab.stop();
+    let up: Vec<_> = log.iter().filter(|r| r.dir == "uplink").collect();
+    assert_eq!(up.len(), 300);
+    assert_eq!(got.len(), 300);
+    let mut measured_err = Vec::new();
+    let mut prev_release = 0.0;
+    for (i, r) in up.iter().enumerate() {
+        let rel = r.release_ms.unwrap();
+        // the interpolated delay, or later if an earlier packet still has to go first
+        let expected = timeline_owd(r.arrival_ms).max(prev_release - r.arrival_ms);
+        prev_release = rel;
+        let d = r.delay_ms.unwrap();
+        assert!(
+            (d - expected).abs() <= 0.5,
+            "packet {i} at {:.3} ms: delay {d:.3}, expected {expected:.3}",
+            r.arrival_ms
+        );
+        let (seq, at, _) = got[i];
+        assert_eq!(seq, i as u32);
+        measured_err.push(((at - sent[i]).as_secs_f64() * 1e3 - d).abs());
+    }
+    // the receiver saw (about) the same delays: median error well under a ms
+    assert!(median(measured_err) < 0.5);
+    // the step and the ramp were both exercised
+    assert!(up.iter().any(|r| r.delay_ms.unwrap() > 59.0));
+    assert!(up
+        .iter()
+        .any(|r| r.arrival_ms > 1700.0 && r.delay_ms.unwrap() < 58.0));
+}
+
+/// Bulk TCP from A to B for `secs`; returns (receiver goodput over [1 s, secs − 0.5 s] in
+/// bit/s, the sender's MSS).
+fn tcp_goodput(lab: &Lab, secs: f64) -> (f64, u32) {
+    let rx = in_ns(&lab.ns_b, move || {
+        let l = TcpListener::bind((ADDR_B, 9100)).unwrap();
+        let (mut c, _) = l.accept().unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0u64;
+        let mut start: Option<Instant> = None;
+        let mut marks = (None, None);
+        while let Ok(n) = c.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            let now = Instant::now();
+            let s = *start.get_or_insert(now);
+            total += n as u64;
+            let t = (now - s).as_secs_f64();
+            if t >= 1.0 && marks.0.is_none() {
+                marks.0 = Some((now, total));
+            }
+            if t >= secs - 0.5 && marks.1.is_none() {
+                marks.1 = Some((now, total));
+            }
+        }
+        let (a, b) = (marks.0.unwrap(), marks.1.unwrap());
+        (b.1 - a.1) as f64 * 8.0 / (b.0 - a.0).as_secs_f64()
+    });
+    sleep_ms(50);
+    let tx = in_ns(&lab.ns_a, move || {
+        let mut c = TcpStream::connect((ADDR_B, 9100)).unwrap();
+        let mss = {
+            let mut v: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            // SAFETY: getsockopt into a c_int we own.
+            unsafe {
+                libc::getsockopt(
+                    std::os::fd::AsRawFd::as_raw_fd(&c),
+                    libc::IPPROTO_TCP,
+                    libc::TCP_MAXSEG,
+                    (&mut v as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            v as u32
+        };
+        let chunk = vec![0x5au8; 1 << 16];
+        let t0 = Instant::now();
+        while t0.elapsed().as_secs_f64() < secs {
+            c.write_all(&chunk).unwrap();
+        }
+        mss
+    });
+    let mss = tx.join().unwrap();
+    (rx.join().unwrap(), mss)
+}
+
+fn check_goodput(profile_path: &str, capacity_bps: f64) {
+    let mut lab = Lab::start(profile_path, &[]);
+    let (goodput, mss) = tcp_goodput(&lab, 6.5);
+    // Capacity is counted on whole IP packets; goodput is TCP payload: a full packet
+    // of 1500 B carries `mss` payload bytes (1448 with timestamps).
+    let expected = capacity_bps * mss as f64 / 1500.0;
+    let err = (goodput - expected).abs() / expected;
+    let (stats, _) = lab.stop();
+    assert!(err <= 0.03, "goodput {goodput:.0} bit/s vs expected {expected:.0} (capacity {capacity_bps}, mss {mss}): {:.2}%", err * 100.0);
+    assert_eq!(stats["uplink"]["pkts_dropped_loss"], 0);
+}
+
+#[test]
+fn tcp_goodput_matches_constant_12mbit() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(
+        dir.path(),
+        "kind = \"fixed\"\nrtt_ms = 20",
+        "rate = { mbit = 12 }",
+        "rate = { mbit = 12 }",
+    );
+    check_goodput(&p, 12e6);
+}
+
+#[test]
+fn tcp_goodput_matches_mahimahi_trace() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // 10 opportunities per 10 ms, bunched unevenly: 12 Mbit/s on average
+    write_file(dir.path(), "l.trace", "1\n1\n1\n2\n4\n4\n6\n7\n9\n10\n");
+    let p = profile(
+        dir.path(),
+        "kind = \"fixed\"\nrtt_ms = 20",
+        "rate = { mahimahi = \"l.trace\" }",
+        "rate = { mbit = 12 }",
+    );
+    check_goodput(&p, 12e6);
+}
+
+#[test]
+fn capacity_series_changes_rate_on_the_second() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    write_file(
+        dir.path(),
+        "c.cap.csv",
+        "t_s,up_mbit,down_mbit\n0,4,1\n1,12,1\n2,4,1\n3,12,1\n",
+    );
+    let p = profile(
+        dir.path(),
+        "kind = \"fixed\"\nrtt_ms = 0",
+        "rate = { series = \"c.cap.csv\", column = \"up_mbit\" }",
+        "rate = { series = \"c.cap.csv\", column = \"down_mbit\" }",
+    );
+    let mut lab = Lab::start(&p, &[]);
+    // ~16.7 Mbit/s of 1400-byte datagrams for 4.2 s keeps the link saturated
+    let tx = in_ns(&lab.ns_a, || {
+        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
+        let t0 = Instant::now();
+        let pkt = [7u8; 1400 - 28];
+        let mut n = 0u64;
+        while t0.elapsed().as_secs_f64() < 4.2 {
+            for _ in 0..10 {
+                let _ = s.send_to(&pkt, (ADDR_B, 9200));
+            }
+            n += 10;
+            let next = Duration::from_micros(n * 670);
+            if let Some(d) = next.checked_sub(t0.elapsed()) {
+                std::thread::sleep(d);
+            }
+        }
+    });
+    tx.join().unwrap();
+    let (_, log) = lab.stop();
+    let sent: Vec<(f64, f64)> = log
+        .iter()
+        .filter(|r| r.dir == "uplink" && r.outcome == "sent" && r.size == 1400)
+        .map(|r| (r.release_ms.unwrap(), r.sent_ms.unwrap()))
+        .collect();
+    // bytes released in [a, b) ms, by schedule and by actual write time
+    let mbit = |a: f64, b: f64, actual: bool| {
+        let n = sent
+            .iter()
+            .filter(|(rel, s)| (a..b).contains(if actual { s } else { rel }))
+            .count();
+        n as f64 * 1400.0 * 8.0 / ((b - a) / 1000.0) / 1e6
+    };
+    let rates = [4.0, 12.0, 4.0, 12.0];
+    for n in 1..4 {
+        let second = n as f64 * 1000.0;
+        for actual in [false, true] {
+            // 100 ms just before and just after the boundary
+            let before = mbit(second - 100.0, second, actual);
+            let after = mbit(second, second + 100.0, actual);
+            // whole packets in 100 ms: ±1 packet (0.112 Mbit/s) plus 3%
+            let tol = |r: f64| r * 0.03 + 0.12;
+            assert!(
+                (before - rates[n - 1]).abs() <= tol(rates[n - 1]),
+                "second {n} before: {before} (actual={actual})"
+            );
+            assert!(
+                (after - rates[n]).abs() <= tol(rates[n]),
+                "second {n} after: {after} (actual={actual})"
+            );
+        }
+        let whole = mbit(second + 10.0, second + 990.0, true);
+        assert!(
+            (whole - rates[n]).abs() <= rates[n] * 0.03,
+            "second {n}: {whole}"
+        );
+    }
+}
+
+#[test]
+fn drop_tail_burst_loses_exactly_the_excess() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(
+        dir.path(),
+        "kind = \"fixed\"\nrtt_ms = 0",
+        "rate = { mbit = 1 }\nqueue = { packets = 20 }",
+        "rate = { mbit = 1 }",
+    );
+    let mut lab = Lab::start(&p, &[]);
+    let rx = in_ns(&lab.ns_b, || {
+        let s = UdpSocket::bind((ADDR_B, 9300)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(1000)))
+            .unwrap();
+        let mut buf = [0u8; 2000];
+        let mut n = 0;
+        while s.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    });
+    sleep_ms(50);
+    // 100 datagrams of 1000 B (8 ms each at 1 Mbit/s) as fast as possible
+    in_ns(&lab.ns_a, || {
+        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
+        for _ in 0..100 {
+            s.send_to(&[1u8; 972], (ADDR_B, 9300)).unwrap();
+        }
+    })
+    .join()
+    .unwrap();
+    let received = rx.join().unwrap();
+    let (stats, log) = lab.stop();
+    let burst: Vec<_> = log
+        .iter()
+        .filter(|r| r.dir == "uplink" && r.size == 1000)
+        .collect();
+    assert_eq!(burst.len(), 100);
+    // packets that finished serialisation while the burst was still arriving made room
+    let first = burst[0].arrival_ms;
+    let last = burst.iter().map(|r| r.arrival_ms).fold(0.0, f64::max);
+    let served_during = ((last - first) / 8.0).floor() as usize;
+    assert_eq!(
+        received,
+        20 + served_during,
+        "burst lasted {:.3} ms",
+        last - first
+    );
+    assert_eq!(stats["uplink"]["pkts_dropped_queue"], 100 - received as u64);
+    assert_eq!(
+        burst.iter().filter(|r| r.outcome == "drop_queue").count(),
+        100 - received
+    );
+}
+
+#[test]
+fn one_percent_loss_is_inside_binomial_99_interval() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(
+        dir.path(),
+        "kind = \"fixed\"\nrtt_ms = 2",
+        "rate = \"unlimited\"\nloss = 0.01",
+        "rate = \"unlimited\"",
+    );
+    let mut lab = Lab::start(&p, &["--seed", "7"]);
+    const N: u32 = 20_000;
+    let rx = in_ns(&lab.ns_b, || {
+        let s = UdpSocket::bind((ADDR_B, 9400)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(700)))
+            .unwrap();
+        let mut buf = [0u8; 200];
+        let mut n = 0u32;
+        while s.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    });
+    sleep_ms(50);
+    in_ns(&lab.ns_a, || {
+        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
+        let t0 = Instant::now();
+        for i in 0..N {
+            s.send_to(&i.to_be_bytes(), (ADDR_B, 9400)).unwrap();
+            if i % 50 == 49 {
+                // 20 000 packets/s: far below what the reader handles
+                if let Some(d) = Duration::from_micros(i as u64 * 50).checked_sub(t0.elapsed()) {
+                    std::thread::sleep(d);
+                }
+            }
+        }
+    })
+    .join()
+    .unwrap();
+    let received = rx.join().unwrap();
+    let (stats, _) = lab.stop();
+    let lost = N - received;
+    assert_eq!(
+        stats["uplink"]["pkts_in"], N as u64,
+        "every packet reached the emulator"
+    );
+    assert_eq!(stats["uplink"]["pkts_dropped_loss"], lost as u64);
+    // Binomial(20000, 0.01): mean 200, sd 14.07; 99% interval 200 ± 2.576 sd = [164, 236]
+    assert!((164..=236).contains(&lost), "lost {lost}");
+}
+
+#[test]
+fn drx_delays_downlink_after_idle_but_not_uplink() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(
+        dir.path(),
+        "kind = \"fixed\"\nrtt_ms = 10",
+        "rate = \"unlimited\"",
+        "rate = \"unlimited\"\ndrx = { inactivity_ms = 50, wake_period_ms = 200 }",
+    );
+    let mut lab = Lab::start(&p, &[]);
+    let t_ready = Instant::now();
+    // receivers on both sides record arrival instants
+    let recv = |ns: &str, addr: &'static str| {
+        in_ns(ns, move || {
+            let s = UdpSocket::bind((addr, 9500)).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(1500)))
+                .unwrap();
+            let mut buf = [0u8; 16];
+            let mut got = Vec::new();
+            while s.recv(&mut buf).is_ok() {
+                got.push((buf[0], Instant::now()));
+            }
+            got
+        })
+    };
+    let rx_a = recv(&lab.ns_a, ADDR_A);
+    let rx_b = recv(&lab.ns_b, ADDR_B);
+    let sender = |ns: &str, src: &'static str| {
+        in_ns(ns, move || UdpSocket::bind((src, 0)).unwrap())
+            .join()
+            .unwrap()
+    };
+    let sa = sender(&lab.ns_a, ADDR_A);
+    let sb = sender(&lab.ns_b, ADDR_B);
+    let mut sent = Vec::new();
+    // 1: downlink packet ~550 ms after start: asleep since 50 ms, wake-ups at 250, 450, 650 ms
+    std::thread::sleep(Duration::from_millis(550).saturating_sub(t_ready.elapsed()));
+    sent.push((1u8, Instant::now()));
+    sb.send_to(&[1], (ADDR_A, 9500)).unwrap();
+    // 2: uplink packet after 400 ms idle: never delayed by DRX
+    sleep_ms(500);
+    sent.push((2u8, Instant::now()));
+    sa.send_to(&[2], (ADDR_B, 9500)).unwrap();
+    // 3: downlink 20 ms later: the uplink packet woke the radio
+    sleep_ms(20);
+    sent.push((3u8, Instant::now()));
+    sb.send_to(&[3], (ADDR_A, 9500)).unwrap();
+    let mut got = rx_a.join().unwrap();
+    got.extend(rx_b.join().unwrap());
+    let (_, log) = lab.stop();
+    let owd = |id: u8| {
+        let s = sent.iter().find(|x| x.0 == id).unwrap().1;
+        let r = got.iter().find(|x| x.0 == id).unwrap().1;
+        (r - s).as_secs_f64() * 1e3
+    };
+    let rows: Vec<_> = log.iter().filter(|r| r.size == 29).collect();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    // packet 1 was released exactly on a wake-up: 50 ms + k·200 ms after start
+    let r1 = rows.iter().find(|r| r.dir == "downlink").unwrap();
+    let rel = r1.release_ms.unwrap();
+    let k = ((rel - 50.0) / 200.0).round();
+    assert!(
+        (rel - (50.0 + k * 200.0)).abs() < 0.01,
+        "release {rel} not on the wake grid"
+    );
+    assert!(r1.delay_ms.unwrap() > 5.0 + 20.0, "delay {:?}", r1.delay_ms);
+    assert!(
+        (owd(1) - r1.delay_ms.unwrap()).abs() < 2.0,
+        "measured {} vs logged {:?}",
+        owd(1),
+        r1.delay_ms
+    );
+    // packets 2 and 3: just the 5 ms propagation delay
+    for (id, dir) in [(2, "uplink"), (3, "downlink")] {
+        let r = rows.iter().rfind(|r| r.dir == dir).unwrap();
+        assert!((r.delay_ms.unwrap() - 5.0).abs() < 0.01, "{id}: {r:?}");
+        assert!((owd(id) - 5.0).abs() < 2.0, "{id}: measured {}", owd(id));
+    }
+}
+
+#[test]
+fn tcp_transfer_is_byte_exact_over_a_lossy_link() {
+    if !can_run() {
+        return;
+    }
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(
+        dir.path(),
+        "kind = \"gaussian\"\nmean_rtt_ms = 20\ncov = 0.5\nresample_ms = 10",
+        "rate = { mbit = 50 }\nloss = 0.01",
+        "rate = { mbit = 50 }\nloss = 0.01",
+    );
+    let mut lab = Lab::start(&p, &[]);
+    let mut data = vec![0u8; 4 << 20];
+    let mut x = 0x1234_5678_9abc_def0u64;
+    for b in data.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let want = Sha256::digest(&data);
+    let rx = in_ns(&lab.ns_b, || {
+        let l = TcpListener::bind((ADDR_B, 9600)).unwrap();
+        let (mut c, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        got
+    });
+    sleep_ms(50);
+    in_ns(&lab.ns_a, move || {
+        let mut c = TcpStream::connect((ADDR_B, 9600)).unwrap();
+        c.write_all(&data).unwrap();
+    })
+    .join()
+    .unwrap();
+    let got = rx.join().unwrap();
+    let (stats, _) = lab.stop();
+    assert_eq!(got.len(), 4 << 20);
+    assert_eq!(Sha256::digest(&got), want);
+    assert!(
+        stats["uplink"]["pkts_dropped_loss"].as_u64().unwrap() > 0,
+        "the link did lose packets"
+    );
+}
+
+#[test]
+fn refuses_missing_namespace_before_ready() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chanemu"))
+        .args([
+            "--profile",
+            "urllc",
+            "--ns-a",
+            "dchce-no-such-ns",
+            "--dev-a",
+            "x",
+            "--ns-b",
+            "dchce-no-such-ns",
+            "--dev-b",
+            "y",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("READY"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dchce-no-such-ns") && err.contains("does not exist"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_profile_prints_resolved_and_refuses_bad() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chanemu"))
+        .args(["check-profile", "urllc"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["delay"]["rtt_ms"], 5.0);
+    assert_eq!(v["uplink"]["rate"]["mbit"], 2.0);
+    assert_eq!(v["downlink"]["queue"]["packets"], 800);
+    let dir = tempfile::tempdir().unwrap();
+    let p = profile(
+        dir.path(),
+        "kind = \"fixed\"\nrtt_ms = 10",
+        "rate = { mbps = 5 }",
+        "rate = \"unlimited\"",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chanemu"))
+        .args(["check-profile", &p])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("p.toml:8: field `uplink.rate`") && err.contains("mbps"),
+        "{err}"
+    );
+}
