@@ -56,7 +56,13 @@ pub async fn handle<B>(
     let path = req.uri().path().to_string();
     let query = req.uri().query().map(str::to_string);
 
-    let (think, matched, response) = route(&state, &host, req.method(), &path, query.as_deref());
+    let (think, matched, mut response) =
+        route(&state, &host, req.method(), &path, query.as_deref());
+    if req.method() == Method::HEAD {
+        // hyper's HTTP/2 server would send the body of a HEAD response (a protocol error);
+        // keep the head, including Content-Length, and drop the body on both protocols.
+        *response.body_mut() = Empty::new().boxed();
+    }
     if !think.is_zero() {
         tokio::time::sleep(think).await;
     }
