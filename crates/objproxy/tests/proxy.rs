@@ -16,6 +16,7 @@ use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use objproxy::config::{Binding, Config};
+use objproxy::corpus::SizeOracle;
 use objproxy::estimate::Prior;
 use objproxy::policy::{Channel, PolicyKind, Reason};
 use objproxy::proxy::{self, Proxy};
@@ -209,6 +210,10 @@ async fn start_origin(ca: Option<&Ca>, h2: bool) -> (SocketAddr, Log) {
 }
 
 async fn start_proxy(ca: &Ca, policy: PolicyKind) -> Proxy {
+    start_proxy_with(ca, policy, None).await
+}
+
+async fn start_proxy_with(ca: &Ca, policy: PolicyKind, oracle: Option<SizeOracle>) -> Proxy {
     let cfg = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         policy,
@@ -237,7 +242,7 @@ async fn start_proxy(ca: &Ca, policy: PolicyKind) -> Proxy {
             },
         ],
         static_estimates: true,
-        oracle: None,
+        oracle,
         h1_per_origin: 6,
         rate_sample: Duration::from_millis(250),
     };
@@ -418,6 +423,41 @@ async fn ians_static_decisions_follow_the_hand_computed_cases() {
     );
     assert_eq!(body_bytes(&p, Channel::Hbc), 199_000);
     assert_eq!(body_bytes(&p, Channel::Llc), 500 + 1000 + 5000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn obj_oracle_takes_sizes_from_the_manifest_without_probing() {
+    let ca = make_ca();
+    let (origin, log) = start_origin(None, false).await;
+    let manifest = format!(
+        r#"{{"format":"dchannel-corpus/1","objects":[
+          {{"url":"http://{origin}/bytes/500","size":500}},
+          {{"url":"http://{origin}/bytes/50000","size":50000}}]}}"#
+    );
+    let oracle = SizeOracle::parse(&manifest).unwrap();
+    let p = start_proxy_with(&ca, PolicyKind::ObjOracle, Some(oracle)).await;
+    // 500 B, no connections, plain HTTP: LLC 5 (TCP) + 5 + 500/250 = 12 ms vs HBC 80 ms.
+    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/500").await;
+    assert_eq!(sha(&b), sha(&pattern(500)));
+    // 50000 B: LLC ≥ 5 + 200 = 205 ms; HBC 40 + 3 slow-start rounds = 160 ms → HBC.
+    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/50000").await;
+    assert_eq!(sha(&b), sha(&pattern(50000)));
+    // Not in the manifest → HBC.
+    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/700").await;
+    assert_eq!(b.len(), 700);
+    // One request each, no Range: the oracle never probes.
+    assert_eq!(seen_for(&log, "/bytes/500"), vec![(Channel::Llc, None)]);
+    assert_eq!(seen_for(&log, "/bytes/50000"), vec![(Channel::Hbc, None)]);
+    assert_eq!(seen_for(&log, "/bytes/700"), vec![(Channel::Hbc, None)]);
+    assert_eq!(
+        (body_bytes(&p, Channel::Llc), body_bytes(&p, Channel::Hbc)),
+        (500, 50_700)
+    );
+    let d = |ch: Channel| p.shared.stats.ch(ch).decisions.lock().unwrap().clone();
+    assert_eq!(d(Channel::Llc).get(&Reason::PredictedFaster), Some(&1));
+    assert_eq!(d(Channel::Hbc).get(&Reason::PredictedFaster), Some(&1));
+    assert_eq!(d(Channel::Hbc).get(&Reason::Default), Some(&1));
+    assert_eq!(p.shared.stats.probes.load(Relaxed), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
