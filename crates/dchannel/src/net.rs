@@ -12,10 +12,29 @@ pub fn channel_socket(local: SocketAddr, dev: Option<&str>, what: &str) -> Resul
         s.bind_device(Some(dev.as_bytes()))
             .with_context(|| format!("{what}: SO_BINDTODEVICE {dev}"))?;
     }
-    // Large buffers: bursts from the TUN must not be dropped at the socket.
-    let _ = s.set_recv_buffer_size(4 << 20);
-    let _ = s.set_send_buffer_size(4 << 20);
+    // Large buffers: bursts must not be dropped at the socket. As root the
+    // FORCE variants bypass net.core.rmem_max/wmem_max (often 208 KiB).
+    force_buffer(&s, libc::SO_RCVBUFFORCE, 4 << 20);
+    force_buffer(&s, libc::SO_SNDBUFFORCE, 4 << 20);
+    if s.recv_buffer_size().unwrap_or(0) < (1 << 20) {
+        let _ = s.set_recv_buffer_size(4 << 20);
+        let _ = s.set_send_buffer_size(4 << 20);
+    }
     s.bind(&local.into())
         .with_context(|| format!("{what}: binding {local}"))?;
     Ok(s.into())
+}
+
+fn force_buffer(s: &Socket, opt: libc::c_int, bytes: libc::c_int) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt with a valid fd and a pointer to a c_int of the right size.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
 }

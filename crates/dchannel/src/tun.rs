@@ -64,6 +64,18 @@ pub fn configure(name: &str, addr: &str, mtu: usize) -> Result<()> {
         ip(&["link", "set", "dev", name, "addrgenmode", "none"])?;
     }
     ip(&["addr", "add", addr, "dev", name])?;
-    ip(&["link", "set", "dev", name, "mtu", &mtu.to_string(), "up"])?;
+    // A longer queue between the kernel and our reader absorbs bursts (TCP
+    // slow start) that the default 500 packets would drop.
+    ip(&[
+        "link",
+        "set",
+        "dev",
+        name,
+        "mtu",
+        &mtu.to_string(),
+        "txqueuelen",
+        "2000",
+        "up",
+    ])?;
     Ok(())
 }
