@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -66,6 +67,30 @@ def test_good_campaign_parses(tmp_path):
         ({"quick": {"schemes": ["nope"]}}, "quick.schemes[0]"),
         ({"analysis": {"kind": "gain", "baseline": "all-llc"}}, "analysis.baseline"),
         ({"seed": -1}, "seed"),
+        (
+            {"schemes": [{"scheme": "dchannel", "agent_args": {"reorder": "off"}}]},
+            "schemes[0].agent_args",
+        ),
+        (
+            {"schemes": [{"scheme": "dchannel", "client_args": [["--reorder"]]}]},
+            "schemes[0].client_args",
+        ),
+        (
+            {"schemes": [{"scheme": "dchannel", "gateway_args": {"--reorder": "off"}}]},
+            "schemes[0].gateway_args",
+        ),
+        (
+            {"schemes": [{"scheme": "dchannel", "proxy_args": ["--x"]}]},
+            "schemes[0].proxy_args",
+        ),
+        (
+            {"conditions": [{"name": "a", "hbc": "embb", "llc": "urllc", "gateway_args": 5}]},
+            "conditions[0].gateway_args",
+        ),
+        (
+            {"conditions": [{"name": "a", "hbc": "embb", "llc": "urllc", "client_args": True}]},
+            "conditions[0].client_args",
+        ),
     ],
 )
 def test_schema_errors_name_file_and_field(tmp_path, patch, where):
@@ -226,3 +251,97 @@ def test_lab_failures_are_retried_but_invalid_loads_are_measurements(tmp_path):
     s = run_campaign(c, store_path=db, executor=execute)
     assert (s.measured, s.invalid, s.failed) == (1, 1, 1)
     assert store.done_cells("t-bulk", None, db) == {"embb|10KB|t0|dch-x2"}
+
+
+PER_ROLE = """
+name: t-roles
+schemes:
+  - all-hbc
+  - {label: "off", scheme: dchannel, agent_args: [--reorder, "off"]}
+  - {label: client-only, scheme: dchannel, gateway_args: [--reorder, "off"]}
+  - {label: mixed, scheme: dchannel, client_args: "--reorder-timeout-ms 50"}
+conditions:
+  - {name: a, hbc: "fixed:40ms/200mbit", llc: urllc, gateway_args: [--probe-interval-ms, 250]}
+workload: {kind: bulk, sizes: [10KB]}
+"""
+
+
+def test_per_role_agent_args_parse_and_reach_the_run_spec(tmp_path):
+    pytest.importorskip("dchlab.workloads.api")
+    from dchlab.experiments.runner import make_spec
+
+    c = load_campaign(write(tmp_path, PER_ROLE), check_channels=False)
+    assert c.scheme("client-only").gateway_args == ("--reorder", "off")
+    assert c.scheme("client-only").client_args == () == c.scheme("client-only").agent_args
+    assert c.scheme("mixed").client_args == ("--reorder-timeout-ms", "50")
+    assert c.conditions[0].gateway_args == ("--probe-interval-ms", "250")
+    groups, _ = plan(c, set())
+    specs = {g.scheme.label: make_spec(c, g) for g in groups}
+    # scheme flags first, then the condition's, per role
+    assert specs["client-only"].gateway_args == (
+        "--reorder", "off", "--probe-interval-ms", "250",
+    )  # fmt: skip
+    assert specs["client-only"].client_args == ()
+    assert specs["off"].agent_args == ("--reorder", "off")
+    assert specs["off"].gateway_args == ("--probe-interval-ms", "250")
+    assert specs["mixed"].client_args == ("--reorder-timeout-ms", "50")
+
+
+def test_per_role_agent_args_are_stored_with_each_row(tmp_path):
+    c = load_campaign(write(tmp_path, PER_ROLE), check_channels=False)
+    db = tmp_path / "roles.duckdb"
+
+    def execute(c, g):  # TEST DATA ONLY
+        return [{"valid": True, "total_ms": 1.0, "test_data": True} for _ in g.items]
+
+    run_campaign(c, store_path=db, executor=execute)
+    rows = {r["arm"]: r for r in store.load_rows("t-roles", store=db)}
+
+    def flags(arm: str, key: str) -> list[str]:
+        v = rows[arm][key]  # lists are stored as JSON text
+        return list(json.loads(v) if isinstance(v, str) else v)
+
+    assert flags("client-only", "gateway_args") == [
+        "--reorder",
+        "off",
+        "--probe-interval-ms",
+        "250",
+    ]
+    assert flags("client-only", "client_args") == []
+    assert flags("mixed", "client_args") == ["--reorder-timeout-ms", "50"]
+
+
+def test_fig5_table3_has_the_three_reorder_arms():
+    c = load_campaign(REPO / "experiments" / "fig5_table3.yaml")
+    off, client, both = (c.scheme(x) for x in ("reorder-off", "reorder-client", "reorder-both"))
+    assert off.agent_args == ("--reorder", "off") and not off.client_args + off.gateway_args
+    # reordering at the client only: the gateway's buffer off, the client's at its default (on)
+    assert client.gateway_args == ("--reorder", "off")
+    assert not client.agent_args + client.client_args
+    assert "off" not in both.agent_args + both.client_args + both.gateway_args
+    assert {s.label for s in c.quick().schemes} >= {"reorder-off", "reorder-client", "reorder-both"}
+
+
+def test_fig3_has_the_object_level_schemes():
+    from dchlab.testbed import get_scheme
+
+    c = load_campaign(REPO / "experiments" / "fig3.yaml")
+    labels = [s.label for s in c.schemes]
+    assert {"obj-size:3000", "obj-size:6000", "obj-oracle", "ians"} <= set(labels)
+    assert all(get_scheme(c.scheme(x).scheme).kind == "proxy" for x in labels if "obj" in x)
+    assert c.workload.kind == "pageload" and c.workload.corpus  # obj-oracle needs a corpus
+    q = c.quick()
+    assert [s.label for s in q.schemes] == ["all-hbc", "obj-oracle", "dchannel", "ideal"]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((REPO / "experiments").glob("*.yaml")), ids=lambda p: p.name
+)
+def test_shipped_campaigns_use_known_testbed_schemes(path):
+    from dchlab.testbed import TestbedError, get_scheme
+
+    for s in load_campaign(path, check_channels=False).schemes:
+        try:
+            get_scheme(s.scheme)
+        except TestbedError as e:
+            pytest.fail(f"{path.name}: {s.label}: {e}")

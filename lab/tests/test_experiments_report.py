@@ -78,6 +78,7 @@ def test_report_renders_plots_tables_and_provenance(tmp_path):
     assert "/ 349" in page and "/ 144" in page
     # fig3 quick: dchannel ~30% faster than all-hbc on the test data; one invalid load counted
     assert re.search(r"<td>MM-S</td><td>dchannel</td><td>\d\d\.\d%", page)
+    assert re.search(r"<td>MM-S</td><td>obj-oracle</td><td>\d\d\.\d%", page)  # object level
     assert "1 / 0" in page  # invalid (scheme / base)
     assert "./dch run experiments/fig3.yaml" in page
     # fig7: per interaction, beside the paper's (launch 15%, item 21%)
@@ -87,3 +88,32 @@ def test_report_renders_plots_tables_and_provenance(tmp_path):
     assert "No results yet. Run `./dch run experiments/table5.yaml`" in page
     # self-contained: no external resources
     assert not re.search(r'(src|href)="https?://', page)
+
+
+def test_fig3_summary_labels_the_object_level_rows() -> None:
+    from dchlab.experiments.summary import summarize
+
+    c = load_campaign(REPO / "experiments" / "fig3.yaml", check_channels=False)
+    plt = {"all-hbc": 1000.0, "obj-size:3000": 900.0, "obj-size:6000": 800.0}
+    rows = [  # TEST DATA ONLY
+        {
+            "test_data": True,
+            "cell": cell_key("MM-S", page, trial, sch.label),
+            "condition": "MM-S",
+            "arm": sch.label,
+            "scheme": sch.scheme,
+            "item": page,
+            "page": page,
+            "trial": trial,
+            "valid": True,
+            "plt_ms": plt.get(sch.label, 700.0) + trial,
+        }
+        for sch in c.schemes
+        for page in ("site0", "site1")
+        for trial in range(2)
+    ]
+    s = summarize(c, rows)
+    shown = {r[1] for t in s.tables for r in t.rows if r[0] == "MM-S"}
+    assert {"obj-size:3000", "obj-size:6000", "obj-oracle", "ians"} <= shown
+    # the better threshold (lower PLT) is the best-of row
+    assert "best obj-size (= obj-size:6000)" in shown

@@ -119,3 +119,88 @@ def test_failed_step_is_named() -> None:
     assert "bring up the HBC link in ue" in msg and "dch-no-such0" in msg
     with pytest.raises(TestbedError, match="not installed"):
         sh.run(["dch-no-such-tool"], "start the tool")
+
+
+def _agent_argvs(monkeypatch, tmp_path, **cfg_fields) -> dict[str, list[str]]:
+    from dchlab.testbed import TestbedConfig
+    from dchlab.testbed.schemes import agent
+
+    # The argv builder needs no built binary: only its path goes into the argv.
+    monkeypatch.setattr(agent, "binary", lambda name: tmp_path / name)
+    cfg = TestbedConfig(**cfg_fields)
+    return {
+        role: agent.agent_argv(
+            role,
+            cfg,
+            policy="dchannel",
+            token="t0k",
+            llc_mbit=2.0,
+            stats_json=tmp_path / f"{role}.json",
+        )
+        for role in ("client", "gateway")
+    }
+
+
+def test_agent_argv_per_role_flags(monkeypatch, tmp_path) -> None:
+    argv = _agent_argvs(
+        monkeypatch,
+        tmp_path,
+        agent_args=["--probe-interval-ms", "250"],
+        gateway_args=["--reorder", "off"],
+        client_args=["--reorder-timeout-ms", "50"],
+    )
+    cl, gw = argv["client"], argv["gateway"]
+    assert cl[:2] == [str(tmp_path / "dchannel"), "client"]
+    assert gw[:2] == [str(tmp_path / "dchannel"), "gateway"]
+    # shared flags first, then this role's own; the other role's never
+    assert cl[-4:] == ["--probe-interval-ms", "250", "--reorder-timeout-ms", "50"]
+    assert gw[-4:] == ["--probe-interval-ms", "250", "--reorder", "off"]
+    assert "--reorder" not in cl and "--reorder-timeout-ms" not in gw
+    assert cl[cl.index("--token") + 1] == "t0k"
+    assert gw[gw.index("--client") + 1] == f"{A.UE_AGENT}=t0k"
+    assert cl[cl.index("--stats-json") + 1] == str(tmp_path / "client.json")
+    assert gw[gw.index("--llc-mbit") + 1] == "2"
+
+
+def test_agent_argv_defaults_and_bad_role(monkeypatch, tmp_path) -> None:
+    from dchlab.testbed import TestbedConfig
+    from dchlab.testbed.schemes import agent
+
+    argv = _agent_argvs(monkeypatch, tmp_path)
+    assert argv["client"][-2:] == ["--stats-json", str(tmp_path / "client.json")]
+    assert argv["gateway"][-2:] == ["--stats-json", str(tmp_path / "gateway.json")]
+    with pytest.raises(ValueError, match="'proxy'"):
+        agent.agent_argv(
+            "proxy", TestbedConfig(), policy="x", token="t", llc_mbit=1, stats_json=tmp_path
+        )
+
+
+def test_shell_options_reach_the_config() -> None:
+    import argparse
+
+    from dchlab.commands import shell
+
+    p = argparse.ArgumentParser()
+    shell.add_testbed_args(p)
+    args = p.parse_args(
+        ["--agent-arg=--probe-interval-ms", "--agent-arg=250", "--gateway-arg=--reorder",
+         "--gateway-arg", "off", "--client-arg=--reorder-timeout-ms", "--client-arg=50"]
+    )  # fmt: skip
+    cfg = shell.config_from_args(args)
+    assert cfg.agent_args == ["--probe-interval-ms", "250"]
+    assert list(cfg.gateway_args) == ["--reorder", "off"]
+    assert list(cfg.client_args) == ["--reorder-timeout-ms", "50"]
+    assert cfg.describe()["gateway_args"] == ["--reorder", "off"]
+    assert "--gateway-arg" in p.format_help() and "--client-arg" in p.format_help()
+
+
+def test_run_spec_passes_per_role_flags_to_the_testbed() -> None:
+    from dchlab.workloads import api
+
+    spec = api.RunSpec(
+        scheme="dchannel", hbc="embb", llc="urllc", gateway_args=("--reorder", "off")
+    )
+    cfg = api._config(spec, "site0")
+    assert list(cfg.gateway_args) == ["--reorder", "off"]
+    assert list(cfg.client_args) == [] and cfg.agent_args == []
+    assert api.RunSpec(scheme="all-hbc", hbc="embb", llc="urllc").client_args == ()

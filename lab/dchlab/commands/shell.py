@@ -68,6 +68,8 @@ def add_testbed_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--host", action="append", default=[], metavar="NAME", help="extra host name for DNS and webreplay (repeatable; next free address in 198.19.128.0/17)")  # fmt: skip
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG", help="extra argument for both agents (repeatable), e.g. --agent-arg=--reorder --agent-arg=off")  # fmt: skip
+    p.add_argument("--client-arg", action="append", default=[], metavar="ARG", help="extra argument for the client agent on ue only, after the --agent-arg ones (repeatable), e.g. --client-arg=--reorder --client-arg=off")  # fmt: skip
+    p.add_argument("--gateway-arg", action="append", default=[], metavar="ARG", help="extra argument for the gateway agent on gw only, after the --agent-arg ones (repeatable); --gateway-arg=--reorder --gateway-arg=off keeps the reorder buffer at the client only. Give a value that starts with - as --X-arg=VALUE; a flag may reach an agent once (not in --agent-arg and per role too)")  # fmt: skip
 
 
 def config_from_args(args: argparse.Namespace) -> TestbedConfig:
@@ -81,6 +83,8 @@ def config_from_args(args: argparse.Namespace) -> TestbedConfig:
         corpus=args.corpus,
         hosts=list(args.host) or None,
         agent_args=list(args.agent_arg),
+        client_args=list(getattr(args, "client_arg", [])),
+        gateway_args=list(getattr(args, "gateway_arg", [])),
         stats_path=getattr(args, "stats", None),
         keep_logs=getattr(args, "keep_logs", False),
     )

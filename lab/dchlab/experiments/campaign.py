@@ -48,7 +48,9 @@ class Scheme:
 
     label: str  # unique within the campaign; used in cells, tables and plots
     scheme: str  # testbed scheme string, e.g. `dchannel:alpha=0.5`
-    agent_args: tuple[str, ...] = ()
+    agent_args: tuple[str, ...] = ()  # both agents
+    client_args: tuple[str, ...] = ()  # `dchannel client` (ue) only
+    gateway_args: tuple[str, ...] = ()  # `dchannel gateway` (gw) only
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,8 @@ class Condition:
     hbc: str
     llc: str
     agent_args: tuple[str, ...] = ()
+    client_args: tuple[str, ...] = ()
+    gateway_args: tuple[str, ...] = ()
     server_delay_ms: float = 0.0
     cc: str = "cubic"
     x: dict[str, Any] = field(default_factory=dict)  # sweep coordinates for plots
@@ -245,22 +249,31 @@ def _check_channel(v: _V, spec: str, where: str) -> None:
         )
 
 
+#: Extra agent flags a scheme entry or a condition may carry: both agents, client only,
+#: gateway only (TestbedConfig.agent_args / client_args / gateway_args).
+_ARG_FIELDS = ("agent_args", "client_args", "gateway_args")
+
+
+def _agent_flags(v: _V, d: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
+    return {f: v.args(d.get(f), f"{where}.{f}") for f in _ARG_FIELDS}
+
+
 def _parse_scheme(v: _V, raw: Any, where: str) -> Scheme:
     if isinstance(raw, str):
         s = v.name(raw, where)
         return Scheme(label=s, scheme=s)
     d = v.mapping(raw, where)
-    v.unknown(d, {"label", "scheme", "agent_args"}, where)
+    v.unknown(d, {"label", "scheme", *_ARG_FIELDS}, where)
     if "scheme" not in d:
         raise v.err(f"{where}.scheme", "missing (the testbed scheme, e.g. dchannel)")
     scheme = v.name(d["scheme"], f"{where}.scheme")
     label = v.name(d.get("label", scheme), f"{where}.label")
-    return Scheme(label=label, scheme=scheme, agent_args=v.args(d.get("agent_args"), where))
+    return Scheme(label=label, scheme=scheme, **_agent_flags(v, d, where))
 
 
 def _parse_condition(v: _V, raw: Any, where: str, check_channels: bool) -> Condition:
     d = v.mapping(raw, where)
-    v.unknown(d, {"name", "hbc", "llc", "agent_args", "server_delay_ms", "cc", "x"}, where)
+    v.unknown(d, {"name", "hbc", "llc", *_ARG_FIELDS, "server_delay_ms", "cc", "x"}, where)
     for req in ("name", "hbc", "llc"):
         if req not in d:
             raise v.err(f"{where}.{req}", "missing")
@@ -277,7 +290,7 @@ def _parse_condition(v: _V, raw: Any, where: str, check_channels: bool) -> Condi
         name=v.name(d["name"], f"{where}.name"),
         hbc=hbc,
         llc=llc,
-        agent_args=v.args(d.get("agent_args"), f"{where}.agent_args"),
+        **_agent_flags(v, d, where),
         server_delay_ms=v.number(d.get("server_delay_ms", 0.0), f"{where}.server_delay_ms"),
         cc=cc,
         x=dict(x),

@@ -170,6 +170,8 @@ def make_spec(c: Campaign, g: Group) -> Any:
         cc=g.condition.cc,
         server_delay_ms=g.condition.server_delay_ms,
         agent_args=tuple(g.scheme.agent_args) + tuple(g.condition.agent_args),
+        client_args=tuple(g.scheme.client_args) + tuple(g.condition.client_args),
+        gateway_args=tuple(g.scheme.gateway_args) + tuple(g.condition.gateway_args),
     )
 
 
@@ -239,6 +241,8 @@ def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict
             arm=g.scheme.label,
             item=it,
             agent_args=list(g.scheme.agent_args) + list(g.condition.agent_args),
+            client_args=list(g.scheme.client_args) + list(g.condition.client_args),
+            gateway_args=list(g.scheme.gateway_args) + list(g.condition.gateway_args),
             server_delay_ms=g.condition.server_delay_ms,
             x=g.condition.x or None,
             quick=c.is_quick,

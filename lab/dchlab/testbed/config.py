@@ -30,6 +30,10 @@ class TestbedConfig:
         {name: address} mapping (addresses must lie in 198.19.128.0/17).
     agent_args: extra arguments appended to both `dchannel client` and
         `dchannel gateway` (e.g. ["--reorder", "off"]).
+    client_args, gateway_args: extra arguments for `dchannel client` only or
+        `dchannel gateway` only, appended after agent_args (the agents reject a flag
+        given twice, so put a flag either in agent_args or per role), e.g.
+        gateway_args=["--reorder", "off"] keeps the reorder buffer at the client only.
     stats_path: if set, the run's stats JSON is written there at teardown.
     keep_logs: keep the run directory (logs, stats, generated files) after exit.
     """
@@ -45,6 +49,8 @@ class TestbedConfig:
     corpus: Path | str | None = None
     hosts: Sequence[str] | Mapping[str, str] | None = None
     agent_args: list[str] = field(default_factory=list)
+    client_args: Sequence[str] = ()
+    gateway_args: Sequence[str] = ()
     stats_path: Path | str | None = None
     keep_logs: bool = False
 
@@ -59,4 +65,6 @@ class TestbedConfig:
             "server_delay_ms": self.server_delay_ms,
             "corpus": str(self.corpus) if self.corpus else None,
             "agent_args": list(self.agent_args),
+            "client_args": list(self.client_args),
+            "gateway_args": list(self.gateway_args),
         }

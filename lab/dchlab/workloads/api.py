@@ -66,7 +66,9 @@ class RunSpec:
     trial: int = 0
     cc: str = "cubic"
     server_delay_ms: float = 0.0
-    agent_args: tuple[str, ...] = field(default_factory=tuple)
+    agent_args: tuple[str, ...] = field(default_factory=tuple)  # both agents
+    client_args: tuple[str, ...] = ()  # `dchannel client` only, after agent_args
+    gateway_args: tuple[str, ...] = ()  # `dchannel gateway` only, after agent_args
 
 
 def paired_seed(seed: int, item: str, trial: int) -> int:
@@ -116,6 +118,8 @@ def _config(spec: RunSpec, item: str, corpus: Path | None = None):  # type: igno
         server_delay_ms=spec.server_delay_ms,
         corpus=corpus,
         agent_args=list(spec.agent_args),
+        client_args=list(spec.client_args),
+        gateway_args=list(spec.gateway_args),
     )
 
 

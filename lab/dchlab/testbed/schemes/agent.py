@@ -4,7 +4,8 @@ The policy spec is passed verbatim to both agents (`--policy SPEC`), so every
 policy the agents know is a scheme: `dchannel[:alpha=..]`, `all-hbc`, `all-llc`,
 `pkt-size:N`, `pkt-control`, `pkt-uplink`, `pkt-state`, `asap`. Applications on ue
 use the client's TUN (198.19.0.2, default route); gw routes that address back into
-the gateway's TUN.
+the gateway's TUN. Extra flags: `agent_args` go to both agents, `client_args` /
+`gateway_args` to one (TestbedConfig; `dch shell --agent-arg/--client-arg/--gateway-arg`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,48 @@ from dchlab.testbed.channels import nominal_mbit
 from dchlab.testbed.schemes import Scheme, register
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from dchlab.testbed.config import TestbedConfig
     from dchlab.testbed.core import Testbed
 
 TUN = "dch0"
+
+
+def agent_argv(
+    role: str,
+    cfg: TestbedConfig,
+    *,
+    policy: str,
+    token: str,
+    llc_mbit: float,
+    stats_json: Path,
+) -> list[str]:
+    """The argv of `dchannel gateway` (role "gateway", on gw) or `dchannel client`
+    (role "client", on ue): the testbed's plumbing, then cfg.agent_args (both agents),
+    then cfg.gateway_args or cfg.client_args (this role only). `llc_mbit` is the LLC's
+    nominal rate in the direction this agent sends (gateway: downlink, client: uplink).
+    """
+    exe = str(binary("dchannel"))
+    common = ["--policy", policy, "--tun", TUN]
+    if role == "gateway":
+        return [exe, "gateway", *common, "--tun-addr", f"{A.GW_AGENT}/32",
+                "--listen-hbc", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
+                "--listen-llc", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
+                "--hbc-dev", "hbc", "--llc-dev", "llc",
+                "--client", f"{A.UE_AGENT}={token}",
+                "--llc-mbit", f"{llc_mbit:g}",
+                "--stats-json", str(stats_json),
+                *cfg.agent_args, *cfg.gateway_args]  # fmt: skip
+    if role == "client":
+        return [exe, "client", *common, "--tun-addr", f"{A.UE_AGENT}/32",
+                "--hbc-dev", "hbc", "--hbc-gateway", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
+                "--llc-dev", "llc", "--llc-gateway", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
+                "--token", token,
+                "--llc-mbit", f"{llc_mbit:g}",
+                "--stats-json", str(stats_json),
+                *cfg.agent_args, *cfg.client_args]  # fmt: skip
+    raise ValueError(f"agent role {role!r}: expected 'client' or 'gateway'")
 
 
 @register(
@@ -47,32 +87,21 @@ class AgentScheme(Scheme):
 
     def setup(self, tb: Testbed) -> None:
         token = secrets.token_hex(16)
-        exe = str(binary("dchannel"))
         llc = tb.channels["llc"]
-        common = ["--policy", self.spec, "--tun", TUN]
-        gw_stats = tb.expect_stats("agents", "gateway", "gateway.stats.json")
-        ue_stats = tb.expect_stats("agents", "client", "client.stats.json")
-        tb.spawn(
-            "gateway",
-            [exe, "gateway", *common, "--tun-addr", f"{A.GW_AGENT}/32",
-             "--listen-hbc", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
-             "--listen-llc", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
-             "--hbc-dev", "hbc", "--llc-dev", "llc",
-             "--client", f"{A.UE_AGENT}={token}",
-             "--llc-mbit", f"{nominal_mbit(llc, 'downlink'):g}",
-             "--stats-json", str(gw_stats), *tb.cfg.agent_args],
-            ns="gw",
-        )  # fmt: skip
-        tb.spawn(
-            "client",
-            [exe, "client", *common, "--tun-addr", f"{A.UE_AGENT}/32",
-             "--hbc-dev", "hbc", "--hbc-gateway", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
-             "--llc-dev", "llc", "--llc-gateway", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
-             "--token", token,
-             "--llc-mbit", f"{nominal_mbit(llc, 'uplink'):g}",
-             "--stats-json", str(ue_stats), *tb.cfg.agent_args],
-            ns="ue",
-        )  # fmt: skip
+        for role, ns in (("gateway", "gw"), ("client", "ue")):
+            direction = "downlink" if role == "gateway" else "uplink"
+            tb.spawn(
+                role,
+                agent_argv(
+                    role,
+                    tb.cfg,
+                    policy=self.spec,
+                    token=token,
+                    llc_mbit=nominal_mbit(llc, direction),
+                    stats_json=tb.expect_stats("agents", role, f"{role}.stats.json"),
+                ),
+                ns=ns,
+            )
         tb.wait_ready(["gateway", "client"])
         tb.ip(
             "gw",
