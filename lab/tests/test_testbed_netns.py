@@ -218,6 +218,25 @@ def test_mptcp_two_subflows_carry_data() -> None:
         assert s["links"][link]["downlink"]["bytes_out"] > 300_000, (link, s["links"][link])
 
 
+def test_per_role_agent_flags_reach_one_agent_only(tmp_path: Path) -> None:
+    """`dch shell --gateway-arg`: the gateway's reorder buffer off, the client's on
+    (Fig. 5's "client only" arm); the fetch still arrives byte-exactly."""
+    _needs("dchannel")
+    stats_path = tmp_path / "stats.json"
+    r = subprocess.run(
+        _dch("shell", "--scheme", "dchannel", "--llc", FAST_LLC,
+             "--gateway-arg=--reorder", "--gateway-arg", "off", "--stats", str(stats_path),
+             "--", "sh", "-c", "curl -sS https://server.test/bytes/100000 | sha256sum"),
+        capture_output=True, text=True, env=_env(), cwd=LAB, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[0] == hashlib.sha256(bytes(i % 251 for i in range(100_000))).hexdigest()
+    stats = json.loads(stats_path.read_text())
+    assert stats["gateway_args"] == ["--reorder", "off"] and stats["client_args"] == []
+    assert stats["agents"]["gateway"]["reorder"]["enabled"] is False
+    assert stats["agents"]["client"]["reorder"]["enabled"] is True
+
+
 # ---------------------------------------------------------------- teardown
 
 
