@@ -122,7 +122,7 @@ pub struct ClientArgs {
     /// The gateway's LLC address.
     #[arg(long)]
     pub llc_gateway: SocketAddr,
-    /// This client's token (hex, 2..64 digits), as configured at the gateway.
+    /// This client's token (hex, 1..64 digits), as configured at the gateway.
     #[arg(long)]
     pub token: String,
 }
