@@ -35,15 +35,20 @@ class Tally:
 
 
 def _run(cmd: list[str], cwd: Path, capture: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run a step, streaming its output; with `capture`, also keep it for parsing."""
     print(f"\n\033[1m$ {' '.join(cmd)}\033[0m", flush=True)
-    if capture:
-        proc = subprocess.run(
-            cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
-        sys.stdout.write(proc.stdout)
-        sys.stdout.flush()
-        return proc
-    return subprocess.run(cmd, cwd=cwd, text=True)
+    if not capture:
+        return subprocess.run(cmd, cwd=cwd, text=True)
+    lines: list[str] = []
+    with subprocess.Popen(
+        cmd, cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, bufsize=1
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line)
+    return subprocess.CompletedProcess(cmd, proc.returncode, "".join(lines), None)
 
 
 _CARGO_RESULT = re.compile(r"test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored")
