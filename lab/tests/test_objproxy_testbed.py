@@ -98,18 +98,13 @@ def test_obj_size_per_channel_bytes_match_decisions(tmp_path: Path) -> None:
     px = _proxy_stats(tb.stats())
     hbc, llc = px["channels"]["hbc"], px["channels"]["llc"]
     assert px["probes"] == 2 and px["upstream_errors"] == 0
-    if px["stitched"]:
-        # The origin honours ranges: 500 B done by the probe on the LLC; 200000 B probed
-        # on the LLC (1000 B), the rest on the HBC.
-        assert llc["decisions"] == {"small_object": 1}
-        assert hbc["decisions"] == {"above_threshold": 1}
-        assert (llc["body_bytes"], hbc["body_bytes"]) == (1500, 199_000)
-    else:
-        # The origin ignores Range (200 to the probe): IANS' fallback, the whole object
-        # on the lower-latency channel.
-        assert llc["decisions"] == {"size_unknown": 2}
-        assert (llc["body_bytes"], hbc["body_bytes"]) == (200_500, 0)
-        assert hbc["connections_opened"] == 0
+    # webreplay honours Range (docs/webreplay.md): the 500 B object is done by the probe
+    # on the LLC (206 bytes 0-499/500); the 200000 B one is probed on the LLC (1000 B)
+    # and its rest (Range: bytes=1000-) goes on the HBC, stitched behind the probe.
+    assert px["stitched"] == 1
+    assert llc["decisions"] == {"small_object": 1}
+    assert hbc["decisions"] == {"above_threshold": 1}
+    assert (llc["body_bytes"], hbc["body_bytes"]) == (1500, 199_000)
 
 
 @pytest.mark.chromium

@@ -32,6 +32,9 @@ pub struct Record {
     pub status: u16,
     /// How the response was chosen: `exact`, `path`, `builtin` or `none` (404).
     pub matched: &'static str,
+    /// The request's `Range` header as received (`null` when absent); honoured only for
+    /// `GET` of 200 objects — `status` 206/416 says whether it was.
+    pub range: Option<String>,
     /// Body bytes handed to the connection.
     pub bytes: u64,
     /// Think time applied before the response head.

@@ -2,7 +2,7 @@
 //!
 //! One origin per hosts-file name, one listener pair (HTTP, HTTPS) per address, a leaf
 //! certificate per origin signed by the testbed CA, HTTP/2 and HTTP/1.1 by ALPN, recorded
-//! page corpora with server think time, built-in `/bytes/N` and `/health`.
+//! page corpora with server think time, built-in `/bytes/N` and `/health`, single byte ranges.
 
 pub mod access_log;
 pub mod certs;
@@ -10,5 +10,6 @@ pub mod corpus;
 pub mod hosts;
 pub mod listener;
 pub mod pattern_body;
+pub mod range;
 pub mod server;
 pub mod service;

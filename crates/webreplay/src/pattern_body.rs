@@ -27,15 +27,24 @@ fn pattern() -> &'static Bytes {
     })
 }
 
-/// Streams `len` pattern bytes.
+/// Streams pattern bytes `pos..end` (absolute offsets: byte k is `k mod 251`).
 pub struct PatternBody {
     pos: u64,
-    len: u64,
+    end: u64,
 }
 
 impl PatternBody {
+    /// The whole `/bytes/N` body.
     pub fn new(len: u64) -> Self {
-        Self { pos: 0, len }
+        Self::range(0, len)
+    }
+
+    /// Offsets `start..end` of the pattern (a byte range of `/bytes/N`).
+    pub fn range(start: u64, end: u64) -> Self {
+        Self {
+            pos: start,
+            end: end.max(start),
+        }
     }
 }
 
@@ -48,21 +57,21 @@ impl Body for PatternBody {
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
-        if this.pos >= this.len {
+        if this.pos >= this.end {
             return Poll::Ready(None);
         }
-        let n = (this.len - this.pos).min(CHUNK as u64) as usize;
+        let n = (this.end - this.pos).min(CHUNK as u64) as usize;
         let phase = (this.pos % PERIOD) as usize;
         this.pos += n as u64;
         Poll::Ready(Some(Ok(Frame::data(pattern().slice(phase..phase + n)))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.pos >= self.len
+        self.pos >= self.end
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.len - self.pos)
+        SizeHint::with_exact(self.end - self.pos)
     }
 }
 
@@ -81,6 +90,23 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(i, b)| *b == (i as u64 % PERIOD) as u8));
+    }
+
+    #[tokio::test]
+    async fn range_keeps_absolute_offsets() {
+        // Starts mid-period and crosses a chunk boundary: byte at offset k is k mod 251.
+        let (start, end) = (1000u64, 1000 + CHUNK as u64 + 5000);
+        let got = PatternBody::range(start, end)
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes();
+        assert_eq!(got.len() as u64, end - start);
+        assert_eq!(got[0], (1000 % 251) as u8); // 245
+        assert!(got
+            .iter()
+            .enumerate()
+            .all(|(i, b)| *b == ((start + i as u64) % PERIOD) as u8));
     }
 
     #[tokio::test]

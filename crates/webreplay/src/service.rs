@@ -9,7 +9,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use http::header::{
+    HeaderMap, HeaderValue, ACCEPT_RANGES, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, ETAG, HOST,
+    IF_RANGE, LAST_MODIFIED, RANGE,
+};
 use http::{Method, Request, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
@@ -17,6 +20,7 @@ use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
 use crate::access_log::{AccessLog, Record};
 use crate::corpus::{strip_port, Corpus};
 use crate::pattern_body::PatternBody;
+use crate::range::{self, Decision};
 
 /// Longest `?think_ms=` accepted on built-in endpoints (a typo should not hang a client).
 const MAX_QUERY_THINK: Duration = Duration::from_secs(60);
@@ -56,8 +60,16 @@ pub async fn handle<B>(
     let path = req.uri().path().to_string();
     let query = req.uri().query().map(str::to_string);
 
-    let (think, matched, mut response) =
-        route(&state, &host, req.method(), &path, query.as_deref());
+    let range_hdr = range_header(req.headers());
+    let ranged = RangeRequest::of(req.method(), req.headers());
+    let (think, matched, mut response) = route(
+        &state,
+        &host,
+        req.method(),
+        &path,
+        query.as_deref(),
+        ranged.as_ref(),
+    );
     if req.method() == Method::HEAD {
         // hyper's HTTP/2 server would send the body of a HEAD response (a protocol error);
         // keep the head, including Content-Length, and drop the body on both protocols.
@@ -87,6 +99,7 @@ pub async fn handle<B>(
             },
             status: status.as_u16(),
             matched,
+            range: range_hdr,
             bytes: 0,
             think_ms: ms(think),
             ttfb_ms: ms(start.elapsed()),
@@ -127,21 +140,28 @@ type Routed = (Duration, &'static str, Response<BoxBody<Bytes, Infallible>>);
 
 /// Corpus exact match wins (replay is faithful), then built-ins, then the corpus match that
 /// ignores the query, else 404.
-fn route(state: &AppState, host: &str, method: &Method, path: &str, query: Option<&str>) -> Routed {
+fn route(
+    state: &AppState,
+    host: &str,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    ranged: Option<&RangeRequest>,
+) -> Routed {
     let corpus_hit = state
         .corpus
         .as_ref()
         .and_then(|c| c.lookup(host, path, query));
     if let Some((obj, crate::corpus::Match::Exact)) = corpus_hit {
-        return (obj.think, "exact", object_response(obj));
+        return (obj.think, "exact", object_response(obj, ranged));
     }
     if method == Method::GET || method == Method::HEAD {
-        if let Some(r) = builtin(path, query) {
+        if let Some(r) = builtin(path, query, ranged) {
             return r;
         }
     }
     if let Some((obj, how)) = corpus_hit {
-        return (obj.think, how.as_str(), object_response(obj));
+        return (obj.think, how.as_str(), object_response(obj, ranged));
     }
     (
         Duration::ZERO,
@@ -150,24 +170,113 @@ fn route(state: &AppState, host: &str, method: &Method, path: &str, query: Optio
     )
 }
 
-fn object_response(obj: &crate::corpus::Object) -> Response<BoxBody<Bytes, Infallible>> {
-    let no_body = obj.status == StatusCode::NO_CONTENT || obj.status == StatusCode::NOT_MODIFIED;
-    let body = if no_body {
-        Empty::new().boxed()
-    } else {
-        Full::new(obj.body.clone()).boxed()
-    };
-    let mut resp = Response::new(body);
-    *resp.status_mut() = obj.status;
-    *resp.headers_mut() = obj.headers.clone();
-    if !no_body {
-        resp.headers_mut()
-            .insert(CONTENT_LENGTH, HeaderValue::from(obj.body.len() as u64));
-    }
-    resp
+/// The `Range` / `If-Range` of a `GET` (RFC 9110 §14.2: range handling is defined for GET
+/// only, so every other method — HEAD included — gets the full response).
+struct RangeRequest {
+    range: String,
+    if_range: Option<String>,
 }
 
-fn builtin(path: &str, query: Option<&str>) -> Option<Routed> {
+impl RangeRequest {
+    fn of(method: &Method, headers: &HeaderMap) -> Option<Self> {
+        if method != Method::GET {
+            return None;
+        }
+        let mut ranges = headers.get_all(RANGE).iter();
+        let range = ranges.next()?.to_str().ok()?.to_string();
+        if ranges.next().is_some() {
+            return None; // several Range fields: malformed, ignore
+        }
+        let if_range = headers
+            .get(IF_RANGE)
+            .map(|v| v.to_str().unwrap_or("").to_string());
+        Some(Self { range, if_range })
+    }
+
+    /// The decision for a representation of `total` bytes whose validators are in
+    /// `headers`. A present `If-Range` must equal the strong `ETag` or the `Last-Modified`
+    /// date exactly, else the range is ignored (§13.1.5: the client's copy is stale).
+    fn decide(&self, total: u64, headers: &HeaderMap) -> Decision {
+        if let Some(cond) = &self.if_range {
+            let etag = headers
+                .get(ETAG)
+                .and_then(|v| v.to_str().ok())
+                .filter(|e| !e.starts_with("W/"));
+            let date = headers.get(LAST_MODIFIED).and_then(|v| v.to_str().ok());
+            if Some(cond.as_str()) != etag && Some(cond.as_str()) != date {
+                return Decision::Full;
+            }
+        }
+        range::decide(&self.range, total)
+    }
+}
+
+/// The `Range` header as received, for the access log (several fields joined by `, `).
+fn range_header(headers: &HeaderMap) -> Option<String> {
+    let vals: Vec<String> = headers
+        .get_all(RANGE)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    (!vals.is_empty()).then(|| vals.join(", "))
+}
+
+/// Turns a 200 response head into its 206 / 416 form (headers only; the caller picks the
+/// body). `Full` leaves it a 200 that advertises `Accept-Ranges: bytes`.
+fn apply_range_head(head: &mut HeaderMap, status: &mut StatusCode, decision: Decision, total: u64) {
+    head.insert(ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    let len = match decision {
+        Decision::Full => total,
+        Decision::Partial { first, last } => {
+            *status = StatusCode::PARTIAL_CONTENT;
+            last - first + 1
+        }
+        Decision::Unsatisfiable => {
+            *status = StatusCode::RANGE_NOT_SATISFIABLE;
+            0
+        }
+    };
+    if let Some(cr) = decision.content_range(total) {
+        // Always a valid header value: ASCII digits, spaces, '-', '/', '*'.
+        head.insert(CONTENT_RANGE, HeaderValue::from_str(&cr).expect("ascii"));
+    }
+    head.insert(CONTENT_LENGTH, HeaderValue::from(len));
+}
+
+fn object_response(
+    obj: &crate::corpus::Object,
+    ranged: Option<&RangeRequest>,
+) -> Response<BoxBody<Bytes, Infallible>> {
+    let no_body = obj.status == StatusCode::NO_CONTENT || obj.status == StatusCode::NOT_MODIFIED;
+    let mut resp = Response::new(Empty::new().boxed());
+    *resp.status_mut() = obj.status;
+    *resp.headers_mut() = obj.headers.clone();
+    if no_body {
+        return resp;
+    }
+    if obj.status != StatusCode::OK {
+        // Ranges only apply to the selected representation of a 200 (RFC 9110 §14.2).
+        resp.headers_mut()
+            .insert(CONTENT_LENGTH, HeaderValue::from(obj.body.len() as u64));
+        *resp.body_mut() = Full::new(obj.body.clone()).boxed();
+        return resp;
+    }
+    let total = obj.body.len() as u64;
+    let decision = ranged.map_or(Decision::Full, |r| r.decide(total, &obj.headers));
+    let (parts, _) = resp.into_parts();
+    let mut parts = parts;
+    apply_range_head(&mut parts.headers, &mut parts.status, decision, total);
+    let body = match decision {
+        Decision::Full => Full::new(obj.body.clone()).boxed(),
+        Decision::Partial { first, last } => {
+            Full::new(obj.body.slice(first as usize..=last as usize)).boxed()
+        }
+        Decision::Unsatisfiable => Empty::new().boxed(),
+    };
+    Response::from_parts(parts, body)
+}
+
+fn builtin(path: &str, query: Option<&str>, ranged: Option<&RangeRequest>) -> Option<Routed> {
     let think = match query_think(query) {
         Ok(t) => t,
         Err(msg) => {
@@ -190,14 +299,21 @@ fn builtin(path: &str, query: Option<&str>) -> Option<Routed> {
             text(StatusCode::BAD_REQUEST, &msg),
         ));
     };
-    let mut resp = Response::new(PatternBody::new(len).boxed());
+    let decision = ranged.map_or(Decision::Full, |r| r.decide(len, &HeaderMap::new()));
+    let body = match decision {
+        Decision::Full => PatternBody::new(len).boxed(),
+        // Byte at absolute offset k is still k mod 251.
+        Decision::Partial { first, last } => PatternBody::range(first, last + 1).boxed(),
+        Decision::Unsatisfiable => Empty::new().boxed(),
+    };
+    let mut resp = Response::new(body);
     resp.headers_mut().insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
-    resp.headers_mut()
-        .insert(CONTENT_LENGTH, HeaderValue::from(len));
-    Some((think, "builtin", resp))
+    let (mut parts, body) = resp.into_parts();
+    apply_range_head(&mut parts.headers, &mut parts.status, decision, len);
+    Some((think, "builtin", Response::from_parts(parts, body)))
 }
 
 /// Parses `think_ms=X` from a query string (milliseconds, float, 0..=60000).
@@ -329,7 +445,7 @@ mod tests {
             corpus: None,
             log: AccessLog::disabled(),
         };
-        let (_, m, r) = route(&state, "a.test", &Method::GET, "/health", None);
+        let (_, m, r) = route(&state, "a.test", &Method::GET, "/health", None, None);
         assert_eq!((m, r.status()), ("builtin", StatusCode::OK));
         let (t, _, r) = route(
             &state,
@@ -337,14 +453,15 @@ mod tests {
             &Method::GET,
             "/bytes/10",
             Some("think_ms=7"),
+            None,
         );
         assert_eq!((t, r.status()), (Duration::from_millis(7), StatusCode::OK));
         assert_eq!(r.headers()[CONTENT_LENGTH], "10");
-        let (_, _, r) = route(&state, "a.test", &Method::GET, "/bytes/x", None);
+        let (_, _, r) = route(&state, "a.test", &Method::GET, "/bytes/x", None, None);
         assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-        let (_, m, r) = route(&state, "a.test", &Method::GET, "/other", None);
+        let (_, m, r) = route(&state, "a.test", &Method::GET, "/other", None, None);
         assert_eq!((m, r.status()), ("none", StatusCode::NOT_FOUND));
-        let (_, _, r) = route(&state, "a.test", &Method::POST, "/health", None);
+        let (_, _, r) = route(&state, "a.test", &Method::POST, "/health", None, None);
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
     }
 }

@@ -635,3 +635,332 @@ async fn sigterm_lets_in_flight_responses_finish_then_exits_zero() {
     // The listener is gone afterwards.
     assert!(tokio::net::TcpStream::connect(a).await.is_err());
 }
+
+/// Asserts a 206 with `Content-Range: bytes FIRST-LAST/TOTAL` and the matching length.
+fn assert_partial(r: &Fetched, first: u64, last: u64, total: u64, sha: &str, what: &str) {
+    assert_eq!(r.status, 206, "{what}: {r:?}");
+    assert_eq!(
+        r.headers["content-range"],
+        format!("bytes {first}-{last}/{total}").as_str(),
+        "{what}"
+    );
+    let len = last - first + 1;
+    assert_eq!(
+        r.headers["content-length"],
+        len.to_string().as_str(),
+        "{what}"
+    );
+    assert_eq!((r.body_len, r.sha256.as_str()), (len, sha), "{what}");
+}
+
+/// RFC 9110 single ranges on a corpus object, over HTTP/2 and HTTP/1.1: the objproxy size
+/// probe (`0-999`) and its rest (`1000-`), suffix, 416, ignored malformed / multi-range,
+/// If-Range, HEAD and non-200 objects ignore Range, think time per request, access log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corpus_object_byte_ranges() {
+    let e = env();
+    let body = noise(5000, 11);
+    let err_body = b"gone for good\n".to_vec();
+    let corpus = write_corpus(
+        &e.dir,
+        &[
+            CorpusObj {
+                url: "https://a.test/obj.bin",
+                status: 200,
+                headers: &[
+                    ("content-type", "application/octet-stream"),
+                    ("etag", "\"v1\""),
+                ],
+                body: body.clone(),
+                think_ms: 0.0,
+            },
+            CorpusObj {
+                url: "https://a.test/slow.bin",
+                status: 200,
+                headers: &[],
+                body: body.clone(),
+                think_ms: 120.0,
+            },
+            CorpusObj {
+                url: "https://a.test/gone",
+                status: 410,
+                headers: &[("content-type", "text/plain")],
+                body: err_body.clone(),
+                think_ms: 0.0,
+            },
+        ],
+    );
+    let log_path = e.dir.join("access.jsonl");
+    let mut server = e.start(&[
+        ("--corpus", corpus.to_str().unwrap()),
+        ("--access-log", log_path.to_str().unwrap()),
+    ]);
+    let a = e.addr(1, HTTPS_PORT);
+    let sha = |r: std::ops::RangeInclusive<usize>| sha256_hex(&body[r]);
+    for (alpn, want_alpn) in [(H2_H1, "h2"), (H1, "http/1.1")] {
+        let get = |range: &'static str| {
+            let extra: Vec<(&str, &str)> = if range.is_empty() {
+                vec![]
+            } else {
+                vec![("range", range)]
+            };
+            let ca = e.ca.der.clone();
+            async move {
+                fetch_with(a, "a.test", "/obj.bin", "GET", &extra, Some((&ca, alpn)))
+                    .await
+                    .unwrap()
+            }
+        };
+        let r = get("").await;
+        assert_eq!(r.alpn.as_deref(), Some(want_alpn));
+        assert_eq!((r.status, r.sha256.clone()), (200, sha256_hex(&body)));
+        assert_eq!(r.headers["accept-ranges"], "bytes");
+        assert!(r.headers.get("content-range").is_none());
+
+        let what = format!("{want_alpn} 0-999");
+        assert_partial(
+            &get("bytes=0-999").await,
+            0,
+            999,
+            5000,
+            &sha(0..=999),
+            &what,
+        );
+        let what = format!("{want_alpn} 1000-");
+        assert_partial(
+            &get("bytes=1000-").await,
+            1000,
+            4999,
+            5000,
+            &sha(1000..=4999),
+            &what,
+        );
+        let what = format!("{want_alpn} -500");
+        assert_partial(
+            &get("bytes=-500").await,
+            4500,
+            4999,
+            5000,
+            &sha(4500..=4999),
+            &what,
+        );
+        let what = format!("{want_alpn} 4000-99999 (clamped)");
+        assert_partial(
+            &get("bytes=4000-99999").await,
+            4000,
+            4999,
+            5000,
+            &sha(4000..=4999),
+            &what,
+        );
+
+        let r = get("bytes=5000-").await;
+        assert_eq!(r.status, 416, "{want_alpn}");
+        assert_eq!(r.headers["content-range"], "bytes */5000");
+        assert_eq!(r.body_len, 0);
+
+        for bad in ["bytes=0-1,5-6", "bytes=9-3", "lines=0-1", "bytes=x-"] {
+            let r = get(bad).await;
+            assert_eq!(
+                (r.status, r.sha256.clone()),
+                (200, sha256_hex(&body)),
+                "{want_alpn} {bad}"
+            );
+            assert!(r.headers.get("content-range").is_none());
+        }
+
+        // If-Range: a stale validator means "send it all", a current one honours the range.
+        let ca = e.ca.der.clone();
+        let stale = [("range", "bytes=0-999"), ("if-range", "\"v0\"")];
+        let r = fetch_with(a, "a.test", "/obj.bin", "GET", &stale, Some((&ca, alpn)))
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.body_len), (200, 5000));
+        let fresh = [("range", "bytes=0-999"), ("if-range", "\"v1\"")];
+        let r = fetch_with(a, "a.test", "/obj.bin", "GET", &fresh, Some((&ca, alpn)))
+            .await
+            .unwrap();
+        assert_partial(&r, 0, 999, 5000, &sha(0..=999), "if-range match");
+
+        // HEAD: Range is defined for GET only; the head of the full 200 comes back.
+        let rng = [("range", "bytes=0-999")];
+        let r = fetch_with(a, "a.test", "/obj.bin", "HEAD", &rng, Some((&ca, alpn)))
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.body_len), (200, 0));
+        assert_eq!(r.headers["content-length"], "5000");
+        assert_eq!(r.headers["accept-ranges"], "bytes");
+
+        // A recorded non-200 ignores Range and has no Accept-Ranges.
+        let r = fetch_with(a, "a.test", "/gone", "GET", &rng, Some((&ca, alpn)))
+            .await
+            .unwrap();
+        assert_eq!((r.status, r.sha256.clone()), (410, sha256_hex(&err_body)));
+        assert!(r.headers.get("content-range").is_none());
+        assert!(r.headers.get("accept-ranges").is_none());
+
+        // Think time applies to every ranged request.
+        for rg in ["bytes=0-999", "bytes=1000-"] {
+            let h = [("range", rg)];
+            let r = fetch_with(a, "a.test", "/slow.bin", "GET", &h, Some((&ca, alpn)))
+                .await
+                .unwrap();
+            assert_eq!(r.status, 206);
+            assert!(r.ttfb >= Duration::from_millis(120), "{rg}: {:?}", r.ttfb);
+        }
+    }
+    server.stop();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let probe = lines
+        .iter()
+        .find(|l| l["range"] == "bytes=0-999" && l["path"] == "/obj.bin")
+        .expect("probe logged");
+    assert_eq!(
+        (probe["status"].as_u64(), probe["bytes"].as_u64()),
+        (Some(206), Some(1000))
+    );
+    let plain = lines
+        .iter()
+        .find(|l| l["path"] == "/obj.bin" && l["status"] == 200)
+        .unwrap();
+    assert!(plain["range"].is_null(), "{plain}");
+    let unsat = lines.iter().find(|l| l["range"] == "bytes=5000-").unwrap();
+    assert_eq!(
+        (unsat["status"].as_u64(), unsat["bytes"].as_u64()),
+        (Some(416), Some(0))
+    );
+}
+
+/// `/bytes/N` ranges keep absolute offsets (byte k = k mod 251), also across the 64 KiB
+/// chunk boundaries of the streamed body; both protocols; HTTP too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_builtin_byte_ranges() {
+    let e = env();
+    let mut server = e.start(&[]);
+    let a = e.addr(1, HTTPS_PORT);
+    let ca = e.ca.der.clone();
+    let n = 200_000u64;
+    let path = format!("/bytes/{n}?think_ms=30");
+    for (tls, label) in [
+        (Some((&ca, H2_H1)), "h2"),
+        (Some((&ca, H1)), "http/1.1"),
+        (None, "http"),
+    ] {
+        let addr = if tls.is_some() {
+            a
+        } else {
+            e.addr(1, HTTP_PORT)
+        };
+        let get = |range: &'static str| {
+            let path = path.clone();
+            async move {
+                fetch_with(addr, "a.test", &path, "GET", &[("range", range)], tls)
+                    .await
+                    .unwrap()
+            }
+        };
+        let r = get("bytes=70000-140000").await;
+        let sha = pattern_range_sha256(70_000, 140_001);
+        assert_partial(&r, 70_000, 140_000, n, &sha, label);
+        assert!(r.ttfb >= Duration::from_millis(30), "{label}");
+        assert_eq!(r.head[0], (70_000 % 251) as u8); // 222: not the pattern's start
+        let r = get("bytes=0-999").await;
+        assert_partial(&r, 0, 999, n, &pattern_sha256(1000), label);
+        let r = get("bytes=1000-").await;
+        assert_partial(&r, 1000, n - 1, n, &pattern_range_sha256(1000, n), label);
+        let r = get("bytes=-251").await;
+        assert_partial(
+            &r,
+            n - 251,
+            n - 1,
+            n,
+            &pattern_range_sha256(n - 251, n),
+            label,
+        );
+        let r = get("bytes=200000-").await;
+        assert_eq!((r.status, r.body_len), (416, 0), "{label}");
+        assert_eq!(r.headers["content-range"], "bytes */200000");
+        let r = get("bytes=1-2, 4-5").await;
+        assert_eq!(
+            (r.status, r.sha256.clone()),
+            (200, pattern_sha256(n)),
+            "{label}"
+        );
+        assert_eq!(r.headers["accept-ranges"], "bytes");
+    }
+    server.stop();
+}
+
+/// curl's `-r` (what a user would try first) over both protocols, corpus and built-in.
+#[test]
+fn curl_range_requests_h2_and_http11() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIP: curl not installed");
+        return;
+    }
+    let e = env();
+    let body = noise(5000, 23);
+    let corpus = write_corpus(
+        &e.dir,
+        &[CorpusObj {
+            url: "https://a.test/five.bin",
+            status: 200,
+            headers: &[],
+            body: body.clone(),
+            think_ms: 0.0,
+        }],
+    );
+    let _server = e.start(&[("--corpus", corpus.to_str().unwrap())]);
+    let out_path = e.dir.join("curl.out");
+    for (flag, want) in [("--http2", "2"), ("--http1.1", "1.1")] {
+        for (path, range, want_sha, want_cr) in [
+            (
+                "/five.bin",
+                "0-999",
+                sha256_hex(&body[..1000]),
+                "bytes 0-999/5000",
+            ),
+            (
+                "/five.bin",
+                "1000-",
+                sha256_hex(&body[1000..]),
+                "bytes 1000-4999/5000",
+            ),
+            (
+                "/bytes/5000",
+                "-1000",
+                pattern_range_sha256(4000, 5000),
+                "bytes 4000-4999/5000",
+            ),
+        ] {
+            let out = std::process::Command::new("curl")
+                .args(["-sS", "--max-time", "20", flag, "--cacert"])
+                .arg(&e.ca.cert_path)
+                .arg("--resolve")
+                .arg(format!("a.test:{HTTPS_PORT}:{}", addr_in(e.block, 1)))
+                .args(["-r", range, "-o"])
+                .arg(&out_path)
+                .args(["-w", "%{http_version} %{http_code} %header{content-range}"])
+                .arg(format!("https://a.test:{HTTPS_PORT}{path}"))
+                .output()
+                .unwrap();
+            let got = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(
+                got,
+                format!("{want} 206 {want_cr}"),
+                "curl {flag} {path} {range}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let data = std::fs::read(&out_path).unwrap();
+            assert_eq!(sha256_hex(&data), want_sha, "curl {flag} {path} {range}");
+        }
+    }
+}

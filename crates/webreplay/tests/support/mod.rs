@@ -184,6 +184,12 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
+/// sha256 of offsets `start..end` of the `/bytes/N` pattern (byte k = k mod 251).
+pub fn pattern_range_sha256(start: u64, end: u64) -> String {
+    let bytes: Vec<u8> = (start..end).map(|k| (k % 251) as u8).collect();
+    sha256_hex(&bytes)
+}
+
 /// sha256 of the `/bytes/N` pattern, computed independently of the server code.
 pub fn pattern_sha256(n: u64) -> String {
     let mut h = Sha256::new();
@@ -220,9 +226,33 @@ pub async fn fetch(
     method: &str,
     tls: Option<(&CertificateDer<'static>, &[&str])>,
 ) -> anyhow::Result<Fetched> {
+    fetch_with(addr, host, path, method, &[], tls).await
+}
+
+/// [`fetch`] with extra request headers (e.g. `Range`).
+pub async fn fetch_with(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    method: &str,
+    extra: &[(&str, &str)],
+    tls: Option<(&CertificateDer<'static>, &[&str])>,
+) -> anyhow::Result<Fetched> {
     let tcp = tokio::net::TcpStream::connect(addr).await?;
     match tls {
-        None => request(TokioIo::new(tcp), false, host, path, method, None, None).await,
+        None => {
+            request(
+                TokioIo::new(tcp),
+                false,
+                host,
+                path,
+                method,
+                extra,
+                None,
+                None,
+            )
+            .await
+        }
         Some((ca, alpn)) => {
             let connector = tokio_rustls::TlsConnector::from(client_config(ca, alpn));
             let name = ServerName::try_from(host.to_string())?;
@@ -239,6 +269,7 @@ pub async fn fetch(
                 host,
                 path,
                 method,
+                extra,
                 negotiated,
                 version,
             )
@@ -247,12 +278,14 @@ pub async fn fetch(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn request<I>(
     io: I,
     h2: bool,
     host: &str,
     path: &str,
     method: &str,
+    extra: &[(&str, &str)],
     alpn: Option<String>,
     tls: Option<rustls::ProtocolVersion>,
 ) -> anyhow::Result<Fetched>
@@ -260,7 +293,10 @@ where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let req = http::Request::builder().method(method);
+    let mut req = http::Request::builder().method(method);
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
     let req = if h2 {
         req.uri(format!("{scheme}://{host}{path}"))
     } else {
