@@ -85,15 +85,20 @@ impl Malformed {
     }
 }
 
+/// Per-channel counters. The sender thread writes the tx half, the receive
+/// thread the rx half: they sit on different cache lines (no false sharing).
 #[derive(Default)]
+#[repr(C, align(128))]
 pub struct ChannelCounters {
     /// Data datagrams sent / their UDP payload bytes (header + inner packet).
     pub tx_pkts: AtomicU64,
     pub tx_bytes: AtomicU64,
+    _pad: [u64; 14],
     /// Data datagrams received and accepted.
     pub rx_pkts: AtomicU64,
     pub rx_bytes: AtomicU64,
-    /// Probe datagrams (not included in the data counters above).
+    /// Probe datagrams (not included in the data counters above); both are
+    /// written by the receive thread, which sends and answers probes.
     pub probe_tx: AtomicU64,
     pub probe_rx: AtomicU64,
 }
