@@ -40,7 +40,9 @@ impl Default for ReorderConfig {
             max_flow_bytes: 256 * 1024,
             max_total_bytes: 4 * 1024 * 1024,
             max_flows: 16384,
-            flow_idle: 60_000 * MS,
+            // Longer than the sender's flow idle timeout (120 s), so the receiver
+            // never forgets a flow the sender still numbers.
+            flow_idle: 300_000 * MS,
         }
     }
 }

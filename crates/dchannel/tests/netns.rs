@@ -475,3 +475,25 @@ fn bad_command_lines_are_rejected_with_reasons() {
         .unwrap();
     assert!(String::from_utf8_lossy(&help.stdout).contains("--pin-hbc-rtt-ms"));
 }
+
+#[test]
+fn dead_llc_falls_back_to_hbc() {
+    if !can_run() {
+        return;
+    }
+    let t = Topo::new();
+    let mut a = t.start("all-llc", &["--channel-dead-ms", "500"]);
+    // The LLC link dies (both ends down); after 0.5 s of silence both agents
+    // steer the all-llc traffic onto the HBC instead.
+    sh(&["ip", "-n", &t.ue, "link", "set", &t.ue_llc, "down"]);
+    std::thread::sleep(Duration::from_millis(1200));
+    tcp_transfer(&t, 5003);
+    dns_round_trip(&t);
+    let (ue, gw) = a.stop();
+    for s in [&ue, &gw] {
+        let down = s["decisions"]["hbc:channel_down"].as_u64().unwrap_or(0);
+        assert!(down > 0, "fallback decisions: {}", s["decisions"]);
+    }
+    assert!(chan(&gw, "hbc", "tx_bytes") as usize > DOWN_BYTES);
+    assert!(chan(&ue, "hbc", "tx_bytes") as usize > UP_BYTES);
+}
