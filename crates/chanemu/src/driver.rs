@@ -28,6 +28,7 @@ pub struct DirectionIo {
     pub pipe: Pipeline<Vec<u8>>,
     pub buf_size: usize,
     pub spin_ns: u64,
+    pub rt_priority: i32,
     pub epoch: Instant,
     pub stop: Arc<AtomicBool>,
     pub log: Option<Arc<PacketLog>>,
@@ -43,6 +44,15 @@ impl DirectionIo {
     pub fn run(mut self) -> DirStats {
         // SAFETY: prctl with integer arguments only affects this thread.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+        if self.rt_priority > 0 {
+            let param = libc::sched_param {
+                sched_priority: self.rt_priority,
+            };
+            // SAFETY: pid 0 = this thread; param is a valid sched_param.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+                tracing::warn!(error = %std::io::Error::last_os_error(), "cannot use SCHED_FIFO; release times will be less precise");
+            }
+        }
         let mut stats = DirStats::default();
         let mut pool: Vec<Vec<u8>> = Vec::new();
         let name = self.dir.as_str();

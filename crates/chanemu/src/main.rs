@@ -63,9 +63,16 @@ struct Cli {
     /// Summary JSON written at exit.
     #[arg(long)]
     stats: Option<PathBuf>,
-    /// Busy-wait this long before a release instead of sleeping (precision vs CPU).
-    #[arg(long, default_value_t = 50)]
+    /// Busy-wait this long before a release instead of sleeping in ppoll (costs CPU;
+    /// helps only without real-time priority on an idle machine).
+    #[arg(long, default_value_t = 0)]
     spin_us: u64,
+    /// SCHED_FIFO priority of the two packet threads (0 = normal scheduling). Real-time
+    /// priority keeps release times precise on a busy machine (see docs/chanemu.md); the
+    /// threads sleep whenever nothing is due, and the kernel's RT throttling bounds
+    /// their share. Falls back to normal scheduling with a warning if not permitted.
+    #[arg(long, default_value_t = 10)]
+    rt_priority: i32,
 }
 
 #[derive(Subcommand, Debug)]
@@ -153,6 +160,7 @@ fn run(cli: &Cli) -> Result<()> {
         pipe: profile.pipeline(dir, cli.seed, offset),
         buf_size: cli.mtu.max(1500) as usize + 64,
         spin_ns: cli.spin_us * 1000,
+        rt_priority: cli.rt_priority,
         epoch,
         stop: stop.clone(),
         log: log.clone(),

@@ -21,6 +21,19 @@ fn profile(dir: &std::path::Path, delay: &str, up: &str, down: &str) -> String {
     write_file(dir, "p.toml", &text)
 }
 
+fn set_rcvbuf(s: &UdpSocket, bytes: libc::c_int) {
+    // SAFETY: setsockopt with a c_int we own.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(s),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -403,6 +416,7 @@ fn one_percent_loss_is_inside_binomial_99_interval() {
     const N: u32 = 20_000;
     let rx = in_ns(&lab.ns_b, || {
         let s = UdpSocket::bind((ADDR_B, 9400)).unwrap();
+        set_rcvbuf(&s, 4 << 20);
         s.set_read_timeout(Some(Duration::from_millis(700)))
             .unwrap();
         let mut buf = [0u8; 200];
@@ -430,13 +444,20 @@ fn one_percent_loss_is_inside_binomial_99_interval() {
     .unwrap();
     let received = rx.join().unwrap();
     let (stats, _) = lab.stop();
-    let lost = N - received;
-    assert_eq!(
-        stats["uplink"]["pkts_in"], N as u64,
-        "every packet reached the emulator"
+    let n_in = stats["uplink"]["pkts_in"].as_u64().unwrap();
+    let lost = stats["uplink"]["pkts_dropped_loss"].as_u64().unwrap();
+    // the kernel may drop a few before the emulator on a busy machine; the loss stage
+    // must see (nearly) all of them for the interval below to apply
+    assert!(
+        n_in >= 19_900 && n_in <= N as u64,
+        "emulator saw {n_in} of {N}"
     );
-    assert_eq!(stats["uplink"]["pkts_dropped_loss"], lost as u64);
-    // Binomial(20000, 0.01): mean 200, sd 14.07; 99% interval 200 ± 2.576 sd = [164, 236]
+    assert_eq!(stats["uplink"]["pkts_out"].as_u64().unwrap(), n_in - lost);
+    assert!(
+        received as u64 <= n_in - lost && received as u64 >= n_in - lost - 20,
+        "received {received}"
+    );
+    // Binomial(~20000, 0.01): mean 200, sd 14.07; 99% interval 200 ± 2.576 sd = [164, 236]
     assert!((164..=236).contains(&lost), "lost {lost}");
 }
 

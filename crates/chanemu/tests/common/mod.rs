@@ -59,6 +59,11 @@ pub struct Lab {
 impl Lab {
     /// Start chanemu with `profile` (built-in or a path) and extra arguments.
     pub fn start(profile: &str, extra: &[&str]) -> Lab {
+        Self::start_with(profile, extra, true)
+    }
+
+    /// As `start`; `log` = false runs without the per-packet log (benchmarks).
+    pub fn start_with(profile: &str, extra: &[&str], log: bool) -> Lab {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let tag = format!("dchce{}x{n}", std::process::id() % 100_000);
         let dir = tempfile::tempdir().unwrap();
@@ -101,8 +106,11 @@ impl Lab {
             ])
             .arg("--stats")
             .arg(&lab.stats)
-            .arg("--log")
-            .arg(&lab.log)
+            .args(if log {
+                vec!["--log".into(), lab.log.clone().into_os_string()]
+            } else {
+                vec![]
+            })
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -148,6 +156,10 @@ impl Lab {
     }
 
     /// SIGTERM chanemu, check it exits 0, return its stats and the log rows.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub fn stop(&mut self) -> (serde_json::Value, Vec<LogRow>) {
         let mut child = self.child.take().expect("running");
         // SAFETY: signalling our own child.
@@ -161,8 +173,10 @@ impl Lab {
         );
         let stats: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&self.stats).unwrap()).unwrap();
-        let log = std::fs::read_to_string(&self.log).unwrap();
-        (stats, parse_log(&log))
+        let log = std::fs::read_to_string(&self.log)
+            .map(|l| parse_log(&l))
+            .unwrap_or_default();
+        (stats, log)
     }
 }
 
