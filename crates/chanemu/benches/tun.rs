@@ -98,7 +98,10 @@ fn pipeline_only() {
         while pipe.pop_due(now).is_some() {}
     }
     let ns = t0.elapsed().as_nanos() as f64 / n as f64;
-    println!("pipeline only: {ns:.1} ns per packet (push + pop) = {:.1} M packets/s on one core", 1e3 / ns);
+    println!(
+        "pipeline only: {ns:.1} ns per packet (push + pop) = {:.1} M packets/s on one core",
+        1e3 / ns
+    );
 }
 
 fn main() {
