@@ -98,7 +98,41 @@ impl Shared {
     fn now(&self) -> Nanos {
         self.epoch.elapsed().as_nanos() as Nanos
     }
+
+    /// Client start-up: waits (at most `timeout`) until the first probe round has
+    /// given one-way delays for both channels, then one more HBC one-way delay plus
+    /// the receiver's publication period, by which time the gateway has had the
+    /// D-ACK and published its own estimates too. Without this, the very first
+    /// packets (typically the application's DNS query) see no estimate and take
+    /// the HBC (`no_estimate`), which costs a whole HBC RTT on the first lookup.
+    /// Returns whether both estimates arrived in time.
+    pub fn wait_for_estimates(&self, timeout: std::time::Duration) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            let ready = self.peers.iter().all(|p| {
+                let v = p.view();
+                v.hbc_owd.is_some() && v.llc_owd.is_some()
+            });
+            if ready {
+                let hbc_owd = self
+                    .peers
+                    .iter()
+                    .filter_map(|p| p.view().hbc_owd)
+                    .max()
+                    .unwrap_or(0);
+                let margin = std::time::Duration::from_nanos(hbc_owd)
+                    + std::time::Duration::from_millis(2 * PUBLISH_PERIOD_MS + 10);
+                std::thread::sleep(margin);
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        false
+    }
 }
+
+/// How often the receiver publishes RTT estimates and stats (ms).
+const PUBLISH_PERIOD_MS: u64 = 50;
 
 /// Inner source/destination address of an IP packet, if it is IPv4/IPv6.
 fn inner_addr(pkt: &[u8], dst: bool) -> Option<IpAddr> {
@@ -413,7 +447,7 @@ impl Receiver {
             }
             if now >= next_publish {
                 self.publish(now);
-                next_publish = now + 50 * MS;
+                next_publish = now + PUBLISH_PERIOD_MS * MS;
             }
             let mut deadline = next_publish;
             for est in &self.rtt {

@@ -70,6 +70,10 @@ pub struct Common {
     /// Interval of the D-SYN probes on both channels (client side initiates).
     #[arg(long, default_value_t = 500)]
     pub probe_interval_ms: u64,
+    /// Client: before printing READY, wait up to this long for the first probe round
+    /// to measure both channels (so the first packets are steered with estimates).
+    #[arg(long, default_value_t = 3000)]
+    pub ready_wait_ms: u64,
     /// Sliding window of the minimum-RTT filter.
     #[arg(long, default_value_t = 5000)]
     pub rtt_window_ms: u64,

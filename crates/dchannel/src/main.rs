@@ -288,6 +288,15 @@ fn run(common: &Common, built: Built) -> Result<()> {
         common.tun_addr,
         common.llc_mbit
     );
+    if role == AgentRole::Client
+        && !shared.wait_for_estimates(std::time::Duration::from_millis(common.ready_wait_ms))
+    {
+        tracing::warn!(
+            "no RTT estimate for both channels after {} ms: starting anyway (packets without \
+             an estimate take the HBC until probes answer)",
+            common.ready_wait_ms
+        );
+    }
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "READY")?;
