@@ -11,6 +11,7 @@
 //! client, each with its own steerer (flow table + virtual LLC queue) and RTT
 //! estimator. The two threads share only atomics and a few locks.
 
+use crate::arrival_log::ArrivalLog;
 use crate::decision_log::DecisionLog;
 use crate::stats::{Malformed, Stats, UNKNOWN};
 use dchannel_core::reorder::{ReorderBuffer, ReorderConfig};
@@ -90,6 +91,8 @@ pub struct Shared {
     pub stats: Arc<Stats>,
     pub epoch: Instant,
     pub log: Option<Arc<DecisionLog>>,
+    /// `--arrival-log`: every data datagram received (receive thread only).
+    pub arrivals: Option<Arc<ArrivalLog>>,
     /// Largest datagram we expect (outer MTU minus outer IP/UDP headers).
     pub max_datagram: usize,
 }
@@ -392,6 +395,9 @@ impl Receiver {
                 c.rx_pkts.fetch_add(1, Relaxed);
                 c.rx_bytes.fetch_add(buf.len() as u64, Relaxed);
                 let len = inner.len();
+                if let Some(a) = &sh.arrivals {
+                    a.record(now, pi, header.flow_id, header.seq, ch, len);
+                }
                 match &mut self.reorder {
                     Some(r) if header.flow_id != 0 => {
                         r.push(

@@ -96,9 +96,16 @@ pub struct Common {
     #[arg(long)]
     pub stats_json: Option<PathBuf>,
     /// Write one CSV line per steered packet (time, flow, size, channel,
-    /// reward, c_hbc, c_llc, ...) for the reward-accuracy analysis (Fig. 11).
+    /// reward, c_hbc, c_llc, ..., t_mono_ns) for the reward-accuracy analysis
+    /// (Fig. 11). Buffered; flushed at exit.
     #[arg(long)]
     pub decision_log: Option<PathBuf>,
+    /// Write one CSV line per data datagram received from a peer
+    /// (t_mono_ns,peer,flow_id,seq,channel,size; CLOCK_MONOTONIC, shared by all
+    /// namespaces), to join with the peer's --decision-log on (flow_id, seq).
+    /// Buffered; flushed at exit.
+    #[arg(long)]
+    pub arrival_log: Option<PathBuf>,
     /// MTU of the outer path; the TUN MTU is this minus IP/UDP/dchannel headers.
     #[arg(long, default_value_t = 1500)]
     pub outer_mtu: usize,

@@ -1,6 +1,12 @@
 //! Per-packet decision log (CSV) for the reward-accuracy analysis (NSDI'23
 //! Fig. 11): when each packet was steered, its flow and size, the channel, and
 //! Algorithm 1's estimated reward and completion times.
+//!
+//! `t_ms`, `reward_ms`, `c_hbc_ms` and `c_llc_ms` are in milliseconds since this
+//! process started (the policy's clock). `t_mono_ns` is the same instant on
+//! CLOCK_MONOTONIC, which every network namespace shares, so a row joins the
+//! receiving agent's arrival log (`--arrival-log`, arrival_log.rs) on
+//! (flow_id, seq): an absolute estimate is `t_mono_ns + (c_x_ms - t_ms) * 1e6`.
 
 use anyhow::{Context, Result};
 use dchannel_core::steer::Steered;
@@ -10,10 +16,12 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::Mutex;
 
-pub const COLUMNS: &str = "t_ms,peer,flow_id,seq,flow,proto,size,payload,channel,outcome,reward_ms,c_hbc_ms,c_llc_ms,llc_queue_bytes";
+pub const COLUMNS: &str = "t_ms,peer,flow_id,seq,flow,proto,size,payload,channel,outcome,reward_ms,c_hbc_ms,c_llc_ms,llc_queue_bytes,t_mono_ns";
 
 pub struct DecisionLog {
     w: Mutex<BufWriter<File>>,
+    /// CLOCK_MONOTONIC (ns) at the agent's epoch (`now` = 0).
+    epoch_mono_ns: u64,
 }
 
 fn ms(v: f64) -> f64 {
@@ -21,11 +29,14 @@ fn ms(v: f64) -> f64 {
 }
 
 impl DecisionLog {
-    pub fn create(path: &Path) -> Result<DecisionLog> {
+    pub fn create(path: &Path, epoch_mono_ns: u64) -> Result<DecisionLog> {
         let f = File::create(path).with_context(|| format!("--decision-log {}", path.display()))?;
         let mut w = BufWriter::with_capacity(1 << 20, f);
         writeln!(w, "{COLUMNS}")?;
-        Ok(DecisionLog { w: Mutex::new(w) })
+        Ok(DecisionLog {
+            w: Mutex::new(w),
+            epoch_mono_ns,
+        })
     }
 
     /// One line; `sent_on` may differ from the decision when an endpoint was missing.
@@ -45,13 +56,14 @@ impl DecisionLog {
         };
         let _ = writeln!(
             w,
-            "{:.4},{peer},{},{},{flow},{proto},{size},{payload},{},{},{r},{ch},{cl},{:.0}",
+            "{:.4},{peer},{},{},{flow},{proto},{size},{payload},{},{},{r},{ch},{cl},{:.0},{}",
             ms(now as f64),
             st.flow_id,
             st.seq,
             sent_on.name(),
             st.decision.outcome.name(),
-            st.llc_queue
+            st.llc_queue,
+            self.epoch_mono_ns + now
         );
     }
 

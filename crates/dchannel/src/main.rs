@@ -1,6 +1,7 @@
 //! `dchannel`: the agent binary (roles `client` and `gateway`).
 
 mod agent;
+mod arrival_log;
 mod cli;
 mod decision_log;
 mod metrics;
@@ -150,6 +151,8 @@ fn validate(common: &Common) -> Result<()> {
 
 fn run(common: &Common, built: Built) -> Result<()> {
     let epoch = Instant::now();
+    // The same instant on CLOCK_MONOTONIC, for logs that other agents join.
+    let epoch_mono_ns = arrival_log::mono_ns();
     let Built {
         role,
         peers,
@@ -206,7 +209,14 @@ fn run(common: &Common, built: Built) -> Result<()> {
         flow_idle: common.flow_idle_s * 1000 * MS,
     };
     let log = match &common.decision_log {
-        Some(p) => Some(Arc::new(decision_log::DecisionLog::create(p)?)),
+        Some(p) => Some(Arc::new(decision_log::DecisionLog::create(
+            p,
+            epoch_mono_ns,
+        )?)),
+        None => None,
+    };
+    let arrivals = match &common.arrival_log {
+        Some(p) => Some(Arc::new(arrival_log::ArrivalLog::create(p, epoch_mono_ns)?)),
         None => None,
     };
     let steerers = peers
@@ -269,6 +279,7 @@ fn run(common: &Common, built: Built) -> Result<()> {
         stats: Arc::clone(&stats),
         epoch,
         log: log.clone(),
+        arrivals: arrivals.clone(),
         max_datagram: common.outer_mtu.max(1500) + 64,
     });
     let sigs = block_signals();
@@ -308,6 +319,9 @@ fn run(common: &Common, built: Built) -> Result<()> {
     std::thread::sleep(std::time::Duration::from_millis(60));
     if let Some(l) = &log {
         l.flush();
+    }
+    if let Some(a) = &arrivals {
+        a.flush();
     }
     if let Some(p) = &common.stats_json {
         let text = serde_json::to_string_pretty(&stats.to_json())?;

@@ -8,6 +8,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::Command;
@@ -131,6 +132,9 @@ fn chan(stats: &Value, ch: &str, field: &str) -> u64 {
 /// Decision log rows: (channel, proto, size, payload, outcome, reward, c_llc, t, flow).
 struct Row {
     t_ms: f64,
+    flow_id: u16,
+    seq: u32,
+    t_mono_ns: u64,
     flow: String,
     proto: u8,
     size: usize,
@@ -150,6 +154,9 @@ fn read_log(p: &std::path::Path) -> Vec<Row> {
             let f: Vec<&str> = l.split(',').collect();
             Row {
                 t_ms: f[0].parse().unwrap(),
+                flow_id: f[2].parse().unwrap(),
+                seq: f[3].parse().unwrap(),
+                t_mono_ns: f[14].parse().unwrap(),
                 flow: f[4].to_string(),
                 proto: f[5].parse().unwrap(),
                 size: f[6].parse().unwrap(),
@@ -210,7 +217,59 @@ fn run_policy(policy: &str, extra: &[&str]) -> Option<(Value, Value, Vec<Row>, V
         chan(&gw, "hbc", "tx_pkts") + chan(&gw, "llc", "tx_pkts")
     );
     assert!(ul.iter().chain(&dl).all(|r| r.flow != "-" && r.size > 0));
+    check_arrivals(&ul, &read_arrivals(&a.gw_arr));
     Some((ue, gw, ul, dl))
+}
+
+/// Arrival log rows keyed by (flow_id, seq): (t_mono_ns, channel, size).
+fn read_arrivals(p: &std::path::Path) -> HashMap<(u16, u32), (u64, String, usize)> {
+    let text = std::fs::read_to_string(p).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "t_mono_ns,peer,flow_id,seq,channel,size"
+    );
+    let mut out = HashMap::new();
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        let key = (f[2].parse().unwrap(), f[3].parse().unwrap());
+        let v = (
+            f[0].parse().unwrap(),
+            f[4].to_string(),
+            f[5].parse().unwrap(),
+        );
+        assert!(out.insert(key, v).is_none(), "duplicate arrival {l}");
+    }
+    out
+}
+
+/// Every packet the client logged as sent (uplink: veth does not drop) is in
+/// the gateway's arrival log on the same channel with the same size, arriving
+/// 0..50 ms after the decision on the shared CLOCK_MONOTONIC (plain veth takes
+/// ~0.1 ms; 50 ms leaves room for a loaded 2-core machine).
+fn check_arrivals(sent: &[Row], arrived: &HashMap<(u16, u32), (u64, String, usize)>) {
+    assert!(!sent.is_empty());
+    let mut worst = 0u64;
+    for r in sent {
+        let (t, ch, size) = arrived
+            .get(&(r.flow_id, r.seq))
+            .unwrap_or_else(|| panic!("{} seq {} not in arrival log", r.flow, r.seq));
+        assert_eq!(
+            (ch, *size),
+            (&r.channel, r.size),
+            "{} seq {}",
+            r.flow,
+            r.seq
+        );
+        assert!(
+            *t >= r.t_mono_ns,
+            "{} seq {} arrived before it was sent",
+            r.flow,
+            r.seq
+        );
+        worst = worst.max(t - r.t_mono_ns);
+    }
+    assert!(worst <= 50_000_000, "arrival - decision up to {worst} ns");
 }
 
 #[test]

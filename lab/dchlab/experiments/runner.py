@@ -172,6 +172,8 @@ def make_spec(c: Campaign, g: Group) -> Any:
         agent_args=tuple(g.scheme.agent_args) + tuple(g.condition.agent_args),
         client_args=tuple(g.scheme.client_args) + tuple(g.condition.client_args),
         gateway_args=tuple(g.scheme.gateway_args) + tuple(g.condition.gateway_args),
+        # the reward-error analysis (Fig. 11) needs the agents' per-packet logs
+        decision_logs=c.analysis.get("kind") == "reward-error",
     )
 
 

@@ -230,7 +230,7 @@ def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
         shown = key if isinstance(key, str) else " + ".join(key)
         samples = an.stat_samples(rows, key)
         t = Table(
-            f"Reward estimation error (stats: {shown}) over all logged LLC decisions",
+            f"Reward estimation error (stats: {shown}) over all reward-rule decisions, both directions",
             ["condition", "scheme", "samples", "p50 ms", "p90 ms", "paper p90 ms"],
         )
         for cond in c.conditions:

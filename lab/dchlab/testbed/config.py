@@ -34,6 +34,13 @@ class TestbedConfig:
         `dchannel gateway` only, appended after agent_args (the agents reject a flag
         given twice, so put a flag either in agent_args or per role), e.g.
         gateway_args=["--reorder", "off"] keeps the reorder buffer at the client only.
+    decision_logs: run both agents with `--decision-log` and `--arrival-log` (files
+        in the run dir, paths in stats["agents"][role]["logs"]) and, at teardown, add
+        the reward-estimation error (Fig. 11, dchlab.testbed.reward_error) to the
+        stats: stats["agents"][role]["reward_error_ms"] (|error| samples of the packets
+        that role sent: client = uplink, gateway = downlink) and
+        stats["reward_error"] (p50/p90/p99 per direction). Copy the raw logs out
+        with keep_logs.
     stats_path: if set, the run's stats JSON is written there at teardown.
     keep_logs: keep the run directory (logs, stats, generated files) after exit.
     """
@@ -51,6 +58,7 @@ class TestbedConfig:
     agent_args: list[str] = field(default_factory=list)
     client_args: Sequence[str] = ()
     gateway_args: Sequence[str] = ()
+    decision_logs: bool = False
     stats_path: Path | str | None = None
     keep_logs: bool = False
 
@@ -67,4 +75,5 @@ class TestbedConfig:
             "agent_args": list(self.agent_args),
             "client_args": list(self.client_args),
             "gateway_args": list(self.gateway_args),
+            "decision_logs": self.decision_logs,
         }

@@ -340,6 +340,10 @@ class Testbed:
                 stats.setdefault(section, {})[key] = json.loads(path.read_text())
             except (OSError, ValueError) as exc:
                 stats.setdefault(section, {})[key] = {"error": f"no stats from {path.name}: {exc}"}
+        try:  # after the daemons stopped (logs flushed), before the run dir goes
+            self.scheme.after_stop(self, stats)
+        except Exception as exc:
+            stats["after_stop_error"] = str(exc)
 
     # ------------------------------------------------------------------ for schemes
     def ip(self, role: str | None, args: Sequence[str], step: str) -> str:

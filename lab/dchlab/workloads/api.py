@@ -69,6 +69,7 @@ class RunSpec:
     agent_args: tuple[str, ...] = field(default_factory=tuple)  # both agents
     client_args: tuple[str, ...] = ()  # `dchannel client` only, after agent_args
     gateway_args: tuple[str, ...] = ()  # `dchannel gateway` only, after agent_args
+    decision_logs: bool = False  # agents' decision/arrival logs -> reward error (Fig. 11)
 
 
 def paired_seed(seed: int, item: str, trial: int) -> int:
@@ -120,6 +121,7 @@ def _config(spec: RunSpec, item: str, corpus: Path | None = None):  # type: igno
         agent_args=list(spec.agent_args),
         client_args=list(spec.client_args),
         gateway_args=list(spec.gateway_args),
+        decision_logs=spec.decision_logs,
     )
 
 

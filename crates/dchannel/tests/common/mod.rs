@@ -150,6 +150,8 @@ impl Topo {
         let ue_stats = self.path("ue.json");
         let gw_log = self.path("gw.csv");
         let ue_log = self.path("ue.csv");
+        let gw_arr = self.path("gw-arrivals.csv");
+        let ue_arr = self.path("ue-arrivals.csv");
         let mut g: Vec<String> = [
             "ip",
             "netns",
@@ -177,6 +179,7 @@ impl Topo {
         .collect();
         g.extend(["--stats-json".into(), gw_stats.display().to_string()]);
         g.extend(["--decision-log".into(), gw_log.display().to_string()]);
+        g.extend(["--arrival-log".into(), gw_arr.display().to_string()]);
         g.extend(extra.iter().map(|s| s.to_string()));
         let gateway = spawn_ready(&g);
         let mut c: Vec<String> = [
@@ -210,6 +213,7 @@ impl Topo {
         .collect();
         c.extend(["--stats-json".into(), ue_stats.display().to_string()]);
         c.extend(["--decision-log".into(), ue_log.display().to_string()]);
+        c.extend(["--arrival-log".into(), ue_arr.display().to_string()]);
         c.extend(extra.iter().map(|s| s.to_string()));
         let client = spawn_ready(&c);
         sh(&[
@@ -232,6 +236,8 @@ impl Topo {
             ue_stats,
             gw_log,
             ue_log,
+            gw_arr,
+            ue_arr,
         }
     }
 }
@@ -282,6 +288,8 @@ pub struct Agents {
     pub ue_stats: PathBuf,
     pub gw_log: PathBuf,
     pub ue_log: PathBuf,
+    pub gw_arr: PathBuf,
+    pub ue_arr: PathBuf,
 }
 
 fn term(child: &mut Child) -> std::process::ExitStatus {

@@ -17,6 +17,8 @@ The testbed calls, in order:
   5. `wrap(tb, argv)` and `env(tb)` for every command run on ue;
   6. `collect(tb)`          — live measurements for the stats, before anything stops;
   7. `stop_first()`         — daemons to stop before the others (to flush stats);
+  7b. `after_stop(tb, stats)` — once every daemon stopped and its stats file was
+                              read, before the run directory is deleted (post-process logs);
   8. `summary(stats)`       — an optional line `dch shell` prints at the end.
 The stats files a scheme's daemons write are declared with `tb.expect_stats(...)`.
 """
@@ -70,6 +72,9 @@ class Scheme:
 
     def stop_first(self) -> list[str]:
         return []
+
+    def after_stop(self, tb: Testbed, stats: dict[str, Any]) -> None:
+        """Add to `stats` from files the stopped daemons left in tb.run_dir."""
 
     def summary(self, stats: dict[str, Any]) -> str | None:
         """One line for the user at the end of `dch shell` (None: nothing to say)."""

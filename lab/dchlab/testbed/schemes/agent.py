@@ -11,16 +11,16 @@ the gateway's TUN. Extra flags: `agent_args` go to both agents, `client_args` /
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from dchlab.paths import binary
 from dchlab.testbed import addressing as A
+from dchlab.testbed import reward_error
 from dchlab.testbed.channels import nominal_mbit
 from dchlab.testbed.schemes import Scheme, register
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from dchlab.testbed.config import TestbedConfig
     from dchlab.testbed.core import Testbed
 
@@ -35,14 +35,18 @@ def agent_argv(
     token: str,
     llc_mbit: float,
     stats_json: Path,
+    logs: dict[str, Path] | None = None,
 ) -> list[str]:
     """The argv of `dchannel gateway` (role "gateway", on gw) or `dchannel client`
     (role "client", on ue): the testbed's plumbing, then cfg.agent_args (both agents),
     then cfg.gateway_args or cfg.client_args (this role only). `llc_mbit` is the LLC's
     nominal rate in the direction this agent sends (gateway: downlink, client: uplink).
+    `logs` ({"decisions": path, "arrivals": path}) adds --decision-log/--arrival-log.
     """
     exe = str(binary("dchannel"))
     common = ["--policy", policy, "--tun", TUN]
+    if logs:
+        common += ["--decision-log", str(logs["decisions"]), "--arrival-log", str(logs["arrivals"])]
     if role == "gateway":
         return [exe, "gateway", *common, "--tun-addr", f"{A.GW_AGENT}/32",
                 "--listen-hbc", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
@@ -88,8 +92,14 @@ class AgentScheme(Scheme):
     def setup(self, tb: Testbed) -> None:
         token = secrets.token_hex(16)
         llc = tb.channels["llc"]
+        self.logs: dict[str, dict[str, Path]] = {}
         for role, ns in (("gateway", "gw"), ("client", "ue")):
             direction = "downlink" if role == "gateway" else "uplink"
+            if tb.cfg.decision_logs:
+                self.logs[role] = {
+                    "decisions": tb.run_dir / f"{role}.decisions.csv",
+                    "arrivals": tb.run_dir / f"{role}.arrivals.csv",
+                }
             tb.spawn(
                 role,
                 agent_argv(
@@ -99,6 +109,7 @@ class AgentScheme(Scheme):
                     token=token,
                     llc_mbit=nominal_mbit(llc, direction),
                     stats_json=tb.expect_stats("agents", role, f"{role}.stats.json"),
+                    logs=self.logs.get(role),
                 ),
                 ns=ns,
             )
@@ -116,3 +127,21 @@ class AgentScheme(Scheme):
 
     def stop_first(self) -> list[str]:
         return ["client", "gateway"]
+
+    def after_stop(self, tb: Testbed, stats: dict[str, Any]) -> None:
+        """With cfg.decision_logs: log paths and the reward-estimation error (Fig. 11,
+        definition in dchlab.testbed.reward_error) into the agents' stats."""
+        logs = getattr(self, "logs", None)
+        if not logs:
+            return
+        agents = stats.setdefault("agents", {})
+        for role, paths in logs.items():
+            entry = agents.setdefault(role, {})
+            if isinstance(entry, dict):
+                entry["logs"] = {k: str(v) for k, v in paths.items()}
+        summary = reward_error.collect(logs)
+        for role, direction in (("client", "uplink"), ("gateway", "downlink")):
+            entry = agents.get(role)
+            if isinstance(entry, dict):
+                entry["reward_error_ms"] = summary[direction].pop("abs_ms")
+        stats["reward_error"] = summary
