@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
-from pathlib import Path
+import subprocess
+import time
 
 import pytest
 
@@ -50,9 +52,19 @@ def test_lint_failure_counts_as_failed_test() -> None:
     assert (tally.passed, tally.failed, tally.failures) == (1, 1, ["ruff check"])
 
 
-def test_setup_script_is_idempotent_by_construction() -> None:
-    # The fast path must skip apt when every package is installed and pip when the
-    # requirements hash is unchanged: both guards have to be present.
-    text = (repo_root() / "scripts" / "setup.sh").read_text()
-    assert "dpkg-query" in text and ".dch-stamp" in text
-    assert Path(repo_root() / "lab" / "requirements.txt").read_text().count("==") >= 10
+@pytest.mark.skipif(os.geteuid() != 0, reason="setup.sh installs apt packages: needs root")
+def test_setup_is_idempotent_and_fast_when_installed() -> None:
+    # `./dch test` has just run the installer, so a second run must find everything in
+    # place: no apt install, no virtualenv rebuild, only a no-op cargo build.
+    start = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(repo_root() / "scripts" / "setup.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    assert "installing apt packages" not in proc.stderr, proc.stderr
+    assert "preparing the Python virtualenv" not in proc.stderr, proc.stderr
+    assert elapsed < 120, f"setup took {elapsed:.0f} s with nothing to install"
