@@ -4,11 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import sys
 from pathlib import Path
 
 from dchlab.pages.corpus import CorpusError, summary, verify_bodies
+from dchlab.pages.litter import litter_reason
+
+log = logging.getLogger(__name__)
+
+
+def _capture_files(srcs: list[str], pattern: str) -> list[Path]:
+    """Capture files named on the command line or found in directories; litter such as
+    macOS `._x.warc.gz` AppleDouble files is skipped with a warning."""
+    files: list[Path] = []
+    for s in srcs:
+        p = Path(s)
+        for f in sorted(p.glob(pattern)) if p.is_dir() else [p]:
+            why = litter_reason(f.name)
+            if why is not None:
+                log.warning("skipped %s: %s", f, why)
+            else:
+                files.append(f)
+    return files
 
 
 def _print_summary(corpus, as_json: bool) -> None:  # type: ignore[no-untyped-def]
@@ -47,7 +66,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     corpus = open_corpus(args.corpus)
     if args.verify:
-        problems = verify_bodies(corpus)
+        # load() already refused what webreplay's parsers would (host names, headers);
+        # --verify also hashes every body and asks webreplay itself.
+        problems = verify_bodies(corpus) + replay_check(corpus)
         for p in problems:
             print(f"error: {p}", file=sys.stderr)
         if problems:
@@ -56,7 +77,45 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _probe(corpus, pages: list[str] | None = None):  # type: ignore[no-untyped-def]
+def replay_check(corpus) -> list[str]:  # type: ignore[no-untyped-def]
+    """`webreplay --check` over the corpus and a hosts file of its origins (the parsers a
+    testbed start would run); [] when it accepts both, or when webreplay is not built
+    (then a warning: the Python checks stand alone)."""
+    import subprocess
+    import tempfile
+
+    from dchlab.paths import binary
+
+    try:
+        exe = binary("webreplay")
+    except FileNotFoundError as e:
+        log.warning("not asking webreplay (%s)", e)
+        return []
+    with tempfile.TemporaryDirectory(prefix="dch-verify-") as tmp:
+        hosts = Path(tmp) / "hosts"
+        # Addresses do not matter to the parser; one per origin, as the testbed gives.
+        hosts.write_text(
+            "".join(
+                f"198.19.{128 + i // 250}.{1 + i % 250} {o.host}\n"
+                for i, o in enumerate(corpus.origins)
+            )
+            or "198.19.128.1 server.test\n"
+        )
+        p = subprocess.run(
+            [str(exe), "--check", "--hosts", str(hosts), "--corpus", str(corpus.root)],
+            capture_output=True,
+            text=True,
+        )
+    if p.returncode == 0:
+        return []
+    if "unexpected argument '--check'" in p.stderr:
+        log.warning("%s predates --check; rebuild it (cargo build --release -p webreplay)", exe)
+        return []
+    msg = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+    return [f"webreplay refuses {corpus.root}: {msg.removeprefix('webreplay: error: ')}"]
+
+
+def probe_corpus(corpus, pages: list[str] | None = None):  # type: ignore[no-untyped-def]
     """Set each page's `missing` to the failed requests of a real Chromium load over a local
     webreplay (what static analysis of HTML/CSS cannot see: script-made requests, CSS
     rules that match nothing); details go to <corpus>/probe.json."""
@@ -72,12 +131,23 @@ def _probe(corpus, pages: list[str] | None = None):  # type: ignore[no-untyped-d
         for name in names:
             page = corpus.page(name)
             res = lr.load(page.entry_url)
-            before = page.missing
-            page.missing = int(res.get("resources_failed") or 0)
+            before = page.missing_urls
+            if res.get("document_error"):
+                # The document itself did not load: its failures say nothing about what
+                # the corpus lacks. Keep the importer's record and say so.
+                log.warning(
+                    "%s: probe load failed (%s); missing URLs left as imported",
+                    name,
+                    res["document_error"],
+                )
+            else:
+                page.missing_urls = sorted({str(u) for u, _ in res.get("failed") or []})
+                page.missing = len(page.missing_urls)
             details[name] = {
                 "missing_before_probe": before,
                 "missing": page.missing,
-                "failed_urls": res.get("failed_urls", []),
+                "missing_urls": page.missing_urls,
+                "failed": res.get("failed", []),
                 "valid": res.get("valid"),
                 "invalid_reason": res.get("invalid_reason"),
                 "plt_ms": res.get("plt_ms"),
@@ -94,7 +164,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     corpus = load(args.corpus)
     pages = args.pages.split(",") if args.pages else None
-    _print_summary(_probe(corpus, pages), args.json)
+    _print_summary(probe_corpus(corpus, pages), args.json)
     return 0
 
 
@@ -103,8 +173,15 @@ def cmd_import_tp5n(args: argparse.Namespace) -> int:
 
     sites = args.sites.split(",") if args.sites else None
     corpus, _ = import_tp5n(Path(args.src), Path(args.out), sites)
+    if corpus.skipped:
+        print(
+            f"skipped {sum(corpus.skipped.values())} entries: "
+            + ", ".join(f"{n} {why}" for why, n in corpus.skipped.items())
+            + " (warnings above name them)",
+            file=sys.stderr,
+        )
     if args.probe:
-        corpus = _probe(corpus)
+        corpus = probe_corpus(corpus)
     _print_summary(corpus, args.json)
     return 0
 
@@ -112,15 +189,12 @@ def cmd_import_tp5n(args: argparse.Namespace) -> int:
 def cmd_import_warc(args: argparse.Namespace) -> int:
     from dchlab.pages.warc import import_warc
 
-    files: list[Path] = []
-    for s in args.src:
-        p = Path(s)
-        files += sorted(p.glob("*.warc*")) if p.is_dir() else [p]
+    files = _capture_files(args.src, "*.warc*")
     if not files:
         raise CorpusError(f"no WARC files in {' '.join(args.src)}")
     corpus, _ = import_warc(files, Path(args.out))
     if args.probe:
-        corpus = _probe(corpus)
+        corpus = probe_corpus(corpus)
     _print_summary(corpus, args.json)
     return 0
 
@@ -128,15 +202,12 @@ def cmd_import_warc(args: argparse.Namespace) -> int:
 def cmd_import_har(args: argparse.Namespace) -> int:
     from dchlab.pages.har import import_har
 
-    files: list[Path] = []
-    for s in args.src:
-        p = Path(s)
-        files += sorted(p.glob("*.har")) if p.is_dir() else [p]
+    files = _capture_files(args.src, "*.har")
     if not files:
         raise CorpusError(f"no HAR files in {' '.join(args.src)}")
     corpus, _ = import_har(files, Path(args.out))
     if args.probe:
-        corpus = _probe(corpus)
+        corpus = probe_corpus(corpus)
     _print_summary(corpus, args.json)
     return 0
 
@@ -162,8 +233,10 @@ def _guard(func):  # type: ignore[no-untyped-def]
 
 PROBE_HELP = (
     "load every page once in headless Chromium over a local webreplay (private network "
-    "namespace, no channels; needs root) and set its `missing` to the requests that failed "
-    "— including script-made ones static analysis cannot see; details in probe.json"
+    "namespace, no channels; needs root) and record the requests that failed as the page's "
+    "`missing_urls` (replacing the importer's static analysis) — including script-made "
+    "ones static analysis cannot see; loads failing only those are valid; details in "
+    "probe.json"
 )
 
 
@@ -181,7 +254,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     info = ps.add_parser("info", help="validate a corpus and list its pages")
     info.add_argument("corpus", help="corpus directory or synthetic[:SEED[:PAGES]]")
-    info.add_argument("--verify", action="store_true", help="also hash every body")
+    info.add_argument(
+        "--verify",
+        action="store_true",
+        help="also hash every body and ask webreplay (--check) whether it can serve the corpus",
+    )
     info.add_argument("--json", action="store_true", help="one JSON object per page")
     info.set_defaults(func=_guard(cmd_info))
 

@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt
 from dchlab.experiments import store
 from dchlab.experiments.analysis import latest_per_cell, unpaired
 from dchlab.experiments.campaign import Campaign, CampaignError, load_campaign
-from dchlab.experiments.summary import Summary, summarize
+from dchlab.experiments.summary import Summary, exclusion_text, summarize
 from dchlab.paths import repo_root
 
 log = logging.getLogger(__name__)
@@ -431,7 +431,8 @@ def section(c: Campaign, rows: list[dict[str, Any]], with_channels: bool = True)
     sec["tables"] = s.tables
     sec["notes"] = s.notes
     sec["counts"] = (
-        f"{s.loads} measurements ({s.invalid} invalid, excluded), {s.failed} failed runs (not measurements)"
+        f"{s.loads} measurements ({s.invalid} invalid, excluded), {s.failed} failed runs (not "
+        f"measurements). {exclusion_text(s)}."
     )
     sec["status"] = f"{s.loads} measurements"
     if s.failed and not s.loads:

@@ -67,6 +67,11 @@ CORE_COLUMNS: dict[str, str] = {
     "plt_ms": "DOUBLE",
     "valid": "BOOLEAN",
     "invalid_reason": "VARCHAR",
+    # Validity against the corpus' record (dchlab.workloads.validity): failed requests,
+    # those outside the page's expected-missing set, and the size of that set.
+    "resources_failed": "DOUBLE",
+    "resources_failed_unexpected": "DOUBLE",
+    "missing_expected": "DOUBLE",
     "error": "VARCHAR",
     "code_rev": "VARCHAR",
     "code_dirty": "BOOLEAN",
@@ -218,7 +223,15 @@ def connect(
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     cols = ", ".join(f'"{k}" {t}' for k, t in CORE_COLUMNS.items())
     con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} ({cols})")
-    return existing_columns(con)
+    have = existing_columns(con)
+    # Stores made before a core column existed get it (NULL in their old rows), so
+    # queries over old and new rows see the same columns.
+    lower = {c.lower() for c in have}
+    for k, t in CORE_COLUMNS.items():
+        if k.lower() not in lower:
+            con.execute(f'ALTER TABLE {TABLE} ADD COLUMN "{k}" {t}')
+            have[k] = t
+    return have
 
 
 def existing_columns(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -8,6 +8,8 @@ report and the terminal, plus the numbers the plots need). The statistics come f
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +33,43 @@ class Summary:
     invalid: int
     failed: int
     notes: list[str] = field(default_factory=list)
+    excluded: dict[str, int] = field(default_factory=dict)  # invalid loads by kind of reason
+    expected_only: int = 0  # valid loads whose only failures were the page's expected-missing
+
+
+def reason_kind(reason: str) -> str:
+    """An invalid_reason without its particulars, for counting ("2 unexpected failed
+    resources (first: https://x/y)" -> "unexpected failed resources")."""
+    r = re.sub(r"\s*\((first|and)\b[^)]*\)", "", reason or "unknown").split(";")[0]
+    r = re.sub(r"^\d+\s+", "", r)
+    r = re.sub(r"\d+(\.\d+)?", "N", r)
+    return r.strip()[:80] or "unknown"
+
+
+def exclusions(rows: list[dict[str, Any]]) -> tuple[dict[str, int], int]:
+    """(invalid loads per reason kind, most common first; valid loads that failed only
+    requests the corpus records as missing) over the latest measurement of each cell."""
+    meas = an.latest_per_cell(rows)
+    kinds = Counter(
+        reason_kind(str(r.get("invalid_reason") or "")) for r in meas if r.get("valid") is False
+    )
+    expected_only = sum(
+        1 for r in meas if r.get("valid") is True and (r.get("resources_failed") or 0) > 0
+    )
+    return dict(kinds.most_common()), expected_only
+
+
+def exclusion_text(s: Summary) -> str:
+    """One sentence: how many loads were excluded and why."""
+    out = f"{s.invalid} of {s.loads} loads excluded as invalid"
+    if s.excluded:
+        out += " (" + ", ".join(f"{n} {k}" for k, n in s.excluded.items()) + ")"
+    if s.expected_only:
+        out += (
+            f"; {s.expected_only} valid loads failed only requests their corpus records as "
+            "missing (the page as saved)"
+        )
+    return out
 
 
 def paper_value(c: Campaign, cond: str, arm: str, metric: str) -> float | None:
@@ -143,6 +182,7 @@ def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
     base = c.analysis.get("baseline", "all-hbc")
     metric = c.analysis.get("metric", "plt_ms")
     s = Summary(c, [], {"kind": kind}, loads, invalid, failed, list(c.paper.get("notes", [])))
+    s.excluded, s.expected_only = exclusions(rows)
     if kind in ("gain", "sweep", "reorder", "plt"):
         gains = an.paired_gains(rows, metric=metric, baseline=base)
         t, points = _gain_rows(c, gains)

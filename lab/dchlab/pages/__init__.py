@@ -10,8 +10,13 @@ DEFAULT_SYNTHETIC_PAGES = 20
 
 
 def open_corpus(spec: str) -> Corpus:
-    """A corpus by name: a corpus directory, or `synthetic[:SEED[:PAGES]]` (built-in,
-    generated once into the cache)."""
+    """A corpus by name: a corpus directory, `synthetic[:SEED[:PAGES]]` (built-in,
+    generated once into the cache), or `tp5n` (real saved pages: $DCH_CORPUS_TP5N or
+    ../shared/data/pages/tp5n, imported once into the cache; dchlab.pages.named)."""
+    if spec == "tp5n":
+        from dchlab.pages.named import open_tp5n
+
+        return open_tp5n()
     if spec == "synthetic" or spec.startswith("synthetic:"):
         from dchlab.pages.generator import cached
 
@@ -29,7 +34,8 @@ def open_corpus(spec: str) -> Corpus:
     path = Path(spec)
     if not path.exists():
         raise CorpusError(
-            f"corpus {spec!r}: no such directory (give a corpus directory or synthetic[:SEED])"
+            f"corpus {spec!r}: no such directory (give a corpus directory, tp5n or "
+            "synthetic[:SEED])"
         )
     return load(path)
 

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from dchlab.pages.servable import header_problem, host_name_problem
+
+log = logging.getLogger(__name__)
 
 FORMAT = "dchannel-corpus/1"
 ALPN_CHOICES = (["h2", "http/1.1"], ["http/1.1"])
@@ -50,6 +55,10 @@ class Page:
     name: str
     entry_url: str
     missing: int = 0
+    # The exact requests the corpus cannot answer (URLs as Chromium puts them on the wire):
+    # the importer's static analysis, replaced by `dch corpus probe`. None = only a count
+    # is known (manifests written before the URL set existed).
+    missing_urls: list[str] | None = None
 
 
 @dataclass
@@ -75,6 +84,8 @@ class Corpus:
     origins: list[Origin]
     pages: list[Page]
     objects: list[Object]
+    # Files an importer left out, per reason (not saved in the manifest; see the log).
+    skipped: dict[str, int] = field(default_factory=dict)
 
     def page(self, name: str) -> Page:
         for p in self.pages:
@@ -130,8 +141,14 @@ class CorpusWriter:
         elif alpn is not None:
             self.origins[host].alpn = list(alpn)
 
-    def add_page(self, name: str, entry_url: str, missing: int = 0) -> None:
-        self.pages.append(Page(name, entry_url, missing))
+    def add_page(self, name: str, entry_url: str, missing: Iterable[str] | int = ()) -> None:
+        """`missing`: the URLs the page references that the corpus cannot answer (an int
+        is a bare count, as old manifests had; 0 means the empty set)."""
+        if isinstance(missing, int):
+            self.pages.append(Page(name, entry_url, missing, [] if missing == 0 else None))
+            return
+        urls = sorted(set(missing))
+        self.pages.append(Page(name, entry_url, len(urls), urls))
 
     def add_object(
         self,
@@ -145,6 +162,7 @@ class CorpusWriter:
         key = url_key(url)
         if key in self.objects:
             self.duplicates += 1
+            log.debug("%s: URL already in the corpus (page %s); first copy kept", url, page)
             return None
         digest = hashlib.sha256(body).hexdigest()
         path = self.root / "bodies" / digest
@@ -165,6 +183,7 @@ class CorpusWriter:
         return url_key(url) in self.objects
 
     def finish(self) -> Corpus:
+        """Write the manifest, after refusing what webreplay could not serve."""
         corpus = Corpus(
             self.root,
             self.name,
@@ -173,8 +192,33 @@ class CorpusWriter:
             self.pages,
             list(self.objects.values()),
         )
+        problems = servable_problems(corpus)
+        if problems:
+            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise CorpusError(
+                f"{self.root}: webreplay could not serve this corpus: "
+                + "; ".join(problems[:5])
+                + more
+            )
         save(corpus)
         return corpus
+
+
+def servable_problems(corpus: Corpus) -> list[str]:
+    """Fields webreplay would refuse (host names, header names/values), each named by its
+    JSON path in the manifest; empty when it can serve everything."""
+    file = corpus.root / "manifest.json"
+    out = []
+    for i, o in enumerate(corpus.origins):
+        why = host_name_problem(o.host)
+        if why:
+            out.append(f"{file}: $.origins[{i}].host {o.host!r}: {why}")
+    for i, obj in enumerate(corpus.objects):
+        for j, (k, v) in enumerate(obj.headers):
+            why = header_problem(k, v)
+            if why:
+                out.append(f"{file}: $.objects[{i}].headers[{j}] ({obj.url}): {why}")
+    return out
 
 
 def to_json(corpus: Corpus) -> dict[str, Any]:
@@ -183,9 +227,7 @@ def to_json(corpus: Corpus) -> dict[str, Any]:
         "name": corpus.name,
         "source": corpus.source,
         "origins": [{"host": o.host, "alpn": o.alpn} for o in corpus.origins],
-        "pages": [
-            {"name": p.name, "entry_url": p.entry_url, "missing": p.missing} for p in corpus.pages
-        ],
+        "pages": [_page_json(p) for p in corpus.pages],
         "objects": [
             {
                 "url": o.url,
@@ -199,6 +241,14 @@ def to_json(corpus: Corpus) -> dict[str, Any]:
             for o in corpus.objects
         ],
     }
+
+
+def _page_json(p: Page) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": p.name, "entry_url": p.entry_url, "missing": p.missing}
+    if p.missing_urls is not None:
+        out["missing"] = len(p.missing_urls)
+        out["missing_urls"] = list(p.missing_urls)
+    return out
 
 
 def save(corpus: Corpus) -> Path:
@@ -267,6 +317,9 @@ def load(root: Path | str, check_bodies: bool = True) -> Corpus:
             )
         if host in seen_hosts:
             raise c.fail(f"{where}.host", f"duplicate origin {host!r}")
+        why = host_name_problem(host)
+        if why:  # webreplay's hosts parser would refuse it and every testbed would abort
+            raise c.fail(f"{where}.host", f"{host!r}: {why}")
         seen_hosts.add(host)
         origins.append(Origin(host, alpn))
     pages: list[Page] = []
@@ -279,10 +332,21 @@ def load(root: Path | str, check_bodies: bool = True) -> Corpus:
         missing = c.get(p, "missing", where, int) if "missing" in p else 0
         if missing < 0:
             raise c.fail(f"{where}.missing", f"expected >= 0, got {missing}")
+        missing_urls = None
+        if "missing_urls" in p:
+            missing_urls = c.get(p, "missing_urls", where, list)
+            for j, u in enumerate(missing_urls):
+                if not isinstance(u, str) or not u:
+                    raise c.fail(f"{where}.missing_urls[{j}]", f"expected a URL string, got {u!r}")
+            if missing != len(missing_urls):
+                raise c.fail(
+                    f"{where}.missing",
+                    f"is {missing} but missing_urls lists {len(missing_urls)} URLs",
+                )
         if pname in page_names:
             raise c.fail(f"{where}.name", f"duplicate page {pname!r}")
         page_names.add(pname)
-        pages.append(Page(pname, entry, missing))
+        pages.append(Page(pname, entry, missing, missing_urls))
     objects: list[Object] = []
     for i, o in enumerate(c.get(data, "objects", "$", list)):
         where = f"$.objects[{i}]"
@@ -295,12 +359,15 @@ def load(root: Path | str, check_bodies: bool = True) -> Corpus:
         if page not in page_names:
             raise c.fail(f"{where}.page", f"unknown page {page!r}")
         status = c.get(o, "status", where, int)
-        if not 100 <= status <= 599:
-            raise c.fail(f"{where}.status", f"expected an HTTP status 100..599, got {status}")
+        if not 200 <= status <= 599:  # webreplay cannot answer with a 1xx final status
+            raise c.fail(f"{where}.status", f"expected an HTTP status 200..599, got {status}")
         headers = []
         for j, h in enumerate(c.get(o, "headers", where, list)):
             if not (isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h)):
                 raise c.fail(f"{where}.headers[{j}]", f"expected [name, value] strings, got {h!r}")
+            why = header_problem(h[0], h[1])
+            if why:  # webreplay refuses the whole corpus over one bad header
+                raise c.fail(f"{where}.headers[{j}]", why)
             headers.append((h[0], h[1]))
         body = c.get(o, "body", where, str)
         if not body.startswith("bodies/") or "/" in body[7:] or len(body) != 7 + 64:

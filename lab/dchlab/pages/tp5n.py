@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import logging
 import mimetypes
+import os
 import posixpath
 import shutil
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
-from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter
+from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter, url_key
+from dchlab.pages.litter import Skips, litter_reason
 from dchlab.pages.rewrite import (
     SKIP_SCHEMES,
     fs_name_to_url_path,
@@ -29,6 +31,7 @@ from dchlab.pages.rewrite import (
     rewrite_css,
     rewrite_html,
 )
+from dchlab.pages.servable import host_name_problem
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +91,65 @@ def _entries(src: Path) -> dict[str, str]:
     return out
 
 
+def _count_files(path: Path) -> int:
+    return sum(len(files) for _, _, files in os.walk(path))
+
+
+def _site_files(root: Path, skips: Skips) -> tuple[dict[str, str], list[Path]]:
+    """Host folders (lower-case name → folder name) and page files of one site folder.
+
+    Skipped, each with a logged, counted warning: litter and dotfiles at any depth (a
+    `.git/` folder as a whole), folders that are not host names webreplay accepts, files
+    outside a host folder, empty folders, and a second file for an URL already taken
+    (e.g. `WWW.EX.COM/` beside `www.ex.com/`).
+    """
+    hosts: dict[str, str] = {}
+    files: list[Path] = []
+    # Lower-case folder names first: of `www.ex.com/` and `WWW.EX.COM/` the former is kept.
+    for entry in sorted(root.iterdir(), key=lambda p: (p.name != p.name.lower(), p.name)):
+        why = litter_reason(entry.name)
+        if why is None and not entry.is_dir():
+            why = "not inside a host folder (expected <site>/<host>/<path>)"
+        if why is None:
+            why = host_name_problem(entry.name)
+            why = why and f"folder name is not a host name: {why}"
+        if why is None and entry.name.lower() in hosts:
+            why = f"same host as folder {hosts[entry.name.lower()]!r} (host names ignore case)"
+        if why is not None:
+            skips.add(entry, why, _count_files(entry) if entry.is_dir() else 1)
+            continue
+        hosts[entry.name.lower()] = entry.name
+        for dirpath, dirnames, filenames in os.walk(entry):
+            here = Path(dirpath)
+            if not dirnames and not filenames:
+                skips.add(here, "empty folder", 0)
+            for d in list(dirnames):
+                why = litter_reason(d)
+                if why is not None:
+                    skips.add(here / d, why, _count_files(here / d))
+                    dirnames.remove(d)
+            dirnames.sort()
+            for f in sorted(filenames):
+                why = litter_reason(f)
+                if why is not None:
+                    skips.add(here / f, why)
+                elif (here / f).is_file():
+                    files.append(here / f)
+                else:
+                    skips.add(here / f, "not a regular file (broken link, socket, ...)")
+    return hosts, files
+
+
 class _SiteImporter:
-    def __init__(self, src: Path, site: str, entry_rel: str, writer: CorpusWriter) -> None:
+    def __init__(
+        self, src: Path, site: str, entry_rel: str, writer: CorpusWriter, skips: Skips
+    ) -> None:
         self.root = src / site
         self.site = site
         self.entry_rel = entry_rel
         self.w = writer
-        self.hosts = {p.name.lower(): p.name for p in self.root.iterdir() if p.is_dir()}
+        self.skips = skips
+        self.hosts, self.files = _site_files(self.root, skips)
 
     def url_of(self, rel: str) -> str:
         """Saved path relative to the site folder (`host/a/b@q`) → absolute URL."""
@@ -103,9 +158,21 @@ class _SiteImporter:
 
     def run(self) -> PageReport:
         report = PageReport(self.site, self.url_of(self.entry_rel))
-        files = sorted(p for p in self.root.rglob("*") if p.is_file())
+        files: list[Path] = []
+        by_url: dict[str, Path] = {}
+        for p in self.files:
+            url = self.url_of(p.relative_to(self.root).as_posix())
+            if url_key(url) in by_url:
+                # Two saved files for one URL (percent-encoded and plain names, ...): the
+                # replay can answer only one; the first in name order is kept.
+                self.skips.add(p, f"duplicate URL {url} (kept {by_url[url_key(url)]})")
+                continue
+            by_url[url_key(url)] = p
+            files.append(p)
         report.files = len(files)
-        known_urls = {self.url_of(p.relative_to(self.root).as_posix()) for p in files}
+        kept = {p.relative_to(self.root).as_posix() for p in files}
+        known_urls = {self.url_of(rel) for rel in kept}
+        self.kept = kept
         # Walk what the browser loads, from the entry document, to count missing files.
         queue = deque([self.entry_rel])
         seen = {self.entry_rel}
@@ -182,19 +249,26 @@ class _SiteImporter:
                 elif fetched:
                     report.missing.add(url)
                 return url
-            if low.startswith(("/",)):
-                # Root-relative: same host as the referring document.
-                target = posixpath.normpath(posixpath.join(rel.split("/", 1)[0], ref.lstrip("/")))
-            else:
-                path_part, _, query = ref.partition("?")
-                path_part = path_part.split("#", 1)[0]
-                target = posixpath.normpath(posixpath.join(base_dir, unquote(path_part)))
-                if query:
-                    target += "@" + unquote(query.split("#", 1)[0])
+            path_part, _, query = ref.partition("?")
+            path_part = path_part.split("#", 1)[0]
+            query = query.split("#", 1)[0]
+            # Root-relative references stay on the referring document's host folder.
+            base = rel.split("/", 1)[0] if low.startswith("/") else base_dir
+            path_part = path_part.lstrip("/") if low.startswith("/") else path_part
+            target = posixpath.normpath(posixpath.join(base, unquote(path_part)))
+            if query:
+                target += "@" + unquote(query)
             if target.startswith("..") or "/" not in target:
-                if fetched:
-                    report.missing.add(f"{self.site}/{target}")
+                if fetched:  # above the saved tree: the browser asks the document's host
+                    report.missing.add(normalize(urljoin(self.url_of(rel), ref)))
                 return None
+            if target not in self.kept and path_part != unquote(path_part):
+                # Saved under its percent-encoded name (`a%20b.png`), as some savers do.
+                literal = posixpath.normpath(posixpath.join(base, path_part))
+                if query:
+                    literal += "@" + query
+                if literal in self.kept:
+                    target = literal
             url = self.url_of(target)
             self._note(target, url, fetched, known_urls, report, found)
             return url
@@ -220,7 +294,7 @@ class _SiteImporter:
     ) -> None:
         if not fetched:
             return
-        if url in known_urls and (self.root / fs).is_file():
+        if url in known_urls and fs in self.kept:
             found.append(fs)
         else:
             report.missing.add(url)
@@ -237,12 +311,24 @@ def _sniff_charset(body: bytes) -> str:
 def import_tp5n(
     src: Path, dest: Path, sites: list[str] | None = None
 ) -> tuple[Corpus, list[PageReport]]:
-    """Import the saved-page tree `src` into the corpus directory `dest` (replaced)."""
+    """Import the saved-page tree `src` into the corpus directory `dest` (replaced).
+
+    Anything that is not page content (see `_site_files`) is skipped with a logged
+    warning naming it; the counts per reason end up in `corpus.skipped`."""
     src = Path(src)
     if not src.is_dir():
         raise CorpusError(f"{src}: not a directory")
     entries = _entries(src)
-    all_sites = sorted(p.name for p in src.iterdir() if p.is_dir())
+    skips = Skips()
+    all_sites = []
+    for p in sorted(src.iterdir()):
+        if p.name == "tp5n.manifest":
+            continue
+        why = litter_reason(p.name) or (None if p.is_dir() else "a file beside the site folders")
+        if why is not None:
+            skips.add(p, why, _count_files(p) if p.is_dir() else 1)
+        else:
+            all_sites.append(p.name)
     chosen = sites or all_sites
     for s in chosen:
         if s not in all_sites:
@@ -255,15 +341,26 @@ def import_tp5n(
     for site in chosen:
         entry = entries.get(site)
         if entry is None:
-            index = [p for p in (src / site).rglob("index.html")]
+            index = sorted(
+                p.relative_to(src / site).as_posix()
+                for p in (src / site).rglob("index.html")
+                if not any(litter_reason(x) for x in p.relative_to(src / site).parts)
+            )
             if not index:
-                log.warning("%s: no entry in tp5n.manifest and no index.html; skipped", site)
+                if not any(os.scandir(src / site)):
+                    skips.add(src / site, "empty folder", 0)
+                else:
+                    skips.add(src / site, "no entry in tp5n.manifest and no index.html", 0)
                 continue
-            entry = index[0].relative_to(src / site).as_posix()
+            entry = index[0]
         if not (src / site / entry).is_file():
             raise CorpusError(f"{src / 'tp5n.manifest'}: entry of {site} ({entry}) does not exist")
-        rep = _SiteImporter(src, site, entry, w).run()
-        w.add_page(site, rep.entry_url, len(rep.missing))
+        imp = _SiteImporter(src, site, entry, w, skips)
+        if entry not in {p.relative_to(imp.root).as_posix() for p in imp.files}:
+            skips.add(src / site / entry, "entry document was skipped; page left out", 0)
+            continue
+        rep = imp.run()
+        w.add_page(site, rep.entry_url, rep.missing)
         reports.append(rep)
         if rep.missing:
             log.info("%s: %d missing subresources", site, len(rep.missing))
@@ -271,4 +368,10 @@ def import_tp5n(
         log.info(
             "%d objects shared a URL with an earlier page; the first copy is served", w.duplicates
         )
-    return w.finish(), reports
+    if not w.pages:
+        raise CorpusError(f"{src}: no importable page (expected <site>/<host>/<path> folders)")
+    if skips.total or skips.files:
+        log.warning("%s: skipped %d entries: %s", src, len(skips.files), skips.summary())
+    corpus = w.finish()
+    corpus.skipped = dict(skips.by_reason)
+    return corpus, reports

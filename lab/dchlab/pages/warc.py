@@ -18,6 +18,7 @@ from urllib.parse import urljoin, urlsplit
 
 from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter, url_key
 from dchlab.pages.rewrite import SKIP_SCHEMES, normalize, rewrite_css, rewrite_html
+from dchlab.pages.servable import header_problem, host_name_problem
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +93,29 @@ def add_captured_page(
 ) -> int:
     """Add one captured page (records in capture order: url, status, headers, decoded
     body) to `w`: https everywhere, references rewritten, per-visit headers dropped.
-    Returns the number of missing subresources; the entry is the first HTML 200."""
+    Returns the number of missing subresources; the entry is the first HTML 200.
+
+    Records webreplay cannot serve are skipped with a warning naming them (and count as
+    missing where referenced): hosts its hosts parser refuses (IP literals, `_`-less
+    junk, non-ASCII), a URL recorded twice (the first is kept); header fields it would
+    refuse (non-ASCII values, bad names) are dropped from the record."""
+    kept: list[Record] = []
+    seen_keys: set[str] = set()
+    for rec in records:
+        host = (urlsplit(rec[0]).hostname or "").lower()
+        why = host_name_problem(host) if host else "URL has no host"
+        key = url_key(normalize(_https(rec[0])))
+        if why is None and key in seen_keys:
+            why = "URL recorded twice (the first response is kept)"
+        if why is not None:
+            log.warning("%s: skipped %s: %s", source, rec[0][:200], why)
+            continue
+        seen_keys.add(key)
+        kept.append(rec)
+    if think_ms is not None:
+        keep_ids = {id(r) for r in kept}
+        think_ms = [t for r, t in zip(records, think_ms, strict=True) if id(r) in keep_ids]
+    records = kept
     hosts = {(urlsplit(u).hostname or "").lower() for u, *_ in records}
     have = {url_key(normalize(_https(u))) for u, *_ in records}
     # Captured without a body (e.g. HAR saved without content): missing, however referenced.
@@ -130,13 +153,17 @@ def add_captured_page(
             # and alternative services' cross-visit state.
             if k.lower() not in ("set-cookie", "strict-transport-security", "alt-svc")
         ]
+        bad = [(k, v) for k, v in headers if header_problem(k, v)]
+        for k, v in bad:
+            log.warning("%s: %s: dropped header: %s", source, url[:200], header_problem(k, v))
+        headers = [h for h in headers if h not in bad]
         if entry is None and status == 200 and "html" in ctype:
             entry = url
         think = think_ms[i] if think_ms else 0.0
         w.add_object(url, page, body, headers, status or 200, think)
     if entry is None:
         raise CorpusError(f"{source}: no HTML response to use as the entry page")
-    w.add_page(page, entry, len(lost))
+    w.add_page(page, entry, lost)
     return len(lost)
 
 

@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,8 @@ ROW_KEYS = [
     "invalid_reason",
     "resources_loaded",
     "resources_failed",
+    "resources_failed_unexpected",  # failed requests outside the page's expected-missing set
+    "missing_expected",  # pageload: how many requests the corpus records it cannot answer
     "dns_ms",
     "connect_ms",
     "tls_ms",
@@ -159,17 +162,23 @@ def pageload(
 
 def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> dict[str, Any]:
     from dchlab.testbed import make_nss_db
+    from dchlab.workloads.validity import judge
 
+    t_start = time.monotonic()
     entry = corpus.page(page)
     row = _row(spec, "pageload", page)
-    # Requests the corpus itself cannot answer (importer/probe): such a load is invalid
-    # like any other with failures, but analyses can tell "as recorded" from "broken".
+    timing: dict[str, float] = {}
+    # Requests the corpus itself cannot answer (importer/probe): failing exactly those is
+    # the page as recorded (valid); any other failure is not (dchlab.workloads.validity).
     row["missing_expected"] = entry.missing
 
     def body(tb: Any) -> None:
         home = tb.run_dir / "chromium-home"
+        t0 = time.monotonic()
         make_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
+        t1 = time.monotonic()
         res = run_browser(tb, entry.entry_url, timeout_s, home)
+        timing.update(nss_db=_ms(t1 - t0), driver=_ms(time.monotonic() - t1))
         row.update(
             plt_ms=res.get("plt_ms"),
             valid=bool(res.get("valid")),
@@ -183,12 +192,32 @@ def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> di
             total_ms=res.get("plt_ms"),
             size_bytes=res.get("bytes_received"),
         )
+        verdict = judge(res, entry.missing_urls)
+        row.update(
+            valid=verdict.valid,
+            invalid_reason=verdict.invalid_reason,
+            resources_failed=verdict.failed,
+            resources_failed_unexpected=len(verdict.unexpected),
+        )
         row["_browser"] = res
 
     _measure(row, _config(spec, page, corpus.root), body)
     browser = row.pop("_browser", {})
     row["stats"] = {**row["stats"], "browser": browser}
+    timing["total"] = _ms(time.monotonic() - t_start)
+    timing["outside_plt"] = round(timing["total"] - (row.get("plt_ms") or 0.0), 1)
+    # Where the load's wall time went (ms): testbed setup/teardown phases, the browser
+    # driver's phases, and this function's own (docs/benchmarks.md, "Page-load overhead").
+    row["stats"]["timing"] = {
+        **(row["stats"].get("timing") or {}),
+        "browser": browser.get("timing") or {},
+        "load": timing,
+    }
     return row
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
 
 
 def run_browser(tb: Any, url: str, timeout_s: float, home: Path) -> dict[str, Any]:
@@ -202,6 +231,8 @@ def run_browser(tb: Any, url: str, timeout_s: float, home: Path) -> dict[str, An
         str(timeout_s),
         "--home",
         str(home),
+        "--t0",
+        repr(time.monotonic()),
     ]
     env = {"PYTHONPATH": str(Path(REPO_ROOT) / "lab")}
     proc = tb.run_ue(argv, capture_output=True, timeout=timeout_s + 60, env=env)

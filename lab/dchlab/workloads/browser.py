@@ -21,7 +21,10 @@ would for a user). Measured:
   (scripts may fetch after `load`).
 
 valid = the main document loaded with 2xx/3xx, no certificate error, no failed
-resource, no timeout; invalid_reason says why not.
+resource, no timeout; invalid_reason says why not. The driver knows no corpus: it
+reports every failed request (`failed`) and the document-level verdict
+(`document_error`), and dchlab.workloads.validity judges the failures against the
+page's record of what it cannot answer.
 """
 
 from __future__ import annotations
@@ -79,7 +82,13 @@ class LoadResult:
     invalid_reason: str = ""
     resources_loaded: int = 0
     resources_failed: int = 0
-    failed_urls: list[str] = field(default_factory=list)
+    failed_urls: list[str] = field(default_factory=list)  # "URL (error)", first 50, for people
+    # Every failed request as [URL, error] (net::ERR_* or "HTTP <status>"), in no particular
+    # order: what dchlab.workloads.validity judges against the page's expected-missing set.
+    failed: list[list[str]] = field(default_factory=list)
+    # Why the load is invalid regardless of failed subresources ("" when the document
+    # loaded): the driver's invalid_reason also counts failures, which a corpus may expect.
+    document_error: str = ""
     dns_ms: float | None = None
     connect_ms: float | None = None
     tls_ms: float | None = None
@@ -91,6 +100,11 @@ class LoadResult:
     fonts: dict[str, int] = field(default_factory=dict)  # document.fonts by status
     images_broken: int = 0  # <img> elements that finished without decodable pixels
     driver_ms: float = 0.0  # wall time of the whole load including browser start/stop
+    # Wall time per phase (ms): python_start (driver process start, when the caller passed
+    # --t0), launch (Chromium until DevTools), cdp (attach, enable domains), load
+    # (navigate until the load event: ~ the PLT), tail (network-quiet tail), timing (read
+    # Navigation Timing), stop (browser shutdown), cleanup (profile removal).
+    timing: dict[str, float] = field(default_factory=dict)
 
 
 class CDP:
@@ -203,6 +217,7 @@ def _browser_initiated(p: dict[str, Any]) -> bool:
 async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> None:
     import websockets
 
+    t_attach = time.monotonic()
     async with websockets.connect(ws_url, max_size=None, ping_interval=None) as ws:
         cdp = CDP(ws)
         targets = await cdp.send("Target.getTargets")
@@ -224,6 +239,8 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
         last_activity = time.monotonic()
         # transitionType "link": a typed navigation would let Chromium's loading predictor
         # preconnect to the origin in parallel, hiding DNS/TCP/TLS from the main document.
+        t_nav = time.monotonic()
+        res.timing["cdp"] = round((t_nav - t_attach) * 1000, 1)
         nav = await cdp.send("Page.navigate", {"url": url, "transitionType": "link"}, sid)
         if nav.get("errorText"):
             res.invalid_reason = f"navigation failed: {nav['errorText']}"
@@ -285,6 +302,12 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
                 loaded = True
                 load_at = time.monotonic()
                 last_activity = load_at
+        t_tail_end = time.monotonic()
+        if loaded:
+            res.timing["load"] = round((load_at - t_nav) * 1000, 1)
+            res.timing["tail"] = round((t_tail_end - load_at) * 1000, 1)
+        else:
+            res.timing["load"] = round((t_tail_end - t_nav) * 1000, 1)
         # Timing of the main document (PerformanceNavigationTiming, ms since navigationStart).
         if loaded:
             for _ in range(50):
@@ -333,7 +356,9 @@ async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> Non
             # Not the page's fault: an interface or address changed under the browser.
             res.invalid_reason = "network changed during the load (ERR_NETWORK_CHANGED)"
 
+        res.timing["timing"] = round((time.monotonic() - t_tail_end) * 1000, 1)
         res.failed_urls = sorted(f"{requests[r]} ({e})" for r, e in bad.items())[:50]
+        res.failed = [[requests[r], e] for r, e in bad.items()]
         res.resources_loaded = len([r for r in done if r not in bad])
         cdp.reader.cancel()
 
@@ -350,7 +375,9 @@ def load_page(
     proc = None
     try:
         extra = [f"--host-resolver-rules={host_rules}"] if host_rules else []
+        t0 = time.monotonic()
         proc, ws_url = _launch(work / "profile", home, extra)
+        res.timing["launch"] = round((time.monotonic() - t0) * 1000, 1)
         try:
             asyncio.run(asyncio.wait_for(_load(ws_url, url, res, timeout_s), timeout_s + 15))
         except TimeoutError:
@@ -358,18 +385,23 @@ def load_page(
     except Exception as e:  # a crashed browser is an invalid load, never a fast one
         res.invalid_reason = res.invalid_reason or f"driver error: {e}"
     finally:
+        t0 = time.monotonic()
         if proc is not None:
             _stop(proc)
+        t1 = time.monotonic()
         shutil.rmtree(work, ignore_errors=True)
+        res.timing["stop"] = round((t1 - t0) * 1000, 1)
+        res.timing["cleanup"] = round((time.monotonic() - t1) * 1000, 1)
     if not res.invalid_reason:
         if res.plt_ms is None:
             res.invalid_reason = "no load event"
         elif res.main_status is None or res.main_status >= 400:
             res.invalid_reason = f"main document status {res.main_status}"
-        elif res.resources_failed:
-            res.invalid_reason = f"{res.resources_failed} failed resources"
         elif res.resources_loaded == 0:
             res.invalid_reason = "no resources loaded"
+    res.document_error = res.invalid_reason
+    if not res.invalid_reason and res.resources_failed:
+        res.invalid_reason = f"{res.resources_failed} failed resources"
     res.valid = not res.invalid_reason
     res.driver_ms = (time.monotonic() - start) * 1000
     return res
@@ -387,8 +419,16 @@ def main(argv: list[str] | None = None) -> int:
         "--host-rules",
         help="Chromium --host-resolver-rules (local replay without a DNS server)",
     )
+    ap.add_argument(
+        "--t0",
+        type=float,
+        help="time.monotonic() of the caller when it started this process (timing.python_start)",
+    )
     args = ap.parse_args(argv)
+    started = time.monotonic()
     res = load_page(args.url, args.timeout, Path(args.home) if args.home else None, args.host_rules)
+    if args.t0 is not None:
+        res.timing["python_start"] = round((started - args.t0) * 1000, 1)
     sys.stdout.write(json.dumps(asdict(res)) + "\n")
     return 0
 

@@ -1,0 +1,68 @@
+"""What an importer must not hand to the replay: OS litter, dotfiles, undecodable names.
+
+Real saved-page trees come from people's machines: Finder leaves `.DS_Store` and `._*`
+AppleDouble files, Explorer `Thumbs.db` and `desktop.ini`, people keep them in git. None
+of it is part of a page, and a litter *folder* taken for a host name used to make
+webreplay refuse the whole hosts file. Importers ask `litter_reason` about every entry
+and record each skip in a `Skips` (a logged warning naming the file, and a count).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# Lower-case names of files and folders operating systems and tools drop into trees.
+OS_LITTER = frozenset(
+    {
+        "thumbs.db",
+        "ehthumbs.db",
+        "ehthumbs_vista.db",
+        "desktop.ini",
+        "icon\r",
+        "__macosx",
+        "$recycle.bin",
+        "system volume information",
+    }
+)
+
+
+def litter_reason(name: str) -> str | None:
+    """Why the file or folder `name` is not page content (None: it may be)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        # os.fsdecode keeps undecodable bytes as surrogates: no URL can name this file.
+        return "file name is not valid UTF-8"
+    if name.startswith("."):
+        return "dotfile or dot-folder (.DS_Store, ._*, .git, ...)"
+    if name.lower() in OS_LITTER or name.startswith("~$"):
+        return "operating-system or editor litter"
+    return None
+
+
+class Skips:
+    """Counted, logged skips of one import."""
+
+    def __init__(self) -> None:
+        self.by_reason: Counter[str] = Counter()
+        self.files: list[tuple[str, str]] = []  # (path, reason)
+
+    def add(self, path: Path | str, reason: str, files: int = 1) -> None:
+        """Record one skipped entry; `files`: how many files a skipped folder held."""
+        shown = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        held = f" ({files} files)" if files != 1 else ""
+        log.warning("skipped %s%s: %s", shown, held, reason)
+        self.by_reason[reason] += 1
+        self.files.append((shown, reason))
+
+    @property
+    def total(self) -> int:
+        """Entries skipped (a folder counts once)."""
+        return sum(self.by_reason.values())
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {why}" for why, n in self.by_reason.most_common())

@@ -1,0 +1,132 @@
+"""Named real-page corpora: `tp5n` resolves to a saved-page tree, imported once.
+
+Campaigns say `corpus: tp5n`; the name means `$DCH_CORPUS_TP5N` when set, else
+`../shared/data/pages/tp5n` beside the repository (`dchlab.paths.shared_data`). The
+path may be a saved-page tree (tp5n layout, imported here) or an already imported
+corpus directory (used as it is). A tree is imported once into
+`.cache/corpora/tp5n-<fingerprint>/`: the fingerprint covers every file's path, size
+and mtime and the importer's own source, so an edited tree or importer gives a fresh
+import and an unchanged one is reused. After the import, when this process can (root,
+Chromium, webreplay), every page is probed once (`dch corpus probe`), so the corpus
+records the requests a real Chromium fails and loads failing only those are valid.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from dchlab.pages.corpus import Corpus, CorpusError, load
+from dchlab.paths import cache_dir, shared_data
+
+log = logging.getLogger(__name__)
+
+TP5N_ENV = "DCH_CORPUS_TP5N"
+NAMES = ("tp5n",)
+# The importer's code: a change re-imports (the corpus is a function of tree + code).
+_IMPORTER_FILES = ("tp5n.py", "rewrite.py", "litter.py", "corpus.py", "servable.py", "named.py")
+
+
+def tp5n_source() -> Path:
+    env = os.environ.get(TP5N_ENV)
+    if env:
+        return Path(env)
+    data = shared_data()
+    if data is not None:
+        return data / "pages" / "tp5n"
+    from dchlab.paths import repo_root
+
+    return repo_root().parent / "shared" / "data" / "pages" / "tp5n"
+
+
+def fingerprint(src: Path) -> str:
+    """sha256 over every file's relative path, size and mtime, and the importer's code."""
+    h = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in _IMPORTER_FILES:
+        h.update((here / name).read_bytes())
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames.sort()
+        for f in sorted(filenames):
+            p = Path(dirpath) / f
+            try:
+                st = p.stat()
+            except OSError:
+                continue  # a broken link: the importer skips it too
+            rel = os.fsencode(p.relative_to(src))
+            h.update(rel + b"\0" + f"{st.st_size}:{st.st_mtime_ns}".encode() + b"\0")
+    return h.hexdigest()
+
+
+def _probe_possible() -> str | None:
+    """Why this process cannot probe (None: it can)."""
+    from dchlab.paths import target_dir
+    from dchlab.workloads.browser import CHROMIUM
+
+    if os.geteuid() != 0:
+        return "not root"
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM}"
+    if not (target_dir() / "release" / "webreplay").exists():
+        return "webreplay not built"
+    return None
+
+
+def open_tp5n() -> Corpus:
+    src = tp5n_source()
+    if not src.is_dir():
+        raise CorpusError(
+            f"corpus 'tp5n': no saved-page tree at {src}. Put the tp5n pages there "
+            f"(../shared/data/pages/tp5n beside the repository) or set {TP5N_ENV} to a "
+            "saved-page tree (<site>/<host>/<path>, as `dch corpus import-tp5n` takes) or "
+            "to an imported corpus directory; or use `corpus: synthetic` in the campaign"
+        )
+    if (src / "manifest.json").is_file():
+        return load(src)
+    root = cache_dir() / "corpora"
+    root.mkdir(parents=True, exist_ok=True)
+    dest = root / f"tp5n-{fingerprint(src)[:16]}"
+    # One importer at a time (a campaign's workers may all ask at once); the others wait
+    # and then find the finished import.
+    with open(root / "tp5n.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / ".complete").is_file():
+            return load(dest)
+        _import(src, dest)
+        return load(dest)
+
+
+def _import(src: Path, dest: Path) -> None:
+    from dchlab.pages.tp5n import import_tp5n
+
+    tmp = dest.with_name(dest.name + ".tmp")
+    log.warning("importing %s into %s (once; reused until the tree changes)", src, dest)
+    corpus, _ = import_tp5n(src, tmp)
+    why = _probe_possible()
+    if why is None:
+        from dchlab.commands.corpus import probe_corpus
+
+        log.warning(
+            "probing %d pages with Chromium (what each page cannot load)", len(corpus.pages)
+        )
+        probe_corpus(corpus)
+    else:
+        log.warning(
+            "not probing %s (%s): validity is judged against the importer's static analysis "
+            "of missing files; `dch corpus probe %s` as root records what Chromium fails",
+            dest,
+            why,
+            dest,
+        )
+    (tmp / ".complete").write_text(f"{src}\n")
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.replace(dest)
+    # Earlier imports of the same name are stale now (the tree or the importer changed).
+    for old in dest.parent.glob("tp5n-*"):
+        if old != dest and old.is_dir():
+            shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,65 @@
+"""Is a page load valid? Judged against the corpus' record of what the page cannot get.
+
+Saved pages always miss a few subresources, the same ones on every load; the corpus
+lists them per page (`Page.missing_urls`: the importer's static analysis, replaced by
+what `dch corpus probe` saw Chromium fail). A load is valid when the document loaded
+(the driver's `document_error` is empty) and every failed request is in that set. Any
+other failed request — an object the replay should have served, a reset connection, a
+request the recording never saw — makes it invalid: it is not the page as recorded.
+
+URLs are compared the way webreplay matches them: scheme ignored (it serves http and
+https alike), host case-insensitive, fragment dropped, percent-escapes decoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+
+@dataclass
+class Verdict:
+    valid: bool
+    invalid_reason: str
+    failed: int  # failed requests (every one, expected or not)
+    unexpected: list[str] = field(default_factory=list)  # failed URLs outside the record
+
+
+def url_match_key(url: str) -> str:
+    """What makes two URLs the same request for the replay (see module doc)."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return url.strip()
+    if not parts.netloc:  # httpdisabled:foo, odd schemes: compare verbatim
+        return url.strip().split("#", 1)[0]
+    key = (parts.hostname or "").lower() + unquote(parts.path or "/")
+    return f"{key}?{unquote(parts.query)}" if parts.query else key
+
+
+def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Verdict:
+    """Verdict for one driver result (dchlab.workloads.browser.LoadResult as a dict).
+
+    `expected_missing`: the page's record; None when the corpus only has a count (a
+    manifest from before the record existed), in which case every failure is unexpected.
+    """
+    failed = [str(f[0]) for f in result.get("failed") or []]
+    n_failed = int(result.get("resources_failed") or len(failed))
+    doc_error = result.get("document_error")
+    if doc_error is None:  # a result without the field (driver crashed before it was set)
+        doc_error = "" if result.get("valid") else (result.get("invalid_reason") or "failed")
+    if not failed and n_failed:
+        # Failures counted but not itemised (an older driver): nothing can be excused.
+        failed = [f"<{n_failed} unnamed failed requests>"] * n_failed
+    record = {url_match_key(u) for u in expected_missing or ()}
+    unexpected = sorted(u for u in failed if url_match_key(u) not in record)
+    if doc_error:
+        return Verdict(False, str(doc_error), n_failed, unexpected)
+    if unexpected:
+        why = f"{len(unexpected)} unexpected failed resources (first: {unexpected[0]})"
+        if expected_missing is None:
+            why += "; the corpus records no missing URLs (re-run `dch corpus probe`)"
+        return Verdict(False, why, n_failed, unexpected)
+    return Verdict(True, "", n_failed, [])

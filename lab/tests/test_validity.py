@@ -1,0 +1,110 @@
+"""Validity against the corpus' record: the judgment, the manifest field, the store
+column and the report's exclusion counts (no root needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dchlab.experiments import store
+from dchlab.experiments.summary import exclusions, reason_kind
+from dchlab.pages.corpus import CorpusError, CorpusWriter, load
+from dchlab.workloads.validity import judge, url_match_key
+
+GONE = "https://www.ex.com/a/gone.png"
+
+
+def _res(failed: list[tuple[str, str]], doc_error: str = "") -> dict:  # type: ignore[type-arg]
+    return {
+        "valid": not failed and not doc_error,
+        "invalid_reason": doc_error or (f"{len(failed)} failed resources" if failed else ""),
+        "document_error": doc_error,
+        "resources_failed": len(failed),
+        "failed": [list(f) for f in failed],
+    }
+
+
+def test_expected_failures_are_valid_others_are_not() -> None:
+    record = [GONE, "httpdisabled://ads.ex.com/x.gif"]
+    v = judge(_res([(GONE, "HTTP 404")]), record)
+    assert v.valid and v.invalid_reason == "" and v.failed == 1 and v.unexpected == []
+    # http vs https, host case, fragment and percent-escapes do not make a new request
+    v = judge(_res([("http://WWW.EX.COM/a/%67one.png#x", "HTTP 404")]), record)
+    assert v.valid
+    v = judge(_res([(GONE, "HTTP 404"), ("https://cdn.ex.net/s.css", "net::ERR_FAILED")]), record)
+    assert not v.valid and v.failed == 2 and v.unexpected == ["https://cdn.ex.net/s.css"]
+    assert v.invalid_reason.startswith("1 unexpected failed resources")
+    v = judge(_res([("httpdisabled://ads.ex.com/x.gif", "net::ERR_UNKNOWN_URL_SCHEME")]), record)
+    assert v.valid
+
+
+def test_document_errors_and_count_only_records() -> None:
+    v = judge(_res([], "main document status 404"), [GONE])
+    assert not v.valid and v.invalid_reason == "main document status 404"
+    # a manifest that only knows a count excuses nothing, and says how to fix it
+    v = judge(_res([(GONE, "HTTP 404")]), None)
+    assert not v.valid and "dch corpus probe" in v.invalid_reason and v.unexpected == [GONE]
+    # a driver that crashed reports no document_error field: invalid with its reason
+    v = judge({"valid": False, "invalid_reason": "driver exited 1: boom"}, [GONE])
+    assert not v.valid and v.invalid_reason == "driver exited 1: boom"
+    assert url_match_key("https://a.test") == url_match_key("http://A.test/")
+
+
+def test_manifest_missing_urls_roundtrip_and_old_integer(tmp_path: Path) -> None:
+    w = CorpusWriter(tmp_path / "c", "t", "test")
+    w.add_page("p", "https://a.test/", [GONE, GONE, "https://b.test/x.js"])
+    w.add_object("https://a.test/", "p", b"<html></html>", [("content-type", "text/html")])
+    w.finish()
+    c = load(tmp_path / "c")
+    assert c.page("p").missing == 2
+    assert c.page("p").missing_urls == ["https://b.test/x.js", GONE]
+    man = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    assert man["pages"][0]["missing_urls"] == ["https://b.test/x.js", GONE]
+    # a manifest from before the URL set: the integer still loads, the set is unknown
+    del man["pages"][0]["missing_urls"]
+    man["pages"][0]["missing"] = 3
+    (tmp_path / "c" / "manifest.json").write_text(json.dumps(man))
+    old = load(tmp_path / "c").page("p")
+    assert old.missing == 3 and old.missing_urls is None
+    man["pages"][0]["missing_urls"] = [GONE]
+    (tmp_path / "c" / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(CorpusError, match=r"\$\.pages\[0\]\.missing: is 3 but missing_urls"):
+        load(tmp_path / "c")
+    man["pages"][0]["missing_urls"] = [GONE, 7, "x"]
+    (tmp_path / "c" / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(CorpusError, match=r"\$\.pages\[0\]\.missing_urls\[1\]"):
+        load(tmp_path / "c")
+
+
+def test_store_gains_the_validity_columns(tmp_path: Path) -> None:
+    """A store made before the columns existed is migrated on the next append."""
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute('CREATE TABLE results ("row_id" VARCHAR, "ts" TIMESTAMP, "scheme" VARCHAR)')
+    con.execute("INSERT INTO results VALUES ('r0', now(), 'all-hbc')")
+    con.close()
+    store.append_rows(
+        [{"scheme": "dchannel", "valid": False, "resources_failed": 3,
+          "resources_failed_unexpected": 1, "missing_expected": 2}],
+        campaign="c", store=db,
+    )  # fmt: skip
+    rows = store.load_rows(store=db)
+    assert [r["resources_failed_unexpected"] for r in rows] == [None, 1]
+    assert rows[1]["missing_expected"] == 2 and rows[1]["resources_failed"] == 3
+
+
+def test_report_counts_exclusions_by_reason() -> None:
+    rows = [
+        {"cell": "a", "valid": True, "resources_failed": 2},
+        {"cell": "b", "valid": True, "resources_failed": 0},
+        {"cell": "c", "valid": False, "invalid_reason": "1 unexpected failed resources (first: https://x/y)"},
+        {"cell": "d", "valid": False, "invalid_reason": "3 unexpected failed resources (first: https://z/)"},
+        {"cell": "e", "valid": False, "invalid_reason": "timeout after 60 s"},
+    ]  # fmt: skip
+    kinds, expected_only = exclusions(rows)
+    assert kinds == {"unexpected failed resources": 2, "timeout after N s": 1}
+    assert expected_only == 1
+    assert reason_kind("main document status 404") == "main document status N"
