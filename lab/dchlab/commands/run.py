@@ -4,70 +4,152 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from rich.console import Console
 
+from dchlab.experiments import store
 from dchlab.experiments.campaign import CampaignError, load_campaign
-from dchlab.experiments.runner import WorkloadUnavailable, run_campaign
+from dchlab.experiments.ray_backend import RayClusterError, RayDispatch  # ray imported lazily
+from dchlab.experiments.runner import WorkloadUnavailable, local_dispatch, run_campaign
+from dchlab.experiments.setup_errors import DEFAULT_LIMIT
+
+#: Exit statuses (also in `dch run --help`).
+EXIT_FAILED_CELLS = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 3
+EXIT_STOPPED = 4
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     console = Console(stderr=True)
+    if args.slots is not None and not args.ray:
+        print(
+            "dch run: --slots only applies with --ray (a local run measures one at a time)",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     status = 0
     for path in args.files:
         try:
             c = load_campaign(path)
         except CampaignError as e:
             print(f"dch run: {e}", file=sys.stderr)
-            return 2
+            return EXIT_BAD_INPUT
         if args.quick:
             c = c.quick()
         if args.trials:
-            from dataclasses import replace
-
             c = replace(c, trials=args.trials)
         console.print(
             f"[bold]{c.name}[/]{' (quick)' if c.is_quick else ''}: {len(c.schemes)} schemes × "
             f"{len(c.conditions)} conditions × {c.workload.kind} × {c.trials} trials, seed {c.seed}"
+            + (f", on the Ray cluster {args.ray}" if args.ray else "")
         )
+        dispatch = local_dispatch
+        if args.ray:
+            rev = None if args.any_revision else store.code_revision()[0]
+            dispatch = RayDispatch(args.ray, slots=args.slots, revision=rev)
         try:
             s = run_campaign(
-                c, store_path=args.store, console=console, any_revision=args.any_revision
+                c,
+                store_path=args.store,
+                console=console,
+                any_revision=args.any_revision,
+                fresh=args.fresh,
+                max_setup_errors=args.max_setup_errors,
+                dispatch=dispatch,
             )
-        except WorkloadUnavailable as e:
+        except (WorkloadUnavailable, RayClusterError) as e:
             print(f"dch run: {c.name}: {e}", file=sys.stderr)
-            return 3
+            return EXIT_UNAVAILABLE
         console.print(
             f"{c.name}: {s.measured} measured ({s.invalid} invalid), {s.failed} failed, "
             f"{s.skipped} skipped of {s.total_cells} cells in {s.seconds:.0f} s"
         )
+        if s.stopped:
+            print(f"dch run: {c.name}: {s.stopped}", file=sys.stderr)
+            print(
+                "dch run: fix the cause and run the same command again (finished cells are "
+                "kept); --max-setup-errors 0 never stops",
+                file=sys.stderr,
+            )
+            return EXIT_STOPPED
         for err in s.errors[:5]:
             console.print(f"  [red]failed[/] {err}")
         if s.failed:
             console.print("  failed cells are retried by running the same command again")
-            status = 1
+            status = EXIT_FAILED_CELLS
     return status
+
+
+def _non_negative(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {n}")
+    return n
+
+
+def _positive(text: str) -> int:
+    n = _non_negative(text)
+    if n == 0:
+        raise argparse.ArgumentTypeError("expected a number >= 1, got 0")
+    return n
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="run experiment campaigns (experiments/*.yaml) into the results store",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
-            "Run every cell (condition × workload item × trial × scheme) of a campaign file "
-            "and append one row per measurement to the results store. Resumable: cells "
-            "already measured for this campaign at the current code revision are skipped; "
-            "failed cells are recorded and retried on the next run. See docs/experiments.md."
+            "Run every cell (condition × workload item × trial × scheme) of a campaign file\n"
+            "and append one row per measurement to the results store. Resumable: cells\n"
+            "already measured for this campaign at the current code revision are skipped;\n"
+            "failed cells are recorded and retried on the next run. With --ray the cells\n"
+            "are measured on the nodes of a Ray cluster and the rows stored here.\n"
+            "See docs/experiments.md."
+        ),
+        epilog=(
+            "exit status: 0 all cells measured (invalid loads included), 1 some cells failed,\n"
+            "2 bad campaign file or options, 3 workload layer or Ray cluster unavailable,\n"
+            "4 stopped because the same setup error repeated --max-setup-errors times"
         ),
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="campaign YAML file(s)")
     p.add_argument("--quick", action="store_true", help="run only the file's `quick:` subset")
     p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
-    p.add_argument("--trials", type=int, help="override the number of trials")
+    p.add_argument("--trials", type=_positive, help="override the number of trials")
     p.add_argument(
         "--any-revision",
         action="store_true",
-        help="also skip cells measured at other code revisions",
+        help="also skip cells measured at other code revisions (with --ray: also use nodes "
+        "at another revision)",
     )
     p.add_argument("--fresh", action="store_true", help="measure every cell again")
+    p.add_argument(
+        "--max-setup-errors",
+        type=_non_negative,
+        default=DEFAULT_LIMIT,
+        metavar="N",
+        help="stop the campaign when the same lab failure (testbed not built, corpus "
+        "refused, ...; run-specific names ignored) repeats N times in a row "
+        f"(default {DEFAULT_LIMIT}; 0: never stop)",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="shard the campaign over a running Ray cluster: `auto` (the cluster this "
+        "machine is part of) or the head's HOST:PORT. Every (condition, page, trial) "
+        "with all its schemes runs on one node; rows are stored here",
+    )
+    p.add_argument(
+        "--slots",
+        type=_positive,
+        metavar="N",
+        help="with --ray: testbeds each node runs at once (default: one per 4 CPUs the "
+        "node gave Ray, at least 1)",
+    )
     p.set_defaults(func=cmd_run)

@@ -8,7 +8,12 @@ holds complete pairs. Every measurement builds its own testbed (dchlab.workloads
 Resumable: cells that already have a finished row in the store for this campaign
 and code revision are skipped. A failure (exception in the testbed or workload) is
 recorded as a row with `error` set and the run goes on; such cells are retried on
-the next run.
+the next run — unless the same failure repeats `max_setup_errors` times in a row
+(dchlab.experiments.setup_errors), which stops the campaign.
+
+Who measures is a *dispatcher*: `local_dispatch` runs the groups one after another
+in this process; dchlab.experiments.ray_backend shards them over a Ray cluster.
+Either way the rows come back here and only this process writes the store.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +38,7 @@ from rich.progress import (
 
 from dchlab.experiments import store
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key, format_size
+from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +72,7 @@ class RunSummary:
     failed: int = 0
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why the campaign stopped early (repeated setup error)
 
 
 # ---------------------------------------------------------------- items
@@ -143,6 +150,19 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
                     if key not in done:
                         groups.append(Group(cond, trial, sch, [it], [key]))
     return groups, total
+
+
+def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
+    """The pending groups of each (condition, trial, item), in plan order.
+
+    The unit of work a cluster node gets: all schemes of one (page, trial) are measured
+    back to back on the same machine, as in a local run, so a paired comparison never
+    mixes two machines.
+    """
+    units: dict[tuple[str, int, tuple[str, ...]], list[Group]] = {}
+    for g in groups:
+        units.setdefault((g.condition.name, g.trial, tuple(g.items)), []).append(g)
+    return list(units.values())
 
 
 # ---------------------------------------------------------------- executing
@@ -261,6 +281,34 @@ def error_rows(c: Campaign, g: Group, exc: BaseException) -> list[dict[str, Any]
     return annotate(c, g, [dict(base) for _ in g.items])
 
 
+def run_group(c: Campaign, g: Group, executor: Executor = execute_group) -> list[dict[str, Any]]:
+    """The annotated rows of one group; an exception becomes error rows (the run goes on)."""
+    try:
+        return annotate(c, g, executor(c, g))
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        log.debug("group failed:\n%s", traceback.format_exc())
+        return error_rows(c, g, e)
+
+
+#: Runs groups somewhere and yields (group, annotated rows) as they finish; the third
+#: argument reports what is running (shown beside the progress bar).
+Dispatcher = Callable[
+    [Campaign, list[Group], Executor, Callable[[str], None]],
+    Iterator[tuple[Group, list[dict[str, Any]]]],
+]
+
+
+def local_dispatch(
+    c: Campaign, groups: list[Group], executor: Executor, status: Callable[[str], None]
+) -> Iterator[tuple[Group, list[dict[str, Any]]]]:
+    """Every group in this process, one after another, in plan order."""
+    for g in groups:
+        status(f"{g.condition.name} t{g.trial} {g.scheme.label} ({len(g.items)})")
+        yield g, run_group(c, g, executor)
+
+
 def run_campaign(
     c: Campaign,
     store_path: str | Path | None = None,
@@ -268,9 +316,16 @@ def run_campaign(
     console: Console | None = None,
     any_revision: bool = False,
     fresh: bool = False,
+    max_setup_errors: int = DEFAULT_LIMIT,
+    dispatch: Dispatcher = local_dispatch,
 ) -> RunSummary:
-    """Run every pending cell of `c`, appending rows to the store; returns a summary."""
+    """Run every pending cell of `c`, appending rows to the store; returns a summary.
+
+    Stops early (`summary.stopped` says why) when the same setup error repeats
+    `max_setup_errors` times in a row (0: never).
+    """
     console = console or Console(stderr=True)
+    guard = SetupErrorGuard(max_setup_errors)
     rev = None if any_revision else store.code_revision()[0]
     done = set() if fresh else store.done_cells(c.name, rev, store_path)
     groups, total = plan(c, done)
@@ -292,28 +347,34 @@ def run_campaign(
     )
     with Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(c.name, total=pending, status="")
-        for g in groups:
-            progress.update(
-                task, status=f"{g.condition.name} t{g.trial} {g.scheme.label} ({len(g.items)})"
-            )
-            try:
-                rows = annotate(c, g, executor(c, g))
-            except KeyboardInterrupt:
-                raise
-            except Exception as e:
-                log.debug("group failed:\n%s", traceback.format_exc())
-                rows = error_rows(c, g, e)
-            store.append_rows(rows, campaign=c.name, store=store_path)
-            for r in rows:
-                if r.get("error"):
-                    summary.failed += 1
-                    if len(summary.errors) < 20:
-                        summary.errors.append(f"{r['cell']}: {r['error']}")
-                else:
-                    summary.measured += 1
-                    if r.get("valid") is False:
-                        summary.invalid += 1
-            progress.advance(task, len(g.items))
-        progress.update(task, status="done")
+        outcomes = dispatch(c, groups, executor, lambda s: progress.update(task, status=s))
+        try:
+            for _g, rows in outcomes:
+                store.append_rows(rows, campaign=c.name, store=store_path)
+                _tally(summary, rows)
+                progress.advance(task, len(rows))
+                guard.feed(rows)
+        except RepeatedSetupError as e:
+            summary.stopped = str(e)
+            progress.update(task, status="[red]stopped[/]")
+        else:
+            progress.update(task, status="done")
+        finally:
+            # a dispatcher with work in flight (Ray) cancels it when closed
+            close = getattr(outcomes, "close", None)
+            if close is not None:
+                close()
     summary.seconds = time.monotonic() - start
     return summary
+
+
+def _tally(summary: RunSummary, rows: Sequence[dict[str, Any]]) -> None:
+    for r in rows:
+        if r.get("error"):
+            summary.failed += 1
+            if len(summary.errors) < 20:
+                summary.errors.append(f"{r['cell']}: {r['error']}")
+        else:
+            summary.measured += 1
+            if r.get("valid") is False:
+                summary.invalid += 1
