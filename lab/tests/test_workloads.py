@@ -239,18 +239,15 @@ def test_imported_real_page_missing_count(tmp_path: Path) -> None:
     """The probe sets `missing` to what Chromium cannot get; a later load fails exactly
     that many requests (amazon.com: two `httpdisabled://` images its scripts insert, which
     static analysis cannot see), and a complete page (google.com) loads valid."""
+    from dchlab.commands.corpus import probe_corpus
     from dchlab.pages.corpus import load
-    from dchlab.workloads.localreplay import LocalReplay, probe
+    from dchlab.workloads.localreplay import LocalReplay
 
     corpus = _tp5n(tmp_path, ["amazon.com", "google.com"])
     static = {p.name: p.missing for p in corpus.pages}
-    results = probe(corpus)
-    from dchlab.pages.corpus import save
-
-    for p in corpus.pages:
-        p.missing = results[p.name]["resources_failed"]
-    save(corpus)
+    probe_corpus(corpus)  # `dch corpus probe`: records the failed URLs in the manifest
     corpus = load(corpus.root)
+    assert len(corpus.page("amazon.com").missing_urls or []) == 2
     assert corpus.page("google.com").missing == 0 == static["google.com"]
     assert corpus.page("amazon.com").missing == 2
     with LocalReplay(corpus) as lr:
@@ -264,6 +261,7 @@ def test_imported_real_page_missing_count(tmp_path: Path) -> None:
 
         row = load_one(RunSpec(HBC, "fixed:20ms/100mbit", "urllc"), corpus, "amazon.com", 60)
         assert row["resources_failed"] == row["missing_expected"] == 2, row["stats"]["browser"]
+        assert row["valid"] and row["resources_failed_unexpected"] == 0, row["invalid_reason"]
 
 
 # --- through the testbed -------------------------------------------------------------------

@@ -34,12 +34,18 @@ struct Cli {
     hosts: PathBuf,
 
     /// CA certificate (PEM) that signs the per-origin leaf certificates.
-    #[arg(long, value_name = "CA.pem")]
-    ca_cert: PathBuf,
+    #[arg(long, value_name = "CA.pem", required_unless_present = "check")]
+    ca_cert: Option<PathBuf>,
 
     /// CA private key (PEM, PKCS#8; ECDSA P-256 expected).
-    #[arg(long, value_name = "CA.key")]
-    ca_key: PathBuf,
+    #[arg(long, value_name = "CA.key", required_unless_present = "check")]
+    ca_key: Option<PathBuf>,
+
+    /// Only check that the hosts file and the corpus can be served (the same parsers as a
+    /// real start), print `OK` and exit 0; exit 1 naming the file and field otherwise.
+    /// Binds nothing and needs no CA (`dch corpus info --verify` uses it).
+    #[arg(long)]
+    check: bool,
 
     /// Page corpus directory (manifest.json + bodies/); without it only the built-in
     /// endpoints are served.
@@ -113,7 +119,17 @@ fn main() {
 async fn run(cli: Cli) -> Result<()> {
     certs::validate_alpn(&cli.default_alpn, "--default-alpn")?;
     let host_addrs = hosts::load(&cli.hosts)?;
-    let ca = CertAuthority::load(&cli.ca_cert, &cli.ca_key)?;
+    if cli.check {
+        if let Some(dir) = &cli.corpus {
+            Corpus::load(dir)?;
+        }
+        println!("OK");
+        return Ok(());
+    }
+    let (Some(ca_cert), Some(ca_key)) = (&cli.ca_cert, &cli.ca_key) else {
+        anyhow::bail!("--ca-cert and --ca-key are required (except with --check)");
+    };
+    let ca = CertAuthority::load(ca_cert, ca_key)?;
     let corpus = match &cli.corpus {
         Some(dir) => {
             let c = Corpus::load(dir)?;

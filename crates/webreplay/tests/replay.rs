@@ -407,6 +407,10 @@ async fn corpus_is_replayed_byte_identically_with_think_time() {
         (miss["status"].as_u64(), miss["matched"].as_str()),
         (Some(404), Some("none"))
     );
+    // A request the corpus cannot answer is a fast 404: no think time, whatever the
+    // origin's objects have (a page's expected-missing requests cost every scheme alike).
+    assert_eq!(miss["think_ms"], 0.0, "{miss}");
+    assert!(miss["ttfb_ms"].as_f64().unwrap() < 150.0, "{miss}");
 }
 
 /// curl (OpenSSL) must accept the chain too, both protocols: this is what the testbed uses.
@@ -602,6 +606,48 @@ fn startup_errors_name_the_problem() {
         !st.success() && err.contains("bodies/deadbeef") && err.contains("objects[0]"),
         "{err}"
     );
+}
+
+/// `--check` runs the hosts and corpus parsers of a real start and nothing else: no CA,
+/// nothing bound; the same errors (file, line or field) on refusal.
+#[test]
+fn check_mode_parses_without_serving() {
+    let e = env();
+    let hosts = e.dir.join("check_hosts");
+    std::fs::write(&hosts, "198.19.128.1 a.test\n").unwrap();
+    let h = hosts.to_str().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_webreplay"))
+        .args(["--check", "--hosts", h])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "OK");
+    std::fs::write(&hosts, "198.19.128.1 a.test\n198.19.128.2 .ds_store\n").unwrap();
+    let (st, err) = run_to_exit(&args(&[("--check", ""), ("--hosts", h)]));
+    assert!(
+        !st.success() && err.contains(":2:") && err.contains(".ds_store"),
+        "{err}"
+    );
+    std::fs::write(&hosts, "198.19.128.1 a.test\n").unwrap();
+    let c = e.dir.join("check_corpus");
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::write(
+        c.join("manifest.json"),
+        r#"{"format":"dchannel-corpus/1","objects":[{"url":"https://a.test/","status":101}]}"#,
+    )
+    .unwrap();
+    let (st, err) = run_to_exit(&args(&[
+        ("--check", ""),
+        ("--hosts", h),
+        ("--corpus", c.to_str().unwrap()),
+    ]));
+    assert!(
+        !st.success() && err.contains("objects[0]") && err.contains("status"),
+        "{err}"
+    );
+    // Without --check the CA stays required.
+    let (st, err) = run_to_exit(&args(&[("--hosts", h)]));
+    assert!(!st.success() && err.contains("--ca-cert"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,104 @@
+"""Validity against the record, measured: real Chromium over the testbed (root, Chromium,
+webreplay, chanemu, dnsmasq; the tp5n test also ../shared/data)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from test_pages_import_robust import litter_tree
+
+from dchlab.pages.corpus import load, save
+from dchlab.paths import shared_data, target_dir
+from dchlab.workloads.api import RunSpec, load_one
+from dchlab.workloads.browser import CHROMIUM
+
+
+def _ready(*bins: str) -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for b in ("chanemu", "webreplay", *bins):
+        if not (target_dir() / "release" / b).exists():
+            return f"{b} not built (cargo build --release -p {b})"
+    if not Path(CHROMIUM).exists():
+        return "chromium not installed"
+    if shutil.which("dnsmasq") is None:
+        return "dnsmasq not installed"
+    return None
+
+
+pytestmark = [pytest.mark.chromium, pytest.mark.netns]
+LINK = ("fixed:20ms/100mbit", "urllc")
+
+
+@pytest.mark.skipif(_ready() is not None, reason=str(_ready()))
+def test_litter_tree_imports_and_replays(tmp_path: Path) -> None:
+    """The tree with .DS_Store, Thumbs.db, .git/, empty folders... replays in Chromium
+    through the testbed: every kept object loads, only the recorded missing one fails."""
+    from dchlab.pages.tp5n import import_tp5n
+
+    corpus, _ = import_tp5n(litter_tree(tmp_path / "src"), tmp_path / "out")
+    scheme = "all-hbc" if (target_dir() / "release" / "dchannel").exists() else "hbc-only"
+    row = load_one(RunSpec(scheme, *LINK), corpus, "ex.com", 60)
+    browser = row["stats"]["browser"]
+    assert row["valid"], (row["invalid_reason"], browser)
+    assert row["resources_loaded"] == 4  # html, css, a.png, a%20b.png
+    assert row["resources_failed"] == row["missing_expected"] == 1
+    assert row["resources_failed_unexpected"] == 0
+    assert browser["failed"] == [["https://www.ex.com/gone.png", "HTTP 404"]]
+    assert browser["images_broken"] == 1  # gone.png, and only it
+
+
+def _drop_object(corpus, url: str, dest: Path):  # type: ignore[no-untyped-def]
+    """A copy of `corpus` without the object at `url` (bodies shared by symlink): webreplay
+    answers it 404, as if the saved page had lost one more file."""
+    dest.mkdir()
+    (dest / "bodies").symlink_to(corpus.root / "bodies")
+    man = json.loads((corpus.root / "manifest.json").read_text())
+    man["objects"] = [o for o in man["objects"] if o["url"] != url]
+    (dest / "manifest.json").write_text(json.dumps(man))
+    return load(dest)
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(_ready("dchannel") is not None, reason=str(_ready("dchannel")))
+def test_tp5n_page_with_missing_resources_is_valid_under_every_scheme(tmp_path: Path) -> None:
+    """amazon.com misses two script-inserted images (`httpdisabled://`): after the probe
+    those are its record, and loads failing exactly them are valid for all-hbc and
+    dchannel alike. One more object gone (404 from webreplay) makes the load invalid
+    with resources_failed_unexpected = 1."""
+    from dchlab.commands.corpus import probe_corpus
+    from dchlab.pages.tp5n import import_tp5n
+
+    data = shared_data()
+    if data is None or not (data / "pages" / "tp5n").is_dir():
+        pytest.skip("../shared/data/pages/tp5n absent")
+    corpus, _ = import_tp5n(data / "pages" / "tp5n", tmp_path / "tp5n", ["amazon.com"])
+    probe_corpus(corpus)
+    corpus = load(corpus.root)
+    record = corpus.page("amazon.com").missing_urls or []
+    assert len(record) == 2, record
+    for scheme in ("all-hbc", "dchannel"):
+        row = load_one(RunSpec(scheme, *LINK), corpus, "amazon.com", 60)
+        assert row["valid"], (scheme, row["invalid_reason"], row["stats"]["browser"]["failed"])
+        assert row["resources_failed"] == row["missing_expected"] == 2
+        assert row["resources_failed_unexpected"] == 0
+        assert row["resources_loaded"] > 150
+    # One more object lost: an image the entry document itself references.
+    entry = next(o for o in corpus.objects if o.url == corpus.page("amazon.com").entry_url)
+    html = corpus.read_body(entry).decode("latin-1")
+    images = [o.url for o in corpus.objects if re.search(r"\.(gif|png|jpe?g)$", o.url)]
+    victim = next(u for u in images if f'src="{u}"' in html)
+    broken = _drop_object(corpus, victim, tmp_path / "broken")
+    row = load_one(RunSpec("all-hbc", *LINK), broken, "amazon.com", 60)
+    assert not row["valid"]
+    assert row["resources_failed_unexpected"] == 1, row["stats"]["browser"]["failed"]
+    assert row["resources_failed"] == 3 and row["missing_expected"] == 2
+    assert victim in row["invalid_reason"]
+    # the record is the page's, not the load's: saving does not change it
+    save(corpus)
+    assert load(corpus.root).page("amazon.com").missing_urls == record
