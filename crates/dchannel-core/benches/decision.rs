@@ -10,11 +10,7 @@ use dchannel_core::{flow_table::FlowState, Direction, MS};
 
 fn bench(c: &mut Criterion) {
     let ack = build::tcp4([198, 19, 0, 2], [198, 18, 0, 1], 40000, 443, 0x10, &[]);
-    let view = ChannelView {
-        hbc_owd: Some(20 * MS),
-        llc_owd: Some(5 * MS),
-        alive: [true, true],
-    };
+    let view = ChannelView::up(Some(20 * MS), Some(5 * MS));
     for spec in ["dchannel", "pkt-state", "asap"] {
         let mut s = Steerer::new(SteerConfig::default(), parse_spec(spec, 0.75).unwrap());
         let mut now = 0u64;

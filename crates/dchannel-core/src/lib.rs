@@ -11,6 +11,7 @@
 //! "Packet-level steering ... " (HotMobile'21), Algorithm 1 (`pkt-state`).
 
 pub mod channel;
+pub mod endpoint;
 pub mod flow_table;
 pub mod llc_queue;
 pub mod packet;

@@ -3,31 +3,193 @@
 //!
 //! Never panics and never allocates: every offset is bounds-checked, and a
 //! packet that cannot be parsed yields a [`ParseError`] naming the layer, the
-//! field and what was expected.
+//! field and what was expected. Every byte offset into an IP, TCP, UDP or ICMP
+//! header is named once, in [`field`]; code elsewhere asks this module
+//! ([`src_addr`], [`dst_addr`], [`parse`]) instead of indexing packets itself.
 
 use crate::Direction;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+/// IP protocol number of ICMP.
 pub const PROTO_ICMP: u8 = 1;
+/// IP protocol number of TCP.
 pub const PROTO_TCP: u8 = 6;
+/// IP protocol number of UDP.
 pub const PROTO_UDP: u8 = 17;
+/// IP protocol number of ICMPv6.
 pub const PROTO_ICMPV6: u8 = 58;
 
+/// TCP flag FIN.
 pub const TCP_FIN: u8 = 0x01;
+/// TCP flag SYN.
 pub const TCP_SYN: u8 = 0x02;
+/// TCP flag RST.
 pub const TCP_RST: u8 = 0x04;
+/// TCP flag PSH.
 pub const TCP_PSH: u8 = 0x08;
+/// TCP flag ACK.
 pub const TCP_ACK: u8 = 0x10;
+
+/// Byte offsets of the header fields this crate reads or writes, named once
+/// (as smoltcp's `mod field`). A range is a multi-byte field in network byte
+/// order; a plain `usize` a single byte.
+pub mod field {
+    /// A multi-byte field: its byte range within the header.
+    pub type Field = std::ops::Range<usize>;
+
+    /// IPv4 header (RFC 791).
+    pub mod ipv4 {
+        use super::Field;
+        /// Version (high nibble) and header length in 32-bit words (low nibble).
+        pub const VER_IHL: usize = 0;
+        /// Total length of the packet, header included.
+        pub const LENGTH: Field = 2..4;
+        /// Flags (3 bits) and fragment offset (13 bits, in 8-byte units).
+        pub const FLG_OFF: Field = 6..8;
+        /// Mask of the fragment offset within [`FLG_OFF`].
+        pub const FRAG_OFF_MASK: u16 = 0x1fff;
+        /// Time to live.
+        pub const TTL: usize = 8;
+        /// Transport protocol number.
+        pub const PROTOCOL: usize = 9;
+        /// Source address.
+        pub const SRC_ADDR: Field = 12..16;
+        /// Destination address.
+        pub const DST_ADDR: Field = 16..20;
+        /// Length of a header without options.
+        pub const MIN_HEADER_LEN: usize = 20;
+    }
+
+    /// IPv6 fixed header (RFC 8200).
+    pub mod ipv6 {
+        use super::Field;
+        /// Length of what follows the fixed header.
+        pub const PAYLOAD_LEN: Field = 4..6;
+        /// Type of the next header.
+        pub const NEXT_HEADER: usize = 6;
+        /// Source address.
+        pub const SRC_ADDR: Field = 8..24;
+        /// Destination address.
+        pub const DST_ADDR: Field = 24..40;
+        /// Length of the fixed header.
+        pub const HEADER_LEN: usize = 40;
+    }
+
+    /// IPv6 extension headers (hop-by-hop, routing, fragment, destination
+    /// options, authentication), relative to the extension header's start.
+    pub mod ipv6_ext {
+        use super::Field;
+        /// Type of the next header.
+        pub const NEXT_HEADER: usize = 0;
+        /// Length: in 8-byte units not counting the first 8 (AH: 4-byte units minus 2).
+        pub const LENGTH: usize = 1;
+        /// Fragment header: offset (13 bits, in 8-byte units) and flags (low 3 bits).
+        pub const FRAG_OFF: Field = 2..4;
+        /// Shortest extension header (and the fragment header's length).
+        pub const MIN_LEN: usize = 8;
+        /// Next-header numbers of the extension headers the parser walks.
+        pub const HOP_BY_HOP: u8 = 0;
+        /// Routing header.
+        pub const ROUTING: u8 = 43;
+        /// Fragment header.
+        pub const FRAGMENT: u8 = 44;
+        /// Authentication header.
+        pub const AUTH: u8 = 51;
+        /// Destination options.
+        pub const DEST_OPTS: u8 = 60;
+    }
+
+    /// TCP header (RFC 9293).
+    pub mod tcp {
+        use super::Field;
+        /// Source port.
+        pub const SRC_PORT: Field = 0..2;
+        /// Destination port.
+        pub const DST_PORT: Field = 2..4;
+        /// Data offset in 32-bit words (high nibble).
+        pub const DATA_OFF: usize = 12;
+        /// Flags (CWR ECE URG ACK PSH RST SYN FIN).
+        pub const FLAGS: usize = 13;
+        /// Length of a header without options.
+        pub const MIN_HEADER_LEN: usize = 20;
+    }
+
+    /// UDP header (RFC 768).
+    pub mod udp {
+        use super::Field;
+        /// Source port.
+        pub const SRC_PORT: Field = 0..2;
+        /// Destination port.
+        pub const DST_PORT: Field = 2..4;
+        /// Length of header and payload.
+        pub const LENGTH: Field = 4..6;
+        /// Length of the header.
+        pub const HEADER_LEN: usize = 8;
+    }
+
+    /// ICMP and ICMPv6 headers (RFC 792, RFC 4443).
+    pub mod icmp {
+        use super::Field;
+        /// Message type.
+        pub const TYPE: usize = 0;
+        /// Echo request/reply identifier.
+        pub const ECHO_IDENT: Field = 4..6;
+        /// Length of the header (with the echo identifier and sequence).
+        pub const HEADER_LEN: usize = 8;
+    }
+}
+
+use field::{icmp, ipv4, ipv6, ipv6_ext, tcp, udp};
+
+fn be16(b: &[u8], f: field::Field) -> u16 {
+    u16::from_be_bytes([b[f.start], b[f.start + 1]])
+}
+
+fn v4_addr(pkt: &[u8], f: field::Field) -> Ipv4Addr {
+    let b: [u8; 4] = pkt[f].try_into().expect("4-byte field");
+    Ipv4Addr::from(b)
+}
+
+fn v6_addr(pkt: &[u8], f: field::Field) -> Ipv6Addr {
+    let b: [u8; 16] = pkt[f].try_into().expect("16-byte field");
+    Ipv6Addr::from(b)
+}
+
+/// Source address of an IPv4/IPv6 packet whose fixed header is complete;
+/// `None` for anything else. Reads no further than the addresses.
+pub fn src_addr(pkt: &[u8]) -> Option<IpAddr> {
+    match pkt.first()? >> 4 {
+        4 if pkt.len() >= ipv4::MIN_HEADER_LEN => Some(v4_addr(pkt, ipv4::SRC_ADDR).into()),
+        6 if pkt.len() >= ipv6::HEADER_LEN => Some(v6_addr(pkt, ipv6::SRC_ADDR).into()),
+        _ => None,
+    }
+}
+
+/// Destination address of an IPv4/IPv6 packet whose fixed header is complete;
+/// `None` for anything else.
+pub fn dst_addr(pkt: &[u8]) -> Option<IpAddr> {
+    match pkt.first()? >> 4 {
+        4 if pkt.len() >= ipv4::MIN_HEADER_LEN => Some(v4_addr(pkt, ipv4::DST_ADDR).into()),
+        6 if pkt.len() >= ipv6::HEADER_LEN => Some(v6_addr(pkt, ipv6::DST_ADDR).into()),
+        _ => None,
+    }
+}
 
 /// Unidirectional flow identity: 5-tuple plus the direction of travel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FlowKey {
+    /// Inner source address.
     pub src: IpAddr,
+    /// Inner destination address.
     pub dst: IpAddr,
+    /// Transport protocol number.
     pub proto: u8,
+    /// Source port (ICMP echo: the identifier; else 0).
     pub sport: u16,
+    /// Destination port (ICMP echo: the identifier; else 0).
     pub dport: u16,
+    /// Direction of travel.
     pub dir: Direction,
 }
 
@@ -55,12 +217,15 @@ impl fmt::Display for FlowKey {
 /// What steering needs to know about one inner packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketInfo {
+    /// Source address.
     pub src: IpAddr,
+    /// Destination address.
     pub dst: IpAddr,
     /// Transport protocol number (after IPv6 extension headers).
     pub proto: u8,
     /// Ports for TCP/UDP; the echo identifier (both fields) for ICMP echo; else 0.
     pub sport: u16,
+    /// Destination port (see `sport`).
     pub dport: u16,
     /// Length of the whole IP packet (IPv4 total length / IPv6 40 + payload length).
     pub ip_len: usize,
@@ -75,6 +240,7 @@ pub struct PacketInfo {
 }
 
 impl PacketInfo {
+    /// The flow key of this packet when it travels in direction `dir`.
     pub fn key(&self, dir: Direction) -> FlowKey {
         FlowKey {
             src: self.src,
@@ -86,10 +252,12 @@ impl PacketInfo {
         }
     }
 
+    /// A TCP segment (not a non-first fragment).
     pub fn is_tcp(&self) -> bool {
         self.proto == PROTO_TCP && !self.fragment
     }
 
+    /// A UDP datagram (not a non-first fragment).
     pub fn is_udp(&self) -> bool {
         self.proto == PROTO_UDP && !self.fragment
     }
@@ -109,20 +277,30 @@ impl PacketInfo {
 /// Why an inner packet could not be parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ParseError {
+    /// Zero bytes.
     Empty,
+    /// The version nibble is neither 4 nor 6.
     UnknownIpVersion(u8),
     /// `layer`'s `field` needs `need` bytes but only `have` are present.
     Truncated {
+        /// Protocol layer, e.g. `IPv4`.
         layer: &'static str,
+        /// Field that did not fit, e.g. `total length`.
         field: &'static str,
+        /// Bytes present.
         have: usize,
+        /// Bytes the field needs.
         need: usize,
     },
     /// A header length field is below its minimum.
     BadLength {
+        /// Protocol layer, e.g. `TCP`.
         layer: &'static str,
+        /// Length field, e.g. `data offset`.
         field: &'static str,
+        /// Its value in bytes.
         value: usize,
+        /// The smallest valid value.
         min: usize,
     },
 }
@@ -179,17 +357,17 @@ pub fn parse(pkt: &[u8]) -> Result<PacketInfo, ParseError> {
 }
 
 fn parse_v4(pkt: &[u8]) -> Result<PacketInfo, ParseError> {
-    need(pkt, 20, "IPv4", "header")?;
-    let ihl = usize::from(pkt[0] & 0x0f) * 4;
-    if ihl < 20 {
+    need(pkt, ipv4::MIN_HEADER_LEN, "IPv4", "header")?;
+    let ihl = usize::from(pkt[ipv4::VER_IHL] & 0x0f) * 4;
+    if ihl < ipv4::MIN_HEADER_LEN {
         return Err(ParseError::BadLength {
             layer: "IPv4",
             field: "IHL",
             value: ihl,
-            min: 20,
+            min: ipv4::MIN_HEADER_LEN,
         });
     }
-    let total = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
+    let total = usize::from(be16(pkt, ipv4::LENGTH));
     if total < ihl {
         return Err(ParseError::BadLength {
             layer: "IPv4",
@@ -199,49 +377,46 @@ fn parse_v4(pkt: &[u8]) -> Result<PacketInfo, ParseError> {
         });
     }
     need(pkt, total, "IPv4", "total length")?;
-    let frag_off = u16::from_be_bytes([pkt[6], pkt[7]]) & 0x1fff;
-    let src = IpAddr::V4(Ipv4Addr::new(pkt[12], pkt[13], pkt[14], pkt[15]));
-    let dst = IpAddr::V4(Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]));
-    let proto = pkt[9];
+    let frag_off = be16(pkt, ipv4::FLG_OFF) & ipv4::FRAG_OFF_MASK;
+    let src = IpAddr::V4(v4_addr(pkt, ipv4::SRC_ADDR));
+    let dst = IpAddr::V4(v4_addr(pkt, ipv4::DST_ADDR));
+    let proto = pkt[ipv4::PROTOCOL];
     l4(&pkt[..total], ihl, src, dst, proto, frag_off != 0, total)
 }
 
 fn parse_v6(pkt: &[u8]) -> Result<PacketInfo, ParseError> {
-    need(pkt, 40, "IPv6", "header")?;
-    let payload = usize::from(u16::from_be_bytes([pkt[4], pkt[5]]));
-    let total = 40 + payload;
+    need(pkt, ipv6::HEADER_LEN, "IPv6", "header")?;
+    let total = ipv6::HEADER_LEN + usize::from(be16(pkt, ipv6::PAYLOAD_LEN));
     need(pkt, total, "IPv6", "payload length")?;
     let pkt = &pkt[..total];
-    let mut a = [0u8; 16];
-    a.copy_from_slice(&pkt[8..24]);
-    let src = IpAddr::V6(Ipv6Addr::from(a));
-    a.copy_from_slice(&pkt[24..40]);
-    let dst = IpAddr::V6(Ipv6Addr::from(a));
-    let mut next = pkt[6];
-    let mut off = 40;
+    let src = IpAddr::V6(v6_addr(pkt, ipv6::SRC_ADDR));
+    let dst = IpAddr::V6(v6_addr(pkt, ipv6::DST_ADDR));
+    let mut next = pkt[ipv6::NEXT_HEADER];
+    let mut off = ipv6::HEADER_LEN;
     let mut fragment = false;
     // Walk at most 8 extension headers: enough for any sane packet, bounded for floods.
     for _ in 0..8 {
+        let ext = &pkt[off..];
         match next {
-            0 | 43 | 60 => {
-                need(pkt, off + 8, "IPv6", "extension header")?;
-                let len = (usize::from(pkt[off + 1]) + 1) * 8;
-                need(pkt, off + len, "IPv6", "extension header length")?;
-                next = pkt[off];
+            ipv6_ext::HOP_BY_HOP | ipv6_ext::ROUTING | ipv6_ext::DEST_OPTS => {
+                need(ext, ipv6_ext::MIN_LEN, "IPv6", "extension header")?;
+                let len = (usize::from(ext[ipv6_ext::LENGTH]) + 1) * 8;
+                need(ext, len, "IPv6", "extension header length")?;
+                next = ext[ipv6_ext::NEXT_HEADER];
                 off += len;
             }
-            44 => {
-                need(pkt, off + 8, "IPv6", "fragment header")?;
-                let frag_off = u16::from_be_bytes([pkt[off + 2], pkt[off + 3]]) >> 3;
+            ipv6_ext::FRAGMENT => {
+                need(ext, ipv6_ext::MIN_LEN, "IPv6", "fragment header")?;
+                let frag_off = be16(ext, ipv6_ext::FRAG_OFF) >> 3;
                 fragment |= frag_off != 0;
-                next = pkt[off];
-                off += 8;
+                next = ext[ipv6_ext::NEXT_HEADER];
+                off += ipv6_ext::MIN_LEN;
             }
-            51 => {
-                need(pkt, off + 8, "IPv6", "AH header")?;
-                let len = (usize::from(pkt[off + 1]) + 2) * 4;
-                need(pkt, off + len, "IPv6", "AH header length")?;
-                next = pkt[off];
+            ipv6_ext::AUTH => {
+                need(ext, ipv6_ext::MIN_LEN, "IPv6", "AH header")?;
+                let len = (usize::from(ext[ipv6_ext::LENGTH]) + 2) * 4;
+                need(ext, len, "IPv6", "AH header length")?;
+                next = ext[ipv6_ext::NEXT_HEADER];
                 off += len;
             }
             _ => break,
@@ -277,44 +452,44 @@ fn l4(
     let seg = &pkt[off.min(pkt.len())..];
     match proto {
         PROTO_TCP => {
-            need(seg, 20, "TCP", "header")?;
-            let doff = usize::from(seg[12] >> 4) * 4;
-            if doff < 20 {
+            need(seg, tcp::MIN_HEADER_LEN, "TCP", "header")?;
+            let doff = usize::from(seg[tcp::DATA_OFF] >> 4) * 4;
+            if doff < tcp::MIN_HEADER_LEN {
                 return Err(ParseError::BadLength {
                     layer: "TCP",
                     field: "data offset",
                     value: doff,
-                    min: 20,
+                    min: tcp::MIN_HEADER_LEN,
                 });
             }
             need(seg, doff, "TCP", "data offset")?;
-            info.sport = u16::from_be_bytes([seg[0], seg[1]]);
-            info.dport = u16::from_be_bytes([seg[2], seg[3]]);
-            info.tcp_flags = seg[13];
+            info.sport = be16(seg, tcp::SRC_PORT);
+            info.dport = be16(seg, tcp::DST_PORT);
+            info.tcp_flags = seg[tcp::FLAGS];
             info.payload_off = off + doff;
             info.payload_len = seg.len() - doff;
         }
         PROTO_UDP => {
-            need(seg, 8, "UDP", "header")?;
-            info.sport = u16::from_be_bytes([seg[0], seg[1]]);
-            info.dport = u16::from_be_bytes([seg[2], seg[3]]);
-            info.payload_off = off + 8;
-            info.payload_len = seg.len() - 8;
+            need(seg, udp::HEADER_LEN, "UDP", "header")?;
+            info.sport = be16(seg, udp::SRC_PORT);
+            info.dport = be16(seg, udp::DST_PORT);
+            info.payload_off = off + udp::HEADER_LEN;
+            info.payload_len = seg.len() - udp::HEADER_LEN;
         }
         PROTO_ICMP | PROTO_ICMPV6 => {
-            need(seg, 8, "ICMP", "header")?;
+            need(seg, icmp::HEADER_LEN, "ICMP", "header")?;
             let echo = matches!(
-                (proto, seg[0]),
+                (proto, seg[icmp::TYPE]),
                 (PROTO_ICMP, 0 | 8) | (PROTO_ICMPV6, 128 | 129)
             );
             if echo {
                 // The echo identifier ties requests and replies of one ping together.
-                let id = u16::from_be_bytes([seg[4], seg[5]]);
+                let id = be16(seg, icmp::ECHO_IDENT);
                 info.sport = id;
                 info.dport = id;
             }
-            info.payload_off = off + 8;
-            info.payload_len = seg.len() - 8;
+            info.payload_off = off + icmp::HEADER_LEN;
+            info.payload_len = seg.len() - icmp::HEADER_LEN;
         }
         _ => {}
     }
@@ -326,6 +501,18 @@ fn l4(
 pub mod build {
     use super::*;
 
+    /// An IPv4 header for a packet of `total` bytes carrying `proto`.
+    fn ipv4(total: usize, proto: u8, src: [u8; 4], dst: [u8; 4]) -> Vec<u8> {
+        let mut p = vec![0u8; total];
+        p[ipv4::VER_IHL] = 0x45;
+        p[ipv4::LENGTH].copy_from_slice(&(total as u16).to_be_bytes());
+        p[ipv4::TTL] = 64;
+        p[ipv4::PROTOCOL] = proto;
+        p[ipv4::SRC_ADDR].copy_from_slice(&src);
+        p[ipv4::DST_ADDR].copy_from_slice(&dst);
+        p
+    }
+
     /// An IPv4 TCP packet with `payload` bytes of payload and the given flags.
     pub fn tcp4(
         src: [u8; 4],
@@ -335,36 +522,31 @@ pub mod build {
         flags: u8,
         payload: &[u8],
     ) -> Vec<u8> {
-        let total = 20 + 20 + payload.len();
-        let mut p = vec![0u8; total];
-        p[0] = 0x45;
-        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        p[8] = 64;
-        p[9] = PROTO_TCP;
-        p[12..16].copy_from_slice(&src);
-        p[16..20].copy_from_slice(&dst);
-        p[20..22].copy_from_slice(&sport.to_be_bytes());
-        p[22..24].copy_from_slice(&dport.to_be_bytes());
-        p[32] = 5 << 4;
-        p[33] = flags;
-        p[40..].copy_from_slice(payload);
+        let l4 = ipv4::MIN_HEADER_LEN;
+        let mut p = ipv4(
+            l4 + tcp::MIN_HEADER_LEN + payload.len(),
+            PROTO_TCP,
+            src,
+            dst,
+        );
+        let seg = &mut p[l4..];
+        seg[tcp::SRC_PORT].copy_from_slice(&sport.to_be_bytes());
+        seg[tcp::DST_PORT].copy_from_slice(&dport.to_be_bytes());
+        seg[tcp::DATA_OFF] = 5 << 4;
+        seg[tcp::FLAGS] = flags;
+        seg[tcp::MIN_HEADER_LEN..].copy_from_slice(payload);
         p
     }
 
     /// An IPv4 UDP packet.
     pub fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-        let total = 20 + 8 + payload.len();
-        let mut p = vec![0u8; total];
-        p[0] = 0x45;
-        p[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-        p[8] = 64;
-        p[9] = PROTO_UDP;
-        p[12..16].copy_from_slice(&src);
-        p[16..20].copy_from_slice(&dst);
-        p[20..22].copy_from_slice(&sport.to_be_bytes());
-        p[22..24].copy_from_slice(&dport.to_be_bytes());
-        p[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-        p[28..].copy_from_slice(payload);
+        let l4 = ipv4::MIN_HEADER_LEN;
+        let mut p = ipv4(l4 + udp::HEADER_LEN + payload.len(), PROTO_UDP, src, dst);
+        let seg = &mut p[l4..];
+        seg[udp::SRC_PORT].copy_from_slice(&sport.to_be_bytes());
+        seg[udp::DST_PORT].copy_from_slice(&dport.to_be_bytes());
+        seg[udp::LENGTH].copy_from_slice(&((udp::HEADER_LEN + payload.len()) as u16).to_be_bytes());
+        seg[udp::HEADER_LEN..].copy_from_slice(payload);
         p
     }
 
@@ -460,6 +642,25 @@ mod tests {
         let i = parse(&p).unwrap();
         assert!(i.fragment);
         assert_eq!((i.sport, i.dport), (0, 0));
+    }
+
+    #[test]
+    fn addresses_without_a_full_parse() {
+        let p = udp4([198, 19, 0, 2], [198, 18, 3, 2], 1, 2, b"x");
+        assert_eq!(src_addr(&p), Some("198.19.0.2".parse().unwrap()));
+        assert_eq!(dst_addr(&p), Some("198.18.3.2".parse().unwrap()));
+        // Only the fixed header must be there; anything shorter or not IP is None.
+        assert_eq!(src_addr(&p[..20]), Some("198.19.0.2".parse().unwrap()));
+        assert_eq!(src_addr(&p[..19]), None);
+        assert_eq!(dst_addr(&[0x55; 40]), None);
+        assert_eq!(src_addr(&[]), None);
+        let mut v6 = vec![0u8; 40];
+        v6[0] = 0x60;
+        v6[8 + 15] = 1; // ::1
+        v6[24 + 15] = 2; // ::2
+        assert_eq!(src_addr(&v6), Some("::1".parse().unwrap()));
+        assert_eq!(dst_addr(&v6), Some("::2".parse().unwrap()));
+        assert_eq!(dst_addr(&v6[..39]), None);
     }
 
     #[test]

@@ -1,6 +1,11 @@
-//! One sender's steering pipeline: parse -> flow state -> policy -> LLC queue
-//! bookkeeping -> sequence number. The client has one (uplink); the gateway has
-//! one per client (downlink), each with that client's virtual LLC queue.
+//! One sender's steering pipeline: parse -> flow state -> policy -> channel
+//! fallback -> LLC queue bookkeeping -> sequence number. The client has one
+//! (uplink); the gateway has one per client (downlink), each with that
+//! client's virtual LLC queue.
+//!
+//! The fallback comes before any bookkeeping, so the virtual LLC queue, the
+//! flow's `prev_c` and the counters describe the send that happens, not the
+//! policy's first wish.
 
 use crate::flow_table::FlowTable;
 use crate::llc_queue::LlcQueue;
@@ -8,15 +13,20 @@ use crate::packet::{self, FlowKey, PacketInfo};
 use crate::policy::{estimate, Ctx, Decision, Outcome, Policy};
 use crate::{Channel, Direction, Nanos, MS};
 
+/// Configuration of one sender.
 #[derive(Clone, Debug)]
 pub struct SteerConfig {
+    /// Direction of the packets this sender steers.
     pub dir: Direction,
     /// Inner MTU (IP bytes).
     pub mtu: usize,
     /// Wire bytes per packet on top of the IP packet (header + outer UDP/IP).
     pub overhead: usize,
+    /// Rate the virtual LLC queue drains at (`--llc-mbit`).
     pub llc_bits_per_sec: f64,
+    /// Flows kept at most (`--flow-capacity`).
     pub flow_capacity: usize,
+    /// A flow unseen this long is forgotten.
     pub flow_idle: Nanos,
 }
 
@@ -33,29 +43,68 @@ impl Default for SteerConfig {
     }
 }
 
-/// What the driver needs from the channel estimator at decision time.
+/// What the sender knows about the two channels at decision time.
 #[derive(Clone, Copy, Debug)]
 pub struct ChannelView {
+    /// HBC one-way delay estimate (RTT/2); `None` until measured.
     pub hbc_owd: Option<Nanos>,
+    /// LLC one-way delay estimate (RTT/2); `None` until measured.
     pub llc_owd: Option<Nanos>,
-    /// Liveness per channel (index = Channel).
+    /// Liveness per channel (index = Channel): heard from within `--channel-dead-ms`.
     pub alive: [bool; 2],
+    /// Whether the peer's endpoint on the channel is known (index = Channel).
+    /// A gateway learns a client's endpoints from its datagrams; until then
+    /// nothing can be sent on that channel.
+    pub reachable: [bool; 2],
+}
+
+impl ChannelView {
+    /// Both channels alive and reachable, with the given one-way delays.
+    pub fn up(hbc_owd: Option<Nanos>, llc_owd: Option<Nanos>) -> ChannelView {
+        ChannelView {
+            hbc_owd,
+            llc_owd,
+            alive: [true, true],
+            reachable: [true, true],
+        }
+    }
+
+    /// The channel fallback rule: the channel to use instead of `chosen`, if
+    /// any. An unreachable channel (no endpoint) is never used while the
+    /// other is reachable; a dead channel is left for a live one. When both
+    /// are equally bad the policy's choice stands.
+    pub fn fallback(&self, chosen: Channel) -> Option<Channel> {
+        let (c, o) = (chosen.index(), chosen.other().index());
+        let usable = |i: usize| self.reachable[i] && self.alive[i];
+        let better = if self.reachable[c] != self.reachable[o] {
+            self.reachable[o]
+        } else {
+            !usable(c) && usable(o)
+        };
+        better.then(|| chosen.other())
+    }
 }
 
 /// The outcome of steering one packet.
 #[derive(Clone, Copy, Debug)]
 pub struct Steered {
+    /// The channel to send on (after fallback).
     pub channel: Channel,
     /// 0 when the packet could not be parsed (no flow, never reordered).
     pub flow_id: u16,
+    /// The packet's per-flow sequence number.
     pub seq: u32,
+    /// The decision (its channel and outcome after fallback).
     pub decision: Decision,
+    /// The packet's flow, if it could be parsed.
     pub key: Option<FlowKey>,
+    /// The parsed packet, if it could be parsed.
     pub info: Option<PacketInfo>,
     /// Virtual LLC queue depth (bytes) the policy saw.
     pub llc_queue: f64,
 }
 
+/// One sender's steering state: flow table, virtual LLC queue, policy.
 pub struct Steerer {
     cfg: SteerConfig,
     table: FlowTable,
@@ -69,6 +118,7 @@ pub struct Steerer {
 }
 
 impl Steerer {
+    /// A sender with empty flow table and queue.
     pub fn new(cfg: SteerConfig, policy: Box<dyn Policy>) -> Steerer {
         Steerer {
             table: FlowTable::new(cfg.flow_capacity, cfg.flow_idle),
@@ -80,14 +130,17 @@ impl Steerer {
         }
     }
 
+    /// The policy's canonical spec.
     pub fn policy_spec(&self) -> String {
         self.policy.spec()
     }
 
+    /// Flows in the table.
     pub fn flows(&self) -> usize {
         self.table.len()
     }
 
+    /// The flow table (for inspection).
     pub fn flow_table(&self) -> &FlowTable {
         &self.table
     }
@@ -102,16 +155,21 @@ impl Steerer {
         self.table.expire(now);
     }
 
+    /// Virtual LLC queue depth (bytes) at `now`.
+    pub fn llc_queue(&mut self, now: Nanos) -> f64 {
+        self.queue.depth(now)
+    }
+
+    /// Steers one inner packet: picks its channel (policy, then the
+    /// [`ChannelView::fallback`] rule), charges the virtual LLC queue if that
+    /// channel is the LLC, and numbers it within its flow.
     pub fn steer(&mut self, now: Nanos, pkt: &[u8], view: &ChannelView) -> Steered {
         let llc_queue = self.queue.depth(now);
         let info = match packet::parse(pkt) {
             Ok(i) => i,
             Err(_) => {
-                let channel = if view.alive[0] || !view.alive[1] {
-                    Channel::Hbc
-                } else {
-                    Channel::Llc
-                };
+                // No flow, no policy: the HBC unless only the LLC can carry it.
+                let channel = view.fallback(Channel::Hbc).unwrap_or(Channel::Hbc);
                 return self.finish(
                     now,
                     pkt.len(),
@@ -138,9 +196,18 @@ impl Steerer {
         let flow = self.table.get_or_insert(key, now);
         let prev_c = flow.prev_c;
         let mut d = self.policy.decide(&info, pkt, flow, &ctx);
-        if !view.alive[d.channel.index()] && view.alive[d.channel.other().index()] {
-            d.channel = d.channel.other();
+        if let Some(other) = view.fallback(d.channel) {
+            d.channel = other;
             d.outcome = Outcome::ChannelDown;
+            // The policy advanced prev_c for the channel it wanted; the flow's
+            // previous packet now completes on the other one.
+            if let Some(e) = d.estimate {
+                let c = match other {
+                    Channel::Hbc => e.c_hbc,
+                    Channel::Llc => e.c_llc,
+                };
+                flow.prev_c = prev_c.max(c);
+            }
         }
         if self.estimate_all && d.estimate.is_none() {
             d.estimate = estimate(info.ip_len + self.cfg.overhead, prev_c, &ctx);
@@ -195,11 +262,7 @@ mod tests {
     use crate::policy::parse_spec;
 
     fn view() -> ChannelView {
-        ChannelView {
-            hbc_owd: Some(20 * MS),
-            llc_owd: Some(5 * MS),
-            alive: [true, true],
-        }
+        ChannelView::up(Some(20 * MS), Some(5 * MS))
     }
 
     fn steerer(spec: &str) -> Steerer {
@@ -265,6 +328,69 @@ mod tests {
             (x.channel, x.decision.outcome),
             (Channel::Hbc, Outcome::ChannelDown)
         );
+    }
+
+    #[test]
+    fn fallback_does_not_charge_the_llc_queue() {
+        // all-llc, LLC dead: 1000 B goes on the HBC, so the virtual LLC queue
+        // stays empty (before, it was charged 1000 B for a send that did not happen).
+        let mut s = steerer("all-llc");
+        let mut v = view();
+        v.alive = [true, false];
+        let x = s.steer(0, &build::udp4_sized(1000), &v);
+        assert_eq!(x.channel, Channel::Hbc);
+        assert_eq!(s.llc_queue(0), 0.0);
+        // LLC alive again: charged 1000 B, drained at 250 B/ms.
+        let x = s.steer(0, &build::udp4_sized(1000), &view());
+        assert_eq!(x.channel, Channel::Llc);
+        assert!((s.llc_queue(2 * MS) - 500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn unreachable_channel_is_never_chosen() {
+        // all-llc with no LLC endpoint known: HBC (channel_down), even when the
+        // HBC counts as dead; the LLC is never charged.
+        let mut s = steerer("all-llc");
+        let mut v = view();
+        v.reachable = [true, false];
+        v.alive = [false, true];
+        let x = s.steer(0, &build::udp4_sized(100), &v);
+        assert_eq!(
+            (x.channel, x.decision.outcome),
+            (Channel::Hbc, Outcome::ChannelDown)
+        );
+        assert_eq!(s.llc_queue(0), 0.0);
+        // Unparsable packets follow the same rule: HBC unreachable -> LLC.
+        v.reachable = [false, true];
+        let x = s.steer(0, &[0x45, 0, 0], &v);
+        assert_eq!(
+            (x.channel, x.decision.outcome),
+            (Channel::Llc, Outcome::Unparsed)
+        );
+    }
+
+    #[test]
+    fn fallback_moves_prev_c_to_the_channel_used() {
+        // dchannel, 15 ms one-way gap, 250 B/ms. A 100 B packet at t=0 wants the
+        // LLC (c_llc = 5.4 ms) but the LLC is dead: it goes on the HBC, whose
+        // completion c_hbc = 20 ms becomes the flow's prev_c. The next packet of
+        // the flow (t = 1 ms, LLC alive): c_llc = 6.4 ms, c_hbc = 21 ms,
+        // reward = 21 - max(20, 6.4) = 1 ms > 0.75 * 0.4 ms -> LLC. Had prev_c
+        // stayed at the LLC's 5.4 ms, the reward would read 14.6 ms.
+        let mut s = steerer("dchannel");
+        let mut v = view();
+        v.alive = [true, false];
+        let pkt = build::udp4_sized(100);
+        let x = s.steer(0, &pkt, &v);
+        assert_eq!(x.channel, Channel::Hbc);
+        let x = s.steer(MS, &pkt, &view());
+        let e = x.decision.estimate.unwrap();
+        assert!(
+            (e.reward - 1.0 * MS as f64).abs() < 1.0,
+            "reward {}",
+            e.reward
+        );
+        assert_eq!(x.channel, Channel::Llc);
     }
 
     #[test]

@@ -48,8 +48,11 @@ pub enum MsgType {
 /// The three probe messages of the RTT handshake (NSDI'23 §4.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProbeKind {
+    /// Sent by the initiator (client) on each channel every probe interval.
     DSyn = 1,
+    /// The responder's answer, on the same channel: the initiator samples the RTT.
     DSynAck = 2,
+    /// The initiator's answer to the D-SYN-ACK: the responder samples the RTT.
     DAck = 3,
 }
 
@@ -67,10 +70,16 @@ impl ProbeKind {
 /// The decoded 16-byte header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Data or probe.
     pub msg_type: MsgType,
+    /// [`FLAG_LLC`] or 0.
     pub flags: u8,
+    /// The sender's id of the unidirectional flow; 0 = no flow (probes, unparsable packets).
     pub flow_id: u16,
+    /// Per-flow sequence number (probes: the probe id).
     pub seq: u32,
+    /// The 64-bit auth field: version 1 carries the client token. Filled in
+    /// by the endpoint's [`DatagramAuth`](crate::endpoint::DatagramAuth).
     pub token: u64,
 }
 
@@ -78,13 +87,23 @@ pub struct Header {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WireError {
     /// Shorter than the header (or than the probe body for a probe).
-    Truncated { len: usize, need: usize },
+    Truncated {
+        /// Bytes received.
+        len: usize,
+        /// Bytes needed.
+        need: usize,
+    },
     /// Version field is not [`VERSION`].
     UnknownVersion(u8),
     /// Type field is neither data nor probe.
     UnknownType(u8),
     /// A probe with an unknown probe kind or channel byte.
-    BadProbe { kind: u8, channel: u8 },
+    BadProbe {
+        /// The probe kind byte.
+        kind: u8,
+        /// The channel byte.
+        channel: u8,
+    },
     /// A data datagram with no inner packet.
     EmptyData,
 }
@@ -173,18 +192,26 @@ impl Header {
 /// A fully decoded datagram.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Datagram<'a> {
+    /// One inner IP packet.
     Data {
+        /// The decoded header.
         header: Header,
+        /// The inner IP packet (the whole body).
         inner: &'a [u8],
     },
+    /// An RTT probe.
     Probe {
+        /// The decoded header (`seq` is the probe id).
         header: Header,
+        /// D-SYN, D-SYN-ACK or D-ACK.
         kind: ProbeKind,
+        /// The channel the sender put it on.
         channel: Channel,
     },
 }
 
 impl Datagram<'_> {
+    /// The header of either kind of datagram.
     pub fn header(&self) -> &Header {
         match self {
             Datagram::Data { header, .. } | Datagram::Probe { header, .. } => header,
@@ -195,7 +222,13 @@ impl Datagram<'_> {
 /// Decodes a whole datagram (header plus body); never panics on any input.
 pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
     let header = Header::decode(buf)?;
-    let body = &buf[HEADER_LEN..];
+    decode_body(header, &buf[HEADER_LEN..])
+}
+
+/// Decodes the body that follows an already decoded `header` (after the
+/// endpoint has authenticated the datagram, and decrypted it once datagrams
+/// are encrypted); never panics on any input.
+pub fn decode_body(header: Header, body: &[u8]) -> Result<Datagram<'_>, WireError> {
     match header.msg_type {
         MsgType::Data => {
             if body.is_empty() {
@@ -209,7 +242,7 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
         MsgType::Probe => {
             if body.len() < PROBE_BODY_LEN {
                 return Err(WireError::Truncated {
-                    len: buf.len(),
+                    len: HEADER_LEN + body.len(),
                     need: HEADER_LEN + PROBE_BODY_LEN,
                 });
             }
@@ -234,6 +267,33 @@ pub fn decode(buf: &[u8]) -> Result<Datagram<'_>, WireError> {
     }
 }
 
+/// The flags byte of a datagram sent on `channel`.
+pub fn channel_flags(channel: Channel) -> u8 {
+    if channel == Channel::Llc {
+        FLAG_LLC
+    } else {
+        0
+    }
+}
+
+/// The header of probe `id` of `kind` sent on `channel` (auth field left 0
+/// for the endpoint's [`DatagramAuth`](crate::endpoint::DatagramAuth)).
+pub fn probe_header(id: u32, channel: Channel) -> Header {
+    Header {
+        msg_type: MsgType::Probe,
+        flags: channel_flags(channel),
+        flow_id: 0,
+        seq: id,
+        token: 0,
+    }
+}
+
+/// Writes a probe body (kind, channel) into the first [`PROBE_BODY_LEN`] bytes of `out`.
+pub fn encode_probe_body(out: &mut [u8], kind: ProbeKind, channel: Channel) {
+    out[0] = kind as u8;
+    out[1] = channel as u8;
+}
+
 /// Encodes a probe datagram into `out` and returns its length.
 pub fn encode_probe(
     out: &mut [u8; HEADER_LEN + PROBE_BODY_LEN],
@@ -242,17 +302,12 @@ pub fn encode_probe(
     kind: ProbeKind,
     channel: Channel,
 ) -> usize {
-    let flags = if channel == Channel::Llc { FLAG_LLC } else { 0 };
     Header {
-        msg_type: MsgType::Probe,
-        flags,
-        flow_id: 0,
-        seq: id,
         token,
+        ..probe_header(id, channel)
     }
     .encode(&mut out[..HEADER_LEN]);
-    out[HEADER_LEN] = kind as u8;
-    out[HEADER_LEN + 1] = channel as u8;
+    encode_probe_body(&mut out[HEADER_LEN..], kind, channel);
     HEADER_LEN + PROBE_BODY_LEN
 }
 

@@ -1,13 +1,14 @@
 //! Counters shared by the agent's threads (relaxed atomics), rendered as JSON
 //! at exit and as Prometheus text on the metrics port.
 
+use dchannel_core::endpoint::{DropReason, Shared};
 use dchannel_core::policy::Outcome;
-use dchannel_core::reorder::ReorderStats;
-use dchannel_core::Channel;
+use dchannel_core::wire::WireError;
+use dchannel_core::{Channel, Nanos};
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 /// Why a datagram or packet was dropped (or, for `unparsable_inner`, sent
 /// without flow state).
@@ -72,15 +73,22 @@ impl Malformed {
             Malformed::TunWriteError => "tun_write_error",
         }
     }
+}
 
-    pub fn from_wire(e: &dchannel_core::wire::WireError) -> Malformed {
-        use dchannel_core::wire::WireError::*;
-        match e {
-            Truncated { .. } => Malformed::Truncated,
-            UnknownVersion(_) => Malformed::UnknownVersion,
-            UnknownType(_) => Malformed::UnknownType,
-            BadProbe { .. } => Malformed::BadProbe,
-            EmptyData => Malformed::EmptyData,
+impl From<DropReason> for Malformed {
+    fn from(r: DropReason) -> Malformed {
+        match r {
+            DropReason::Wire(WireError::Truncated { .. }) => Malformed::Truncated,
+            DropReason::Wire(WireError::UnknownVersion(_)) => Malformed::UnknownVersion,
+            DropReason::Wire(WireError::UnknownType(_)) => Malformed::UnknownType,
+            DropReason::Wire(WireError::BadProbe { .. }) => Malformed::BadProbe,
+            DropReason::Wire(WireError::EmptyData) => Malformed::EmptyData,
+            DropReason::BadToken => Malformed::BadToken,
+            DropReason::ForeignSource => Malformed::ForeignSource,
+            DropReason::SpoofedSource => Malformed::SpoofedSource,
+            DropReason::BadInner => Malformed::BadInner,
+            DropReason::NoClient => Malformed::NoClient,
+            DropReason::NoEndpoint => Malformed::NoEndpoint,
         }
     }
 }
@@ -103,6 +111,20 @@ pub struct ChannelCounters {
     pub probe_rx: AtomicU64,
 }
 
+impl ChannelCounters {
+    /// One data datagram of `len` bytes sent (send thread).
+    pub fn sent(&self, len: usize) {
+        self.tx_pkts.fetch_add(1, Relaxed);
+        self.tx_bytes.fetch_add(len as u64, Relaxed);
+    }
+
+    /// One data datagram of `len` bytes accepted (receive thread).
+    pub fn received(&self, len: usize) {
+        self.rx_pkts.fetch_add(1, Relaxed);
+        self.rx_bytes.fetch_add(len as u64, Relaxed);
+    }
+}
+
 pub struct Stats {
     pub role: &'static str,
     pub policy: String,
@@ -111,26 +133,23 @@ pub struct Stats {
     pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
     pub malformed: [AtomicU64; Malformed::ALL.len()],
     pub flows: AtomicU64,
-    /// Published by the receive thread.
-    pub reorder: Mutex<ReorderStats>,
-    /// RTT estimates (ns, u64::MAX = unknown) per peer and channel.
-    pub peers: Vec<PeerStats>,
+    /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
+    pub endpoint: Arc<Shared>,
 }
 
-pub struct PeerStats {
-    pub name: String,
-    pub rtt_ns: [AtomicU64; 2],
-    pub measured_ns: [AtomicU64; 2],
+fn ms_or_null(ns: Option<Nanos>) -> Value {
+    match ns {
+        None => Value::Null,
+        Some(ns) => json!(ns as f64 / 1e6),
+    }
 }
-
-pub const UNKNOWN: u64 = u64::MAX;
 
 impl Stats {
     pub fn new(
         role: &'static str,
         policy: String,
         reorder_enabled: bool,
-        peers: Vec<String>,
+        endpoint: Arc<Shared>,
     ) -> Stats {
         Stats {
             role,
@@ -140,15 +159,7 @@ impl Stats {
             decisions: std::array::from_fn(|_| Default::default()),
             malformed: Default::default(),
             flows: AtomicU64::new(0),
-            reorder: Mutex::new(ReorderStats::default()),
-            peers: peers
-                .into_iter()
-                .map(|name| PeerStats {
-                    name,
-                    rtt_ns: [AtomicU64::new(UNKNOWN), AtomicU64::new(UNKNOWN)],
-                    measured_ns: [AtomicU64::new(UNKNOWN), AtomicU64::new(UNKNOWN)],
-                })
-                .collect(),
+            endpoint,
         }
     }
 
@@ -158,13 +169,6 @@ impl Stats {
 
     pub fn chan(&self, ch: Channel) -> &ChannelCounters {
         &self.channels[ch.index()]
-    }
-
-    fn rtt_ms(v: &AtomicU64) -> Value {
-        match v.load(Relaxed) {
-            UNKNOWN => Value::Null,
-            ns => json!(ns as f64 / 1e6),
-        }
     }
 
     pub fn to_json(&self) -> Value {
@@ -199,19 +203,21 @@ impl Stats {
                 json!(self.malformed[m as usize].load(Relaxed)),
             );
         }
-        let r = *self.reorder.lock().expect("reorder stats lock");
+        let r = self.endpoint.reorder_stats();
+        let rtts = |f: &dyn Fn(Channel) -> Option<Nanos>| json!({"hbc": ms_or_null(f(Channel::Hbc)), "llc": ms_or_null(f(Channel::Llc))});
         let peers: Vec<Value> = self
-            .peers
+            .endpoint
+            .peers()
             .iter()
             .map(|p| {
                 json!({
-                    "peer": p.name,
-                    "rtt_ms": {"hbc": Self::rtt_ms(&p.rtt_ns[0]), "llc": Self::rtt_ms(&p.rtt_ns[1])},
-                    "measured_rtt_ms": {"hbc": Self::rtt_ms(&p.measured_ns[0]), "llc": Self::rtt_ms(&p.measured_ns[1])},
+                    "peer": p.name(),
+                    "rtt_ms": rtts(&|ch| p.rtt(ch)),
+                    "measured_rtt_ms": rtts(&|ch| p.measured_rtt(ch)),
                 })
             })
             .collect();
-        let first = &self.peers[0];
+        let first = &self.endpoint.peers()[0];
         json!({
             "role": self.role,
             "policy": self.policy,
@@ -227,7 +233,7 @@ impl Stats {
                 "held": r.held,
                 "passed_through": r.passed_through,
             },
-            "rtt_ms": {"hbc": Self::rtt_ms(&first.rtt_ns[0]), "llc": Self::rtt_ms(&first.rtt_ns[1])},
+            "rtt_ms": rtts(&|ch| first.rtt(ch)),
             "peers": peers,
             "malformed": malformed,
             "flows": self.flows.load(Relaxed),
@@ -326,7 +332,7 @@ impl Stats {
             "counter",
             rows,
         );
-        let r = *self.reorder.lock().expect("reorder stats lock");
+        let r = self.endpoint.reorder_stats();
         metric(
             "reorder_timeout_releases_total",
             "LLC packets released by timeout",
@@ -352,12 +358,11 @@ impl Stats {
             vec![(String::new(), r.max_occupancy_bytes.to_string())],
         );
         let mut rows = Vec::new();
-        for p in &self.peers {
+        for p in self.endpoint.peers() {
             for ch in Channel::ALL {
-                let v = p.rtt_ns[ch.index()].load(Relaxed);
-                if v != UNKNOWN {
+                if let Some(v) = p.rtt(ch) {
                     rows.push((
-                        format!(",peer=\"{}\",channel=\"{}\"", p.name, ch.name()),
+                        format!(",peer=\"{}\",channel=\"{}\"", p.name(), ch.name()),
                         (v as f64 / 1e6).to_string(),
                     ));
                 }

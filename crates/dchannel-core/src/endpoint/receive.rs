@@ -1,0 +1,377 @@
+//! The receive half: one datagram from a channel in; inner packets for the
+//! TUN, probe answers and drops out.
+//!
+//! Admission, in order, for every datagram:
+//!
+//! 1. the 16-byte header decodes (else `Wire(..)`: truncated, unknown version/type);
+//! 2. [`DatagramAuth::open`] says it is authentic and which peer sent it
+//!    (else e.g. `BadToken`); nothing of the body is read before this;
+//! 3. the body decodes (data with an inner packet, or a well-formed probe);
+//! 4. the source address: a client accepts only its gateway's configured
+//!    endpoint on that channel (else `ForeignSource`); a gateway learns the
+//!    client's endpoint per channel from it and follows it when it moves
+//!    (roaming, reported as [`Event::EndpointMoved`]);
+//! 5. the peer counts as heard on that channel (liveness);
+//! 6. a probe goes to the peer's RTT estimator (an answer is queued for
+//!    [`ReceiveHalf::poll_transmit`]); data from a peer with a tunnel address
+//!    (a client, at the gateway) must carry that address as inner source
+//!    (else `BadInner` / `SpoofedSource`), so the gateway never relays for
+//!    strangers; accepted data goes through the reorder buffer (LLC arrivals
+//!    of a flow wait for their predecessors) to [`ReceiveHalf::deliveries`].
+//!
+//! Buffers are the driver's (`B`, e.g. `Vec<u8>`): moved in, held by the
+//! reorder buffer if need be, and handed back with each delivery or drop so
+//! the driver can reuse them; nothing is copied or allocated per datagram.
+
+use super::{Config, DatagramAuth, DropReason, PeerConfig, Role, Shared, Timer, TimerTable};
+use super::{Opened, PUBLISH_PERIOD};
+use crate::reorder::ReorderBuffer;
+use crate::rtt::{ProbeOut, RttEstimator};
+use crate::wire::{self, Datagram, Header, PROBE_BODY_LEN};
+use crate::{packet, Channel, Nanos};
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// What became of one datagram.
+#[derive(Debug)]
+pub enum Received<B> {
+    /// Accepted data: its inner packet is queued for delivery, now or once
+    /// the reorder buffer releases it.
+    Data {
+        /// The peer that sent it.
+        peer: usize,
+        /// Flow id and sequence number from its header.
+        flow_id: u16,
+        /// Per-flow sequence number.
+        seq: u32,
+        /// Bytes of the inner packet.
+        inner_len: usize,
+        /// Bytes of the whole datagram.
+        datagram_len: usize,
+    },
+    /// An accepted probe (its answer, if any, is queued); the buffer comes back.
+    Probe {
+        /// The peer that sent it.
+        peer: usize,
+        /// The driver's buffer, to reuse.
+        buf: B,
+    },
+    /// Refused and counted under `reason`; the buffer comes back.
+    Dropped {
+        /// Why.
+        reason: DropReason,
+        /// The driver's buffer, to reuse.
+        buf: B,
+    },
+}
+
+/// An inner packet ready for the TUN: `buf[inner]`.
+#[derive(Debug)]
+pub struct Deliver<B> {
+    /// The peer that sent it.
+    pub peer: usize,
+    /// The buffer the datagram arrived in.
+    pub buf: B,
+    /// Where the inner packet is within `buf`.
+    pub inner: Range<usize>,
+}
+
+impl<B: AsRef<[u8]>> Deliver<B> {
+    /// The inner IP packet.
+    pub fn packet(&self) -> &[u8] {
+        &self.buf.as_ref()[self.inner.clone()]
+    }
+}
+
+/// A probe written by [`ReceiveHalf::poll_transmit`]: send `buf[..len]` on `channel` to `destination`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeTransmit {
+    /// The peer it goes to.
+    pub peer: usize,
+    /// The channel to send it on.
+    pub channel: Channel,
+    /// The peer's endpoint on that channel.
+    pub destination: SocketAddr,
+    /// Bytes of the datagram.
+    pub len: usize,
+}
+
+/// Something the driver may want to log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A gateway learned (`from: None`) or followed a client's endpoint on a channel.
+    EndpointMoved {
+        /// The client.
+        peer: usize,
+        /// The channel.
+        channel: Channel,
+        /// The endpoint before, if one was known.
+        from: Option<SocketAddr>,
+        /// The new endpoint.
+        to: SocketAddr,
+    },
+}
+
+/// The receive half's state per peer.
+struct RecvPeer {
+    rtt: RttEstimator,
+    /// The authoritative endpoints (published to [`Shared`] on change).
+    endpoints: [Option<SocketAddr>; 2],
+    tunnel_addr: Option<IpAddr>,
+}
+
+/// Datagrams in; deliveries, probes and events out (see the module docs).
+pub struct ReceiveHalf<B, A> {
+    role: Role,
+    shared: Arc<Shared>,
+    auth: A,
+    peers: Vec<RecvPeer>,
+    reorder: Option<ReorderBuffer<(usize, u16), Deliver<B>>>,
+    deliveries: Vec<Deliver<B>>,
+    probes: VecDeque<(usize, ProbeOut, SocketAddr)>,
+    probe_scratch: Vec<ProbeOut>,
+    events: VecDeque<Event>,
+    timers: TimerTable,
+    reorder_expiry_period: Nanos,
+}
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
+    pub(super) fn new(cfg: &Config, shared: Arc<Shared>, peers: &[PeerConfig], auth: A) -> Self {
+        let rtt_cfg = crate::rtt::RttConfig {
+            initiator: cfg.role == Role::Client,
+            ..cfg.rtt.clone()
+        };
+        let mut timers = TimerTable::default();
+        timers.set(Timer::Publish, 0);
+        if cfg.reorder.is_some() {
+            timers.set(Timer::ReorderExpiry, 0);
+        }
+        ReceiveHalf {
+            role: cfg.role,
+            shared,
+            auth,
+            peers: peers
+                .iter()
+                .map(|p| RecvPeer {
+                    rtt: RttEstimator::new(rtt_cfg.clone()),
+                    endpoints: p.endpoints,
+                    tunnel_addr: p.tunnel_addr,
+                })
+                .collect(),
+            reorder: cfg.reorder.clone().map(ReorderBuffer::new),
+            deliveries: Vec::new(),
+            probes: VecDeque::new(),
+            probe_scratch: Vec::new(),
+            events: VecDeque::new(),
+            timers,
+            reorder_expiry_period: cfg.reorder_expiry_period,
+        }
+    }
+
+    /// Admits (or drops) one datagram, whole in `buf`, that arrived on `channel` from `from`.
+    pub fn handle_datagram(
+        &mut self,
+        now: Nanos,
+        channel: Channel,
+        from: SocketAddr,
+        mut buf: B,
+    ) -> Received<B> {
+        match self.admit(now, channel, from, buf.as_mut()) {
+            Err(reason) => Received::Dropped { reason, buf },
+            Ok(Admitted::Probe { peer }) => Received::Probe { peer, buf },
+            Ok(Admitted::Data {
+                peer,
+                flow_id,
+                seq,
+                inner,
+            }) => {
+                let datagram_len = buf.as_ref().len();
+                let inner_len = inner.len();
+                let d = Deliver { peer, buf, inner };
+                match &mut self.reorder {
+                    Some(r) if flow_id != 0 => r.push(
+                        now,
+                        (peer, flow_id),
+                        seq,
+                        channel,
+                        inner_len,
+                        d,
+                        &mut self.deliveries,
+                    ),
+                    _ => self.deliveries.push(d),
+                }
+                Received::Data {
+                    peer,
+                    flow_id,
+                    seq,
+                    inner_len,
+                    datagram_len,
+                }
+            }
+        }
+    }
+
+    /// Steps 1 to 6 of the module docs, up to the reorder buffer.
+    fn admit(
+        &mut self,
+        now: Nanos,
+        ch: Channel,
+        from: SocketAddr,
+        dg: &mut [u8],
+    ) -> Result<Admitted, DropReason> {
+        let header = Header::decode(dg)?;
+        let Opened { peer, body } = self.auth.open(now, ch, &header, dg)?;
+        let datagram = wire::decode_body(header, &dg[body.clone()])?;
+        let p = &mut self.peers[peer];
+        let known = p.endpoints[ch.index()];
+        if known != Some(from) {
+            match self.role {
+                Role::Client => return Err(DropReason::ForeignSource),
+                Role::Gateway => {
+                    p.endpoints[ch.index()] = Some(from);
+                    self.shared.peers()[peer].set_endpoints(p.endpoints);
+                    self.events.push_back(Event::EndpointMoved {
+                        peer,
+                        channel: ch,
+                        from: known,
+                        to: from,
+                    });
+                }
+            }
+        }
+        p.rtt.heard(now, ch);
+        match datagram {
+            Datagram::Probe { header, kind, .. } => {
+                if let Some(reply) = p.rtt.handle_probe(now, ch, kind, header.seq) {
+                    self.probes.push_back((peer, reply, from));
+                }
+                Ok(Admitted::Probe { peer })
+            }
+            Datagram::Data { header, inner } => {
+                if let Some(addr) = p.tunnel_addr {
+                    match packet::src_addr(inner) {
+                        None => return Err(DropReason::BadInner),
+                        Some(src) if src != addr => return Err(DropReason::SpoofedSource),
+                        Some(_) => {}
+                    }
+                }
+                Ok(Admitted::Data {
+                    peer,
+                    flow_id: header.flow_id,
+                    seq: header.seq,
+                    inner: body,
+                })
+            }
+        }
+    }
+
+    /// Inner packets ready for the TUN, in order; drain after every
+    /// [`handle_datagram`](Self::handle_datagram) and [`handle_timeout`](Self::handle_timeout).
+    pub fn deliveries(&mut self) -> std::vec::Drain<'_, Deliver<B>> {
+        self.deliveries.drain(..)
+    }
+
+    /// Writes the next queued probe into `buf` (at least
+    /// [`probe_buf_len`](Self::probe_buf_len) bytes) and says where it goes.
+    pub fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<ProbeTransmit> {
+        let (peer, p, destination) = self.probes.pop_front()?;
+        wire::encode_probe_body(&mut buf[wire::HEADER_LEN..], p.kind, p.channel);
+        let len = self.auth.seal(
+            now,
+            peer,
+            wire::probe_header(p.id, p.channel),
+            buf,
+            PROBE_BODY_LEN,
+        );
+        Some(ProbeTransmit {
+            peer,
+            channel: p.channel,
+            destination,
+            len,
+        })
+    }
+
+    /// Bytes a buffer for [`poll_transmit`](Self::poll_transmit) needs.
+    pub fn probe_buf_len(&self) -> usize {
+        wire::HEADER_LEN + PROBE_BODY_LEN + self.auth.tailroom()
+    }
+
+    /// The next event for the driver's log.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work: a probe
+    /// round, a reorder timeout, a publication or a reorder-flow expiry.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        let probes = self.peers.iter().filter_map(|p| p.rtt.next_deadline());
+        let reorder = self.reorder.as_ref().and_then(|r| r.poll_timeout());
+        probes.chain(reorder).chain(self.timers.next()).min()
+    }
+
+    /// Does what is due at `now`: D-SYNs (client), reorder timeouts,
+    /// forgetting idle reorder flows, publishing estimates to [`Shared`].
+    /// Cheap when nothing is due; drivers may call it on every wake-up.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        for (peer, p) in self.peers.iter_mut().enumerate() {
+            // Also starts the liveness clock of a responder on its first call.
+            p.rtt.poll_probes(now, &mut self.probe_scratch);
+            for probe in self.probe_scratch.drain(..) {
+                if let Some(to) = p.endpoints[probe.channel.index()] {
+                    self.probes.push_back((peer, probe, to));
+                }
+            }
+        }
+        if let Some(r) = &mut self.reorder {
+            r.handle_timeout(now, &mut self.deliveries);
+            if self.timers.is_due(Timer::ReorderExpiry, now) {
+                r.expire(now);
+                self.timers
+                    .set(Timer::ReorderExpiry, now + self.reorder_expiry_period);
+            }
+        }
+        if self.timers.is_due(Timer::Publish, now) {
+            self.publish(now);
+            self.timers.set(Timer::Publish, now + PUBLISH_PERIOD);
+        }
+    }
+
+    fn publish(&mut self, now: Nanos) {
+        for (p, link) in self.peers.iter_mut().zip(self.shared.peers()) {
+            for ch in Channel::ALL {
+                let owd = p.rtt.owd(ch, now);
+                let rtt = p.rtt.rtt(ch, now);
+                let measured = p.rtt.measured(ch, now);
+                link.publish(ch, owd, rtt, measured, p.rtt.alive(ch, now));
+            }
+        }
+        if let Some(r) = &mut self.reorder {
+            self.shared.publish_reorder(r.stats(now));
+        }
+    }
+
+    /// The state shared with the send half.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The RTT estimator of peer `peer` (for inspection).
+    pub fn rtt(&mut self, peer: usize) -> &mut RttEstimator {
+        &mut self.peers[peer].rtt
+    }
+}
+
+/// An admitted datagram, before the reorder buffer.
+enum Admitted {
+    Probe {
+        peer: usize,
+    },
+    Data {
+        peer: usize,
+        flow_id: u16,
+        seq: u32,
+        inner: Range<usize>,
+    },
+}

@@ -1,0 +1,181 @@
+//! The send half: one inner packet from the TUN in, one datagram to send out.
+//!
+//! For each packet: find the peer (the client's gateway; at a gateway, the
+//! client whose tunnel address is the packet's destination), steer it with
+//! that peer's [`Steerer`] against the channels as they are now (published
+//! estimates and liveness, and which endpoints are known), so the channel
+//! fallback happens before the virtual LLC queue and the flow are charged,
+//! then write the header in front of the packet and seal it. The packet is
+//! never copied: the driver reads it at `buf[HEADROOM..]` and sends
+//! `buf[..len]`. Nothing is allocated per packet.
+
+use super::{Config, DatagramAuth, DropReason, Shared, Timer, TimerTable, HEADROOM};
+use crate::policy::{Outcome, Policy};
+use crate::steer::{Steered, Steerer};
+use crate::wire::{channel_flags, Header, MsgType};
+use crate::{packet, Channel, Nanos};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+/// A datagram to send: `buf[..len]` of the buffer given to
+/// [`SendHalf::handle_tun`], on `channel`, to `destination`.
+#[derive(Clone, Copy, Debug)]
+pub struct Transmit {
+    /// Index of the peer it goes to.
+    pub peer: usize,
+    /// The channel it goes on (the one actually used, after fallback).
+    pub channel: Channel,
+    /// The peer's endpoint on that channel.
+    pub destination: SocketAddr,
+    /// Bytes of the datagram at the start of the buffer.
+    pub len: usize,
+    /// The steering decision, for counters and the decision log.
+    pub steered: Steered,
+}
+
+/// The send half's state per peer.
+struct SendPeer {
+    steerer: Steerer,
+    /// The peer's endpoints as last seen in [`Shared`], and their generation.
+    endpoints: [Option<SocketAddr>; 2],
+    endpoint_gen: u64,
+}
+
+/// Inner packets in, datagrams out (see the module docs).
+pub struct SendHalf<A> {
+    shared: Arc<Shared>,
+    peers: Vec<SendPeer>,
+    /// Peer per tunnel address (gateway role); empty for a client.
+    by_tunnel_addr: HashMap<IpAddr, usize>,
+    auth: A,
+    timers: TimerTable,
+    flow_expiry_period: Nanos,
+}
+
+impl<A: DatagramAuth> SendHalf<A> {
+    pub(super) fn new(
+        cfg: &Config,
+        shared: Arc<Shared>,
+        by_tunnel_addr: HashMap<IpAddr, usize>,
+        policies: Vec<Box<dyn Policy>>,
+        auth: A,
+    ) -> SendHalf<A> {
+        let peers = policies
+            .into_iter()
+            .zip(shared.peers())
+            .map(|(policy, link)| {
+                let mut steerer = Steerer::new(cfg.steer.clone(), policy);
+                steerer.estimate_all = cfg.estimate_all;
+                SendPeer {
+                    steerer,
+                    endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
+                    endpoint_gen: 0,
+                }
+            })
+            .collect();
+        let mut timers = TimerTable::default();
+        timers.set(Timer::FlowExpiry, 0);
+        SendHalf {
+            shared,
+            peers,
+            by_tunnel_addr: if cfg.role == super::Role::Gateway {
+                by_tunnel_addr
+            } else {
+                HashMap::new()
+            },
+            auth,
+            timers,
+            flow_expiry_period: cfg.flow_expiry_period,
+        }
+    }
+
+    /// Steers and encapsulates the inner packet at `buf[HEADROOM..HEADROOM + len]`.
+    /// `buf` must also have [`tailroom`](Self::tailroom) spare bytes after it.
+    /// On success the datagram is `buf[..transmit.len]`.
+    pub fn handle_tun(
+        &mut self,
+        now: Nanos,
+        buf: &mut [u8],
+        len: usize,
+    ) -> Result<Transmit, DropReason> {
+        let pkt = &buf[HEADROOM..HEADROOM + len];
+        let peer = if self.by_tunnel_addr.is_empty() {
+            0
+        } else {
+            packet::dst_addr(pkt)
+                .and_then(|a| self.by_tunnel_addr.get(&a).copied())
+                .ok_or(DropReason::NoClient)?
+        };
+        let link = &self.shared.peers()[peer];
+        let p = &mut self.peers[peer];
+        if let Some((gen, endpoints)) = link.endpoints_since(p.endpoint_gen) {
+            p.endpoint_gen = gen;
+            p.endpoints = endpoints;
+        }
+        let mut view = link.view();
+        view.reachable = p.endpoints.map(|e| e.is_some());
+        if view.reachable == [false, false] {
+            return Err(DropReason::NoEndpoint);
+        }
+        let steered = p.steerer.steer(now, pkt, &view);
+        let channel = steered.channel;
+        let destination = p.endpoints[channel.index()].expect("fallback picks a reachable channel");
+        let header = Header {
+            msg_type: MsgType::Data,
+            flags: channel_flags(channel),
+            flow_id: steered.flow_id,
+            seq: steered.seq,
+            token: 0,
+        };
+        let len = self.auth.seal(now, peer, header, buf, len);
+        Ok(Transmit {
+            peer,
+            channel,
+            destination,
+            len,
+            steered,
+        })
+    }
+
+    /// Bytes a buffer needs after the inner packet for sealing.
+    pub fn tailroom(&self) -> usize {
+        self.auth.tailroom()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.timers.next()
+    }
+
+    /// Evicts idle flows when due.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        if self.timers.is_due(Timer::FlowExpiry, now) {
+            for p in &mut self.peers {
+                p.steerer.expire(now);
+            }
+            self.timers
+                .set(Timer::FlowExpiry, now + self.flow_expiry_period);
+        }
+    }
+
+    /// Flows in the flow tables of all peers.
+    pub fn flows(&self) -> usize {
+        self.peers.iter().map(|p| p.steerer.flows()).sum()
+    }
+
+    /// Decisions of peer `peer` per (outcome, channel actually used).
+    pub fn decisions(&self, peer: usize) -> &[[u64; 2]; Outcome::COUNT] {
+        self.peers[peer].steerer.counts()
+    }
+
+    /// The steerer of peer `peer` (for inspection).
+    pub fn steerer(&mut self, peer: usize) -> &mut Steerer {
+        &mut self.peers[peer].steerer
+    }
+
+    /// The state shared with the receive half.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}

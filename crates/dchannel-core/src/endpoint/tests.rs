@@ -1,0 +1,521 @@
+//! The endpoint's rules with synthetic time and hand-computed expectations:
+//! admission (header, token, source, spoofing), roaming, channel fallback
+//! and its LLC-queue accounting, probes and publication, the reorder hand-off.
+
+use super::*;
+use crate::packet::build;
+use crate::policy::{parse_spec, Outcome};
+use crate::wire::{self, Header, MsgType, WireError, FLAG_LLC, HEADER_LEN};
+use crate::{Channel, MS};
+
+const CLIENT_TOKEN: u64 = 0x0011_2233_aabb_ccdd;
+const OTHER_TOKEN: u64 = 0x0999;
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// The gateway's endpoints as the client knows them.
+fn gw_hbc() -> SocketAddr {
+    addr("198.18.1.1:4000")
+}
+fn gw_llc() -> SocketAddr {
+    addr("198.18.2.1:4001")
+}
+/// The client's endpoints as a gateway sees them.
+fn ue_hbc() -> SocketAddr {
+    addr("198.18.1.2:50000")
+}
+fn ue_llc() -> SocketAddr {
+    addr("198.18.2.2:50001")
+}
+
+type Halves = (SendHalf<TokenAuth>, ReceiveHalf<Vec<u8>, TokenAuth>);
+
+fn halves(role: Role, policy: &str, peers: Vec<PeerConfig>) -> Halves {
+    let mut cfg = Config::new(role);
+    cfg.steer.overhead = 0; // sizes in the tests are the queue's bytes
+    let auth = TokenAuth::new(&peers).unwrap();
+    new(cfg, peers, auth, || parse_spec(policy, 0.75).unwrap()).unwrap()
+}
+
+fn client(policy: &str) -> Halves {
+    halves(
+        Role::Client,
+        policy,
+        vec![PeerConfig {
+            name: "gateway".into(),
+            token: CLIENT_TOKEN,
+            tunnel_addr: None,
+            endpoints: [Some(gw_hbc()), Some(gw_llc())],
+        }],
+    )
+}
+
+fn gateway(policy: &str) -> Halves {
+    halves(
+        Role::Gateway,
+        policy,
+        vec![
+            PeerConfig {
+                name: "198.19.0.2".into(),
+                token: CLIENT_TOKEN,
+                tunnel_addr: Some("198.19.0.2".parse().unwrap()),
+                endpoints: [None, None],
+            },
+            PeerConfig {
+                name: "198.19.0.3".into(),
+                token: OTHER_TOKEN,
+                tunnel_addr: Some("198.19.0.3".parse().unwrap()),
+                endpoints: [None, None],
+            },
+        ],
+    )
+}
+
+/// A data datagram as a client with `token` would send it.
+fn data(token: u64, flow_id: u16, seq: u32, inner: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; HEADER_LEN];
+    Header {
+        msg_type: MsgType::Data,
+        flags: 0,
+        flow_id,
+        seq,
+        token,
+    }
+    .encode(&mut b);
+    b.extend_from_slice(inner);
+    b
+}
+
+/// An uplink packet from the client's tunnel address.
+fn uplink(sport: u16) -> Vec<u8> {
+    build::udp4([198, 19, 0, 2], [198, 18, 3, 2], sport, 53, b"query")
+}
+
+/// A downlink packet to tunnel address `dst`.
+fn downlink(dst: [u8; 4], size: usize) -> Vec<u8> {
+    build::udp4([198, 18, 3, 2], dst, 53, 40000, &vec![0; size - 28])
+}
+
+/// Runs `pkt` through `tx.handle_tun` as a driver would: read at HEADROOM.
+fn send(
+    tx: &mut SendHalf<TokenAuth>,
+    now: Nanos,
+    pkt: &[u8],
+) -> Result<(Transmit, Vec<u8>), DropReason> {
+    let mut buf = vec![0u8; HEADROOM + pkt.len() + tx.tailroom()];
+    buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(pkt);
+    let t = tx.handle_tun(now, &mut buf, pkt.len())?;
+    buf.truncate(t.len);
+    Ok((t, buf))
+}
+
+fn delivered(rx: &mut ReceiveHalf<Vec<u8>, TokenAuth>) -> Vec<Vec<u8>> {
+    rx.deliveries().map(|d| d.packet().to_vec()).collect()
+}
+
+fn dropped(r: Received<Vec<u8>>) -> DropReason {
+    match r {
+        Received::Dropped { reason, .. } => reason,
+        other => panic!("expected a drop, got {other:?}"),
+    }
+}
+
+// ---- admission -----------------------------------------------------------
+
+#[test]
+fn client_admits_its_gateway_only() {
+    let (_, mut rx) = client("all-hbc");
+    let pkt = downlink([198, 19, 0, 2], 100);
+    // Right token, right endpoint: delivered (reorder on, HBC: at once).
+    let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), data(CLIENT_TOKEN, 1, 0, &pkt));
+    assert!(matches!(
+        r,
+        Received::Data {
+            peer: 0,
+            flow_id: 1,
+            seq: 0,
+            inner_len: 100,
+            datagram_len: 116
+        }
+    ));
+    assert_eq!(delivered(&mut rx), vec![pkt.clone()]);
+    // Another token: bad_token.
+    let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), data(OTHER_TOKEN, 1, 1, &pkt));
+    assert_eq!(dropped(r), DropReason::BadToken);
+    // Right token from the LLC endpoint's address but on the HBC: foreign_source.
+    let r = rx.handle_datagram(0, Channel::Hbc, gw_llc(), data(CLIENT_TOKEN, 1, 2, &pkt));
+    assert_eq!(dropped(r), DropReason::ForeignSource);
+    // A client never checks the inner source (downlink comes from anywhere).
+    assert!(delivered(&mut rx).is_empty());
+}
+
+#[test]
+fn header_is_checked_before_the_token_and_the_token_before_the_body() {
+    let (_, mut rx) = client("all-hbc");
+    let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), vec![0x10; 5]);
+    assert_eq!(
+        dropped(r),
+        DropReason::Wire(WireError::Truncated { len: 5, need: 16 })
+    );
+    let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), vec![0x20; 40]);
+    assert_eq!(dropped(r), DropReason::Wire(WireError::UnknownVersion(2)));
+    // An empty data datagram with a stranger's token is a bad token: nothing
+    // of an unauthenticated body is read.
+    let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), data(OTHER_TOKEN, 1, 0, &[]));
+    assert_eq!(dropped(r), DropReason::BadToken);
+    let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), data(CLIENT_TOKEN, 1, 0, &[]));
+    assert_eq!(dropped(r), DropReason::Wire(WireError::EmptyData));
+}
+
+#[test]
+fn gateway_drops_spoofed_and_non_ip_inner_sources() {
+    let (_, mut rx) = gateway("all-hbc");
+    // Client 198.19.0.2's token, inner source 198.19.0.3 (the other client).
+    let spoof = build::udp4([198, 19, 0, 3], [198, 18, 3, 2], 1, 53, b"x");
+    let r = rx.handle_datagram(0, Channel::Hbc, ue_hbc(), data(CLIENT_TOKEN, 1, 0, &spoof));
+    assert_eq!(dropped(r), DropReason::SpoofedSource);
+    let r = rx.handle_datagram(
+        0,
+        Channel::Hbc,
+        ue_hbc(),
+        data(CLIENT_TOKEN, 1, 1, &[0x55; 30]),
+    );
+    assert_eq!(dropped(r), DropReason::BadInner);
+    let r = rx.handle_datagram(0, Channel::Hbc, ue_hbc(), data(0xdead, 1, 2, &uplink(1)));
+    assert_eq!(dropped(r), DropReason::BadToken);
+    // The other client's own packet, with its own token: accepted.
+    let r = rx.handle_datagram(0, Channel::Hbc, ue_hbc(), data(OTHER_TOKEN, 1, 0, &spoof));
+    assert!(matches!(r, Received::Data { peer: 1, .. }));
+    assert_eq!(delivered(&mut rx), vec![spoof]);
+}
+
+// ---- roaming ---------------------------------------------------------------
+
+#[test]
+fn gateway_learns_and_follows_client_endpoints() {
+    let (mut tx, mut rx) = gateway("all-hbc");
+    let down = downlink([198, 19, 0, 2], 100);
+    // Nothing heard from the client: no endpoint on either channel.
+    assert_eq!(send(&mut tx, 0, &down).unwrap_err(), DropReason::NoEndpoint);
+    // A packet for no configured client.
+    assert_eq!(
+        send(&mut tx, 0, &downlink([198, 19, 0, 9], 100)).unwrap_err(),
+        DropReason::NoClient
+    );
+    rx.handle_datagram(
+        MS,
+        Channel::Hbc,
+        ue_hbc(),
+        data(CLIENT_TOKEN, 1, 0, &uplink(1)),
+    );
+    assert_eq!(
+        rx.poll_event(),
+        Some(Event::EndpointMoved {
+            peer: 0,
+            channel: Channel::Hbc,
+            from: None,
+            to: ue_hbc()
+        })
+    );
+    let (t, _) = send(&mut tx, 2 * MS, &down).unwrap();
+    assert_eq!(
+        (t.peer, t.channel, t.destination),
+        (0, Channel::Hbc, ue_hbc())
+    );
+    // The client moves (new NAT port): the next authentic datagram moves the endpoint.
+    let moved = addr("198.18.1.2:50999");
+    rx.handle_datagram(
+        3 * MS,
+        Channel::Hbc,
+        moved,
+        data(CLIENT_TOKEN, 1, 1, &uplink(1)),
+    );
+    assert_eq!(
+        rx.poll_event(),
+        Some(Event::EndpointMoved {
+            peer: 0,
+            channel: Channel::Hbc,
+            from: Some(ue_hbc()),
+            to: moved
+        })
+    );
+    assert_eq!(send(&mut tx, 4 * MS, &down).unwrap().0.destination, moved);
+    // A forged datagram from elsewhere moves nothing.
+    rx.handle_datagram(
+        5 * MS,
+        Channel::Hbc,
+        addr("203.0.113.9:1"),
+        data(0xbad, 1, 2, &uplink(1)),
+    );
+    assert_eq!(rx.poll_event(), None);
+    assert_eq!(send(&mut tx, 6 * MS, &down).unwrap().0.destination, moved);
+    assert_eq!(rx.shared().peers()[0].endpoint(Channel::Hbc), Some(moved));
+}
+
+// ---- channel fallback -----------------------------------------------------
+
+#[test]
+fn gateway_falls_back_to_the_reachable_channel_without_charging_the_llc() {
+    // all-llc at a gateway that has heard the client on the HBC only.
+    let (mut tx, mut rx) = gateway("all-llc");
+    rx.handle_datagram(
+        0,
+        Channel::Hbc,
+        ue_hbc(),
+        data(CLIENT_TOKEN, 1, 0, &uplink(1)),
+    );
+    let (t, dg) = send(&mut tx, MS, &downlink([198, 19, 0, 2], 1000)).unwrap();
+    assert_eq!((t.channel, t.destination), (Channel::Hbc, ue_hbc()));
+    assert_eq!(t.steered.decision.outcome, Outcome::ChannelDown);
+    assert_eq!(dg[1] & FLAG_LLC, 0, "header says HBC");
+    assert_eq!(
+        tx.steerer(0).llc_queue(MS),
+        0.0,
+        "nothing was put on the LLC"
+    );
+    assert_eq!(tx.decisions(0)[Outcome::ChannelDown as usize], [1, 0]);
+    // Once the LLC endpoint is known: LLC, and the queue holds the 1000 B
+    // (overhead 0 here), draining at 250 B/ms.
+    rx.handle_datagram(
+        2 * MS,
+        Channel::Llc,
+        ue_llc(),
+        data(CLIENT_TOKEN, 1, 1, &uplink(1)),
+    );
+    let (t, dg) = send(&mut tx, 2 * MS, &downlink([198, 19, 0, 2], 1000)).unwrap();
+    assert_eq!((t.channel, t.destination), (Channel::Llc, ue_llc()));
+    assert_eq!(t.steered.decision.outcome, Outcome::Fixed);
+    assert_eq!(dg[1] & FLAG_LLC, FLAG_LLC);
+    assert!((tx.steerer(0).llc_queue(4 * MS) - 500.0).abs() < 1e-6);
+}
+
+#[test]
+fn dead_llc_falls_back_after_the_dead_time_and_recovers() {
+    // all-llc at the client; dead after 2 s of silence on the LLC (from the
+    // first timer call at t = 0), published every 50 ms.
+    let (mut tx, mut rx) = client("all-llc");
+    rx.handle_timeout(0);
+    let pkt = uplink(1);
+    assert_eq!(send(&mut tx, MS, &pkt).unwrap().0.channel, Channel::Llc);
+    // t = 2.05 s: the HBC was heard at 1 s, the LLC never.
+    rx.handle_datagram(
+        1000 * MS,
+        Channel::Hbc,
+        gw_hbc(),
+        data(CLIENT_TOKEN, 0, 0, &pkt),
+    );
+    rx.handle_timeout(2050 * MS);
+    let (t, _) = send(&mut tx, 2051 * MS, &pkt).unwrap();
+    assert_eq!(
+        (t.channel, t.steered.decision.outcome),
+        (Channel::Hbc, Outcome::ChannelDown)
+    );
+    assert_eq!(tx.steerer(0).llc_queue(2051 * MS), 0.0);
+    // The LLC is heard again and published: back on the LLC.
+    rx.handle_datagram(
+        2060 * MS,
+        Channel::Llc,
+        gw_llc(),
+        data(CLIENT_TOKEN, 0, 1, &pkt),
+    );
+    rx.handle_timeout(2100 * MS);
+    assert_eq!(
+        send(&mut tx, 2101 * MS, &pkt).unwrap().0.channel,
+        Channel::Llc
+    );
+}
+
+// ---- probes, publication, timers -------------------------------------------
+
+/// Delivers every queued probe of `from` to `to` after `owd`, like a channel would.
+fn exchange(
+    from: &mut ReceiveHalf<Vec<u8>, TokenAuth>,
+    from_addr: [SocketAddr; 2],
+    to: &mut ReceiveHalf<Vec<u8>, TokenAuth>,
+    now: Nanos,
+    owd: [Nanos; 2],
+) -> usize {
+    let mut n = 0;
+    let mut buf = vec![0u8; from.probe_buf_len()];
+    while let Some(p) = from.poll_transmit(now, &mut buf) {
+        let at = now + owd[p.channel.index()];
+        let r = to.handle_datagram(
+            at,
+            p.channel,
+            from_addr[p.channel.index()],
+            buf[..p.len].to_vec(),
+        );
+        assert!(matches!(r, Received::Probe { .. }), "{r:?}");
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn probes_every_500_ms_give_both_ends_both_rtts() {
+    let (mut ctx, mut crx) = client("dchannel");
+    let (_, mut grx) = gateway("dchannel");
+    // The client probes at once, then every 500 ms; publication every 50 ms.
+    assert_eq!(crx.poll_timeout(), Some(0));
+    crx.handle_timeout(0);
+    assert_eq!(
+        crx.poll_timeout(),
+        Some(50 * MS),
+        "publication; probes again at 500 ms"
+    );
+    // HBC one-way 20 ms, LLC 5 ms: D-SYN, D-SYN-ACK, D-ACK.
+    let owd = [20 * MS, 5 * MS];
+    assert_eq!(
+        exchange(&mut crx, [ue_hbc(), ue_llc()], &mut grx, 0, owd),
+        2
+    );
+    // Each D-SYN-ACK leaves the gateway when its D-SYN arrived.
+    let mut buf = vec![0u8; 64];
+    let mut acks = Vec::new();
+    while let Some(p) = grx.poll_transmit(0, &mut buf) {
+        assert_eq!(p.destination, [ue_hbc(), ue_llc()][p.channel.index()]);
+        acks.push((p.channel, buf[..p.len].to_vec()));
+    }
+    assert_eq!(acks.len(), 2);
+    for (ch, dg) in acks {
+        // The D-SYN-ACK arrives one RTT after the D-SYN left; the D-ACK leaves at once.
+        let at = 2 * owd[ch.index()];
+        let r = crx.handle_datagram(at, ch, [gw_hbc(), gw_llc()][ch.index()], dg);
+        assert!(matches!(r, Received::Probe { peer: 0, .. }));
+        assert_eq!(
+            exchange(&mut crx, [ue_hbc(), ue_llc()], &mut grx, at, owd),
+            1
+        );
+    }
+    // Nothing published before the publication timer fires.
+    crx.handle_timeout(40 * MS);
+    assert_eq!(ctx.shared().peers()[0].rtt(Channel::Hbc), None);
+    crx.handle_timeout(50 * MS);
+    grx.handle_timeout(100 * MS);
+    for (shared, who) in [(crx.shared(), "client"), (grx.shared(), "gateway")] {
+        let p = &shared.peers()[0];
+        assert_eq!(p.rtt(Channel::Hbc), Some(40 * MS), "{who}");
+        assert_eq!(p.rtt(Channel::Llc), Some(10 * MS), "{who}");
+        assert_eq!(p.owd(Channel::Llc), Some(5 * MS), "{who}");
+    }
+    assert!(crx.shared().all_estimated());
+    assert_eq!(crx.shared().max_hbc_owd(), 20 * MS);
+    // The send half's policy sees them: a 100 B DNS query (overhead 0) has
+    // reward 20 - (5 + 0.4) = 14.6 ms > 0.75 * 0.4 ms -> LLC.
+    let (t, _) = send(&mut ctx, 60 * MS, &uplink(7)).unwrap();
+    assert_eq!(
+        (t.channel, t.steered.decision.outcome),
+        (Channel::Llc, Outcome::Reward)
+    );
+    // Next probe round at 500 ms.
+    let next: Vec<Nanos> = (0..2)
+        .map(|_| crx.rtt(0).next_deadline().unwrap())
+        .collect();
+    assert_eq!(next, vec![500 * MS; 2]);
+}
+
+#[test]
+fn send_half_expires_idle_flows_on_its_timer() {
+    let (mut tx, _) = client("all-hbc");
+    send(&mut tx, 0, &uplink(1)).unwrap();
+    send(&mut tx, 0, &uplink(2)).unwrap();
+    assert_eq!(tx.flows(), 2);
+    assert_eq!(tx.poll_timeout(), Some(0));
+    tx.handle_timeout(0);
+    assert_eq!(tx.poll_timeout(), Some(1000 * MS));
+    // Idle 120 s (default): gone at the first expiry after that.
+    send(&mut tx, 100_000 * MS, &uplink(2)).unwrap();
+    tx.handle_timeout(121_000 * MS);
+    assert_eq!(tx.flows(), 1, "flow 1 idle since 0, flow 2 since 100 s");
+}
+
+// ---- reorder hand-off ------------------------------------------------------
+
+#[test]
+fn llc_overtakers_wait_for_their_predecessors_or_the_timeout() {
+    let (_, mut rx) = client("all-hbc");
+    rx.handle_timeout(0);
+    let p = |i: u16| downlink([198, 19, 0, 2], 100 + usize::from(i));
+    // seq 1 over the LLC overtakes seq 0 (HBC): held.
+    rx.handle_datagram(MS, Channel::Llc, gw_llc(), data(CLIENT_TOKEN, 3, 1, &p(1)));
+    assert!(delivered(&mut rx).is_empty());
+    assert_eq!(
+        rx.poll_timeout(),
+        Some(50 * MS),
+        "publication before the 101 ms reorder timeout"
+    );
+    // seq 0 arrives over the HBC: both, in order.
+    rx.handle_datagram(
+        2 * MS,
+        Channel::Hbc,
+        gw_hbc(),
+        data(CLIENT_TOKEN, 3, 0, &p(0)),
+    );
+    assert_eq!(delivered(&mut rx), vec![p(0), p(1)]);
+    // seq 3 over the LLC while seq 2 is lost: released by the timeout, 100 ms later.
+    rx.handle_datagram(
+        10 * MS,
+        Channel::Llc,
+        gw_llc(),
+        data(CLIENT_TOKEN, 3, 3, &p(3)),
+    );
+    rx.handle_timeout(109 * MS);
+    assert!(delivered(&mut rx).is_empty());
+    assert_eq!(rx.poll_timeout(), Some(110 * MS));
+    rx.handle_timeout(110 * MS);
+    assert_eq!(delivered(&mut rx), vec![p(3)]);
+    // Flow id 0 (unparsable at the sender) is never held.
+    rx.handle_datagram(
+        111 * MS,
+        Channel::Llc,
+        gw_llc(),
+        data(CLIENT_TOKEN, 0, 9, &p(9)),
+    );
+    assert_eq!(delivered(&mut rx), vec![p(9)]);
+}
+
+// ---- end to end ---------------------------------------------------------------
+
+#[test]
+fn client_datagram_reaches_the_gateway_tun_byte_for_byte() {
+    let (mut ctx, _) = client("pkt-size:750");
+    let (_, mut grx) = gateway("all-hbc");
+    for (i, size) in [100usize, 1400].into_iter().enumerate() {
+        let pkt = build::udp4([198, 19, 0, 2], [198, 18, 3, 2], 5000, 80, &vec![7; size]);
+        let (t, dg) = send(&mut ctx, i as Nanos * MS, &pkt).unwrap();
+        let want = if size < 722 {
+            Channel::Llc
+        } else {
+            Channel::Hbc
+        };
+        assert_eq!(t.channel, want);
+        assert_eq!(t.len, HEADER_LEN + pkt.len());
+        assert_eq!(wire::decode(&dg).unwrap().header().token, CLIENT_TOKEN);
+        let from = [ue_hbc(), ue_llc()][t.channel.index()];
+        let r = grx.handle_datagram(i as Nanos * MS, t.channel, from, dg);
+        assert!(matches!(r, Received::Data { peer: 0, seq, .. } if seq == i as u32));
+        assert_eq!(delivered(&mut grx), vec![pkt]);
+    }
+}
+
+#[test]
+fn misconfigurations_are_refused() {
+    let p = |name: &str, token, a: &str| PeerConfig {
+        name: name.into(),
+        token,
+        tunnel_addr: Some(a.parse().unwrap()),
+        endpoints: [None, None],
+    };
+    assert_eq!(
+        TokenAuth::new(&[p("a", 1, "198.19.0.2"), p("b", 1, "198.19.0.3")]).unwrap_err(),
+        ConfigError::DuplicateToken("b".into())
+    );
+    let peers = vec![p("a", 1, "198.19.0.2"), p("b", 2, "198.19.0.2")];
+    let auth = TokenAuth::new(&peers).unwrap();
+    let r = new::<Vec<u8>, _>(Config::new(Role::Gateway), peers, auth, || {
+        parse_spec("all-hbc", 0.75).unwrap()
+    });
+    assert_eq!(r.err().unwrap().to_string(), "198.19.0.2: configured twice");
+}
