@@ -33,6 +33,8 @@ def litter_tree(root: Path) -> Path:
         '<img src="a.png"><img src="a%20b.png"><img src="gone.png"></body></html>'
     )
     (www / "style.css").write_text("body{color:#333}")
+    (www / ".well-known").mkdir()  # a dot-folder that is a URL path, not litter
+    (www / ".well-known" / "security.txt").write_text("Contact: a@ex.com\n")
     (www / "a.png").write_bytes(png(3000, rng))
     (www / "a%20b.png").write_bytes(png(2000, rng))
     (www / "Thumbs.db").write_bytes(b"\0" * 64)
@@ -63,6 +65,7 @@ def test_litter_is_skipped_with_counted_warnings(
     caplog.set_level(logging.WARNING)
     corpus, _ = import_tp5n(litter_tree(tmp_path / "src"), tmp_path / "out")
     assert sorted(o.url for o in corpus.objects) == [
+        "https://www.ex.com/.well-known/security.txt",
         "https://www.ex.com/a%2520b.png",  # the saved name, percent-encoded once more
         "https://www.ex.com/a.png",
         "https://www.ex.com/index.html",

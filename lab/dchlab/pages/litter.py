@@ -2,7 +2,7 @@
 
 Real saved-page trees come from people's machines: Finder leaves `.DS_Store` and `._*`
 AppleDouble files, Explorer `Thumbs.db` and `desktop.ini`, people keep them in git. None
-of it is part of a page, and a litter *folder* taken for a host name used to make
+of it is part of a page (other dot-names are: they stay), and a litter *folder* taken for a host name used to make
 webreplay refuse the whole hosts file. Importers ask `litter_reason` about every entry
 and record each skip in a `Skips` (a logged warning naming the file, and a count).
 """
@@ -16,8 +16,24 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 # Lower-case names of files and folders operating systems and tools drop into trees.
+# Only these dot-names: other ones are real URL paths (typepad serves `/.shared:v.../`,
+# sites serve `/.well-known/`), and a dot-name where a host folder belongs is refused by
+# the host-name rule anyway.
 OS_LITTER = frozenset(
     {
+        ".ds_store",
+        ".git",
+        ".gitignore",
+        ".gitattributes",
+        ".svn",
+        ".hg",
+        ".trashes",
+        ".spotlight-v100",
+        ".fseventsd",
+        ".temporaryitems",
+        ".localized",
+        ".appledouble",
+        ".directory",
         "thumbs.db",
         "ehthumbs.db",
         "ehthumbs_vista.db",
@@ -37,10 +53,10 @@ def litter_reason(name: str) -> str | None:
     except UnicodeEncodeError:
         # os.fsdecode keeps undecodable bytes as surrogates: no URL can name this file.
         return "file name is not valid UTF-8"
-    if name.startswith("."):
-        return "dotfile or dot-folder (.DS_Store, ._*, .git, ...)"
+    if name.startswith("._"):
+        return "macOS AppleDouble file (._*)"
     if name.lower() in OS_LITTER or name.startswith("~$"):
-        return "operating-system or editor litter"
+        return "operating-system, version-control or editor litter"
     return None
 
 

@@ -98,8 +98,8 @@ def _count_files(path: Path) -> int:
 def _site_files(root: Path, skips: Skips) -> tuple[dict[str, str], list[Path]]:
     """Host folders (lower-case name → folder name) and page files of one site folder.
 
-    Skipped, each with a logged, counted warning: litter and dotfiles at any depth (a
-    `.git/` folder as a whole), folders that are not host names webreplay accepts, files
+    Skipped, each with a logged, counted warning: litter at any depth (`.DS_Store`, a
+    `.git/` folder as a whole; other dot-names are URL paths and stay), folders that are not host names webreplay accepts, files
     outside a host folder, empty folders, and a second file for an URL already taken
     (e.g. `WWW.EX.COM/` beside `www.ex.com/`).
     """
@@ -324,7 +324,11 @@ def import_tp5n(
     for p in sorted(src.iterdir()):
         if p.name == "tp5n.manifest":
             continue
-        why = litter_reason(p.name) or (None if p.is_dir() else "a file beside the site folders")
+        why = litter_reason(p.name)
+        if why is None and p.name.startswith("."):
+            why = "hidden folder (no site is named with a leading '.')"
+        if why is None and not p.is_dir():
+            why = "a file beside the site folders"
         if why is not None:
             skips.add(p, why, _count_files(p) if p.is_dir() else 1)
         else:
