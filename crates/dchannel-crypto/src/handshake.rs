@@ -1,0 +1,278 @@
+//! The Noise IK handshake (`Noise_IK_25519_ChaChaPoly_BLAKE2s`, the `snow`
+//! crate), one round trip:
+//!
+//! ```text
+//! initiator -> responder   initiation: 0x21 | msg1 = e, es, s, ss, {cipher, sender index, stamp}
+//! responder -> initiator   response:   0x22 | receiver index | msg2 = e, ee, se, {sender index}
+//! ```
+//!
+//! The initiator knows the responder's static key beforehand (IK); the
+//! responder learns the initiator's from message 1 and looks it up in its
+//! table. The stamp (wall-clock nanoseconds, strictly increasing per
+//! initiator) lets the responder refuse a replayed message 1. The sender
+//! indices travel encrypted; the response's receiver index is in clear so the
+//! initiator can find its handshake. Both transport keys come from the Noise
+//! split: the first encrypts initiator→responder, the second the other way.
+//! Message 1 must fit [`crate::format::INITIATION_LEN`] bytes exactly and
+//! message 2 [`crate::format::RESPONSE_LEN`]; anything else is invalid.
+
+use crate::aead::Cipher;
+use crate::format::{
+    read_u32, read_u64, INITIATION_LEN, INIT_PAYLOAD_LEN, RESPONSE_LEN, RESP_PAYLOAD_LEN,
+    TYPE_INITIATION, TYPE_RESPONSE,
+};
+use crate::keys::{PrivateKey, PublicKey};
+use crate::session::Session;
+use crate::{Drop, Nanos};
+use snow::params::NoiseParams;
+use snow::{Builder, HandshakeState};
+
+/// The Noise protocol name.
+pub const NOISE_PATTERN: &str = "Noise_IK_25519_ChaChaPoly_BLAKE2s";
+/// Prologue mixed into the handshake hash (a different protocol never agrees).
+pub const PROLOGUE: &[u8] = b"dchannel-crypto v1";
+
+/// The parsed Noise parameters (parse once, clone per handshake).
+pub fn params() -> NoiseParams {
+    NOISE_PATTERN.parse().expect("valid Noise pattern")
+}
+
+/// An initiation we sent and await the response to.
+pub struct InFlight {
+    state: Box<HandshakeState>,
+    /// Our index for the new session (the response's receiver index).
+    pub local_index: u32,
+    /// The transport cipher we proposed.
+    pub cipher: Cipher,
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "InFlight(index {})", self.local_index)
+    }
+}
+
+/// Writes an initiation datagram to `out[..INITIATION_LEN]`.
+pub fn initiate(
+    params: &NoiseParams,
+    local: &PrivateKey,
+    remote: &PublicKey,
+    cipher: Cipher,
+    local_index: u32,
+    stamp: u64,
+    out: &mut [u8],
+) -> InFlight {
+    let mut state = Builder::new(params.clone())
+        .local_private_key(local.as_bytes())
+        .and_then(|b| b.remote_public_key(&remote.0))
+        .and_then(|b| b.prologue(PROLOGUE))
+        .and_then(|b| b.build_initiator())
+        .expect("IK initiator with both keys");
+    let mut payload = [0u8; INIT_PAYLOAD_LEN];
+    payload[0] = cipher.to_byte();
+    payload[1..5].copy_from_slice(&local_index.to_be_bytes());
+    payload[5..13].copy_from_slice(&stamp.to_be_bytes());
+    out[0] = TYPE_INITIATION;
+    let n = state
+        .write_message(&payload, &mut out[1..INITIATION_LEN])
+        .expect("message 1 fits");
+    debug_assert_eq!(n + 1, INITIATION_LEN);
+    InFlight {
+        state: Box::new(state),
+        local_index,
+        cipher,
+    }
+}
+
+/// A valid initiation, read by the responder, not yet answered.
+pub struct Received {
+    state: Box<HandshakeState>,
+    /// The initiator's static key (authenticated by message 1).
+    pub remote_static: PublicKey,
+    /// The transport cipher the initiator asked for.
+    pub cipher: Cipher,
+    /// The initiator's index for the session.
+    pub remote_index: u32,
+    /// The initiator's stamp (must exceed the last accepted one).
+    pub stamp: u64,
+}
+
+/// Reads an initiation datagram (type byte included). Costs two X25519
+/// operations: rate-limit before calling.
+pub fn read_initiation(
+    params: &NoiseParams,
+    local: &PrivateKey,
+    dgram: &[u8],
+) -> Result<Received, Drop> {
+    if dgram.len() != INITIATION_LEN {
+        return Err(if dgram.len() < INITIATION_LEN {
+            Drop::Truncated
+        } else {
+            Drop::HandshakeInvalid
+        });
+    }
+    let mut state = Builder::new(params.clone())
+        .local_private_key(local.as_bytes())
+        .and_then(|b| b.prologue(PROLOGUE))
+        .and_then(|b| b.build_responder())
+        .expect("IK responder with a local key");
+    let mut payload = [0u8; 64];
+    let n = state
+        .read_message(&dgram[1..], &mut payload)
+        .map_err(|_| Drop::HandshakeInvalid)?;
+    if n != INIT_PAYLOAD_LEN {
+        return Err(Drop::HandshakeInvalid);
+    }
+    let cipher = Cipher::from_byte(payload[0]).ok_or(Drop::HandshakeInvalid)?;
+    let rs: [u8; 32] = state
+        .get_remote_static()
+        .and_then(|k| k.try_into().ok())
+        .ok_or(Drop::HandshakeInvalid)?;
+    Ok(Received {
+        state: Box::new(state),
+        remote_static: PublicKey(rs),
+        cipher,
+        remote_index: read_u32(&payload, 1),
+        stamp: read_u64(&payload, 5),
+    })
+}
+
+impl Received {
+    /// Writes the response to `out[..RESPONSE_LEN]` and returns the new session
+    /// (responder side).
+    pub fn respond(mut self, local_index: u32, now: Nanos, out: &mut [u8]) -> Session {
+        out[0] = TYPE_RESPONSE;
+        out[1..5].copy_from_slice(&self.remote_index.to_be_bytes());
+        let n = self
+            .state
+            .write_message(&local_index.to_be_bytes(), &mut out[5..RESPONSE_LEN])
+            .expect("message 2 fits");
+        debug_assert_eq!(n + 5, RESPONSE_LEN);
+        let (mut i2r, mut r2i) = self.state.dangerously_get_raw_split();
+        Session::new(
+            self.cipher,
+            &mut r2i,
+            &mut i2r,
+            local_index,
+            self.remote_index,
+            now,
+            false,
+        )
+    }
+}
+
+/// The receiver index of a response datagram, if it is long enough to have one.
+pub fn response_index(dgram: &[u8]) -> Option<u32> {
+    (dgram.len() >= 5).then(|| read_u32(dgram, 1))
+}
+
+impl InFlight {
+    /// Reads the response; on success returns the new session (initiator side).
+    /// On failure the handshake stays usable for the genuine response.
+    pub fn complete(&mut self, dgram: &[u8], now: Nanos) -> Result<Session, Drop> {
+        if dgram.len() != RESPONSE_LEN {
+            return Err(if dgram.len() < RESPONSE_LEN {
+                Drop::Truncated
+            } else {
+                Drop::HandshakeInvalid
+            });
+        }
+        let mut payload = [0u8; 64];
+        let n = self
+            .state
+            .read_message(&dgram[5..], &mut payload)
+            .map_err(|_| Drop::HandshakeInvalid)?;
+        if n != RESP_PAYLOAD_LEN {
+            return Err(Drop::HandshakeInvalid);
+        }
+        let remote_index = read_u32(&payload, 0);
+        let (mut i2r, mut r2i) = self.state.dangerously_get_raw_split();
+        Ok(Session::new(
+            self.cipher,
+            &mut i2r,
+            &mut r2i,
+            self.local_index,
+            remote_index,
+            now,
+            true,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{PREFIX_LEN, TAG_LEN};
+    use crate::Channel;
+
+    #[test]
+    fn ik_round_trip_gives_matching_sessions() {
+        let p = params();
+        let (ik, rk) = (PrivateKey::generate(), PrivateKey::generate());
+        let mut m1 = [0u8; INITIATION_LEN];
+        let mut fl = initiate(
+            &p,
+            &ik,
+            &rk.public_key(),
+            Cipher::ChaCha20Poly1305,
+            111,
+            42,
+            &mut m1,
+        );
+        let rx = read_initiation(&p, &rk, &m1).unwrap();
+        assert_eq!(rx.remote_static, ik.public_key());
+        assert_eq!(
+            (rx.cipher, rx.remote_index, rx.stamp),
+            (Cipher::ChaCha20Poly1305, 111, 42)
+        );
+        let mut m2 = [0u8; RESPONSE_LEN];
+        let mut rs = rx.respond(222, 5, &mut m2);
+        assert_eq!(response_index(&m2), Some(111));
+        let mut is = fl.complete(&m2, 6).unwrap();
+        assert_eq!((is.local_index, is.remote_index), (111, 222));
+        assert_eq!((rs.local_index, rs.remote_index), (222, 111));
+        let mut buf = [0u8; PREFIX_LEN + 3 + TAG_LEN];
+        buf[PREFIX_LEN..PREFIX_LEN + 3].copy_from_slice(b"abc");
+        let n = is.seal(Channel::Hbc, &mut buf, 0, 3);
+        rs.open(Channel::Hbc, &mut buf[..n], 0, u64::MAX).unwrap();
+        assert_eq!(&buf[PREFIX_LEN..PREFIX_LEN + 3], b"abc");
+        let mut buf = [0u8; PREFIX_LEN + 3 + TAG_LEN];
+        let n = rs.seal(Channel::Llc, &mut buf, 0, 3);
+        is.open(Channel::Llc, &mut buf[..n], 0, u64::MAX).unwrap();
+    }
+
+    #[test]
+    fn wrong_responder_key_and_tampering_are_invalid() {
+        let p = params();
+        let (ik, rk, other) = (
+            PrivateKey::generate(),
+            PrivateKey::generate(),
+            PrivateKey::generate(),
+        );
+        let mut m1 = [0u8; INITIATION_LEN];
+        let mut fl = initiate(&p, &ik, &rk.public_key(), Cipher::Aes256Gcm, 1, 1, &mut m1);
+        assert_eq!(
+            read_initiation(&p, &other, &m1).err(),
+            Some(Drop::HandshakeInvalid)
+        );
+        let mut bad = m1;
+        bad[60] ^= 1;
+        assert_eq!(
+            read_initiation(&p, &rk, &bad).err(),
+            Some(Drop::HandshakeInvalid)
+        );
+        assert_eq!(
+            read_initiation(&p, &rk, &m1[..50]).err(),
+            Some(Drop::Truncated)
+        );
+        // a forged response does not spoil the handshake for the real one
+        let mut m2 = [0u8; RESPONSE_LEN];
+        let _rs = read_initiation(&p, &rk, &m1)
+            .unwrap()
+            .respond(9, 0, &mut m2);
+        let mut forged = m2;
+        forged[30] ^= 0x80;
+        assert_eq!(fl.complete(&forged, 0).err(), Some(Drop::HandshakeInvalid));
+        assert!(fl.complete(&m2, 0).is_ok());
+    }
+}

@@ -1,0 +1,699 @@
+//! The table of peers and the entry points a driver calls: [`Peers::seal`],
+//! [`Peers::open`], [`Peers::poll_transmit`], [`Peers::poll_timeout`] and
+//! [`Peers::handle_timeout`].
+//!
+//! The device has one peer (the gateway, `initiates = true`); the gateway has
+//! one per configured device (`initiates = false`: it answers handshakes and
+//! never starts one, so it needs no device address before the device speaks).
+//! Peers are found by static public key (handshakes) or by session index
+//! (transport datagrams: the index is random, chosen by us, so the index map
+//! uses it as its own hash).
+
+use crate::aead::Cipher;
+use crate::format::{
+    read_u32, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN, TYPE_INITIATION,
+    TYPE_RESPONSE, TYPE_TRANSPORT,
+};
+use crate::handshake::{self, InFlight};
+use crate::keys::{PrivateKey, PublicKey};
+use crate::peer::{Peer, Pending};
+use crate::ratelimit::{Limiter, RateLimit};
+use crate::session::Session;
+use crate::{Channel, Drop, DropCounts, Nanos, SealError, SECOND};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::SocketAddr;
+use std::ops::Range;
+
+/// Session lifetimes and retry timing (WireGuard's values where it has them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// The initiating side rekeys a session this old (120 s).
+    pub rekey_after_time: Nanos,
+    /// A session this old is no longer used to send or receive (180 s).
+    pub reject_after_time: Nanos,
+    /// The initiating side rekeys once a channel's send counter reaches this (2^60).
+    pub rekey_after_messages: u64,
+    /// Counters at or above this are never sent or accepted (2^64 − 2^13 − 1).
+    pub reject_after_messages: u64,
+    /// An unanswered initiation is retried after this, on the other channel (1 s).
+    pub rekey_timeout: Nanos,
+    /// A handshake round is given up after this long without answer (90 s).
+    pub rekey_attempt_time: Nanos,
+    /// A replaced session still opens datagrams this long (10 s).
+    pub previous_grace: Nanos,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            rekey_after_time: 120 * SECOND,
+            reject_after_time: 180 * SECOND,
+            rekey_after_messages: 1 << 60,
+            reject_after_messages: u64::MAX - (1 << 13),
+            rekey_timeout: SECOND,
+            rekey_attempt_time: 90 * SECOND,
+            previous_grace: 10 * SECOND,
+        }
+    }
+}
+
+/// Settings of a [`Peers`] table.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Bytes of the dchannel header carried (authenticated, in clear) after the
+    /// prefix of every transport datagram.
+    pub header_len: usize,
+    /// Transport cipher this side proposes when it initiates.
+    pub cipher: Cipher,
+    /// Session lifetimes.
+    pub limits: Limits,
+    /// Handshake flood bounds (responder side).
+    pub rate_limit: RateLimit,
+    /// Wall-clock time (ns since the UNIX epoch) at `now` = 0: initiation
+    /// stamps are `wall_clock_at_zero + now`, so they keep increasing across
+    /// restarts of the initiator.
+    pub wall_clock_at_zero: u64,
+    /// Channel of a handshake's first attempt (retries alternate).
+    pub handshake_channel: Channel,
+    /// Most handshake datagrams waiting for [`Peers::poll_transmit`].
+    pub max_queued: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            header_len: 16,
+            cipher: Cipher::default(),
+            limits: Limits::default(),
+            rate_limit: RateLimit::default(),
+            wall_clock_at_zero: 0,
+            handshake_channel: Channel::Llc,
+            max_queued: 1024,
+        }
+    }
+}
+
+/// Index of a peer in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeerId(pub u32);
+
+/// What [`Peers::open`] found in a datagram.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// An authenticated transport datagram: `header` and `payload` are byte
+    /// ranges of the (now decrypted) buffer.
+    Data {
+        /// Sender.
+        peer: PeerId,
+        /// The dchannel header (was authenticated in clear).
+        header: Range<usize>,
+        /// The decrypted payload.
+        payload: Range<usize>,
+    },
+    /// An authenticated keepalive (no header, no payload).
+    Keepalive {
+        /// Sender.
+        peer: PeerId,
+    },
+    /// A handshake message was consumed; see [`Peers::poll_transmit`] for the
+    /// answer. `established`: this side now has a session to send on.
+    Handshake {
+        /// The peer it came from.
+        peer: PeerId,
+        /// Whether a sending session was established.
+        established: bool,
+    },
+}
+
+impl Opened {
+    /// The authenticated peer.
+    pub fn peer(&self) -> PeerId {
+        match self {
+            Opened::Data { peer, .. }
+            | Opened::Keepalive { peer }
+            | Opened::Handshake { peer, .. } => *peer,
+        }
+    }
+}
+
+/// A datagram to send, written by [`Peers::poll_transmit`] into the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// The peer it is for.
+    pub peer: PeerId,
+    /// The channel to send it on.
+    pub channel: Channel,
+    /// Destination, when known from the datagram it answers; `None`: the
+    /// peer's address on that channel as the driver knows it.
+    pub to: Option<SocketAddr>,
+    /// Bytes written to the buffer.
+    pub len: usize,
+}
+
+/// Handshake counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Initiations sent (first attempts and retries).
+    pub initiations_sent: u64,
+    /// Of those, retries after a timeout.
+    pub retries: u64,
+    /// Handshake rounds given up after the attempt time.
+    pub gave_up: u64,
+    /// Handshakes this side initiated that completed.
+    pub completed_as_initiator: u64,
+    /// Initiations this side answered.
+    pub answered: u64,
+    /// Handshake datagrams not queued because the queue was full.
+    pub queue_overflow: u64,
+}
+
+#[derive(Default)]
+struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | b as u64;
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        // random indices: spread them over the high bits hashbrown uses too
+        self.0 = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type IndexMap = HashMap<u32, PeerId, BuildHasherDefault<IndexHasher>>;
+
+struct Queued {
+    peer: PeerId,
+    channel: Channel,
+    to: Option<SocketAddr>,
+    len: usize,
+    bytes: [u8; MAX_HANDSHAKE_LEN],
+}
+
+/// All peers of one side and their crypto state.
+pub struct Peers {
+    cfg: Config,
+    local: PrivateKey,
+    local_public: PublicKey,
+    params: snow::params::NoiseParams,
+    peers: Vec<Peer>,
+    by_key: HashMap<PublicKey, PeerId>,
+    by_index: IndexMap,
+    limiter: Limiter,
+    queue: VecDeque<Queued>,
+    timers: BinaryHeap<Reverse<(Nanos, u32)>>,
+    last_stamp_sent: u64,
+    drops: DropCounts,
+    stats: Stats,
+}
+
+/// A static key added twice to a [`Peers`] table.
+#[derive(Debug, thiserror::Error)]
+#[error("peer {0} is already in the table")]
+pub struct DuplicatePeer(pub PublicKey);
+
+impl Peers {
+    /// An empty table for the side whose static key is `local`.
+    pub fn new(local: PrivateKey, cfg: Config) -> Peers {
+        Peers {
+            local_public: local.public_key(),
+            local,
+            params: handshake::params(),
+            peers: Vec::new(),
+            by_key: HashMap::new(),
+            by_index: IndexMap::default(),
+            limiter: Limiter::new(cfg.rate_limit, 0),
+            queue: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            last_stamp_sent: 0,
+            drops: DropCounts::default(),
+            stats: Stats::default(),
+            cfg,
+        }
+    }
+
+    /// Reserves room for `n` more peers (a gateway loading its device file).
+    pub fn reserve(&mut self, n: usize) {
+        self.peers.reserve(n);
+        self.by_key.reserve(n);
+    }
+
+    /// Adds a peer. `initiates`: this side starts handshakes with it.
+    pub fn add_peer(
+        &mut self,
+        public_key: PublicKey,
+        name: impl Into<String>,
+        initiates: bool,
+    ) -> Result<PeerId, DuplicatePeer> {
+        let id = PeerId(self.peers.len() as u32);
+        if self.by_key.insert(public_key, id).is_some() {
+            return Err(DuplicatePeer(public_key));
+        }
+        self.peers
+            .push(Peer::new(public_key, name.into(), initiates));
+        Ok(id)
+    }
+
+    /// Our static public key.
+    pub fn public_key(&self) -> PublicKey {
+        self.local_public
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Number of peers.
+    pub fn len(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Whether the table has no peers.
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// A peer by id.
+    pub fn peer(&self, id: PeerId) -> Option<&Peer> {
+        self.peers.get(id.0 as usize)
+    }
+
+    /// The peer with this static key.
+    pub fn find(&self, key: &PublicKey) -> Option<PeerId> {
+        self.by_key.get(key).copied()
+    }
+
+    /// Drop counters (every refused datagram is counted here).
+    pub fn drops(&self) -> &DropCounts {
+        &self.drops
+    }
+
+    /// Handshake counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Bytes of a transport datagram for `payload_len` bytes of payload.
+    pub fn datagram_len(&self, payload_len: usize) -> usize {
+        PREFIX_LEN + self.cfg.header_len + payload_len + TAG_LEN
+    }
+
+    /// Asks for a handshake with `peer` now (if this side initiates with it and
+    /// none is in flight); the initiation comes out of [`Peers::poll_transmit`]
+    /// after [`Peers::handle_timeout`].
+    pub fn connect(&mut self, now: Nanos, peer: PeerId) {
+        if let Some(p) = self.peers.get_mut(peer.0 as usize) {
+            if p.initiates && p.pending.is_none() {
+                p.want_handshake = true;
+                self.schedule(peer, now);
+            }
+        }
+    }
+
+    fn schedule(&mut self, id: PeerId, at: Nanos) {
+        let p = &mut self.peers[id.0 as usize];
+        if p.scheduled.is_none_or(|s| at < s) {
+            p.scheduled = Some(at);
+            self.timers.push(Reverse((at, id.0)));
+        }
+    }
+
+    fn reschedule(&mut self, id: PeerId) {
+        if let Some(d) = self.peers[id.0 as usize].deadline(&self.cfg.limits) {
+            self.schedule(id, d);
+        }
+    }
+
+    /// Seals one transport datagram in place.
+    ///
+    /// Layout of `buf` on entry: [`PREFIX_LEN`] bytes of room, then the
+    /// dchannel header (`header_len` bytes), then `payload_len` bytes of
+    /// payload, then at least [`TAG_LEN`] spare bytes. On return the first
+    /// `len` bytes are the datagram to send on `channel`. Allocates nothing.
+    ///
+    /// `Err(NoSession)`: nothing to send with yet; a handshake is queued if this
+    /// side initiates with the peer. Rekeying by time or volume is also
+    /// triggered from here (the datagram still goes out on the current session).
+    pub fn seal(
+        &mut self,
+        now: Nanos,
+        peer: PeerId,
+        channel: Channel,
+        buf: &mut [u8],
+        payload_len: usize,
+    ) -> Result<usize, SealError> {
+        let h = self.cfg.header_len;
+        let need = PREFIX_LEN + h + payload_len + TAG_LEN;
+        if buf.len() < need {
+            return Err(SealError::BufferTooSmall {
+                need,
+                have: buf.len(),
+            });
+        }
+        let l = self.cfg.limits;
+        let p = self
+            .peers
+            .get_mut(peer.0 as usize)
+            .ok_or(SealError::UnknownPeer)?;
+        let usable = p.current.as_ref().is_some_and(|s| {
+            now < s.created + l.reject_after_time
+                && s.next_counter(channel) < l.reject_after_messages
+        });
+        if !usable {
+            if p.initiates && p.pending.is_none() && !p.want_handshake {
+                p.want_handshake = true;
+                self.schedule(peer, now);
+            }
+            return Err(SealError::NoSession);
+        }
+        let s = p.current.as_mut().expect("usable");
+        let n = s.seal(channel, buf, h, payload_len);
+        let rekey = p.initiates
+            && p.pending.is_none()
+            && !p.want_handshake
+            && (s.max_sent() >= l.rekey_after_messages || now >= s.created + l.rekey_after_time);
+        if rekey {
+            p.want_handshake = true;
+            self.schedule(peer, now);
+        }
+        Ok(n)
+    }
+
+    /// Authenticates and decrypts a received datagram in place, or consumes a
+    /// handshake message. `channel` is the channel it arrived on, `from` its
+    /// source (handshake rate limits are per source address). On `Err` the
+    /// datagram is counted under its reason and must not be answered.
+    pub fn open(
+        &mut self,
+        now: Nanos,
+        channel: Channel,
+        from: SocketAddr,
+        dgram: &mut [u8],
+    ) -> Result<Opened, Drop> {
+        let r = match dgram.first() {
+            None => Err(Drop::Truncated),
+            Some(&TYPE_TRANSPORT) => self.open_transport(now, channel, dgram),
+            Some(&TYPE_INITIATION) => self.on_initiation(now, channel, from, dgram),
+            Some(&TYPE_RESPONSE) => self.on_response(now, channel, from, dgram),
+            Some(_) => Err(Drop::UnknownType),
+        };
+        if let Err(reason) = r {
+            self.drops.add(reason);
+        }
+        r
+    }
+
+    fn open_transport(
+        &mut self,
+        now: Nanos,
+        channel: Channel,
+        dgram: &mut [u8],
+    ) -> Result<Opened, Drop> {
+        let len = dgram.len();
+        let h = if len == KEEPALIVE_LEN {
+            0
+        } else if len >= PREFIX_LEN + self.cfg.header_len + TAG_LEN {
+            self.cfg.header_len
+        } else {
+            return Err(Drop::Truncated);
+        };
+        let index = read_u32(dgram, 1);
+        let id = *self.by_index.get(&index).ok_or(Drop::UnknownIndex)?;
+        let l = self.cfg.limits;
+        let p = &mut self.peers[id.0 as usize];
+        let (slot, s): (u8, &mut Session) = if let Some(s) =
+            p.current.as_deref_mut().filter(|s| s.local_index == index)
+        {
+            (0, s)
+        } else if let Some(s) = p.next.as_deref_mut().filter(|s| s.local_index == index) {
+            (1, s)
+        } else if let Some((s, _)) = p.previous.as_mut().filter(|(s, _)| s.local_index == index) {
+            (2, &mut **s)
+        } else {
+            return Err(Drop::UnknownIndex);
+        };
+        if now >= s.created + l.reject_after_time {
+            return Err(Drop::Expired);
+        }
+        s.open(channel, dgram, h, l.reject_after_messages)?;
+        if slot == 1 {
+            // key confirmation: the answered session becomes the one we send on
+            let next = p.next.take();
+            let old = std::mem::replace(&mut p.current, next);
+            self.retire(id, old, now);
+            self.reschedule(id);
+        }
+        Ok(if h == 0 {
+            Opened::Keepalive { peer: id }
+        } else {
+            Opened::Data {
+                peer: id,
+                header: PREFIX_LEN..PREFIX_LEN + h,
+                payload: PREFIX_LEN + h..len - TAG_LEN,
+            }
+        })
+    }
+
+    /// Moves a replaced current session to `previous` (dropping the older one).
+    fn retire(&mut self, id: PeerId, old: Option<Box<Session>>, now: Nanos) {
+        let grace = self.cfg.limits.previous_grace;
+        let p = &mut self.peers[id.0 as usize];
+        let dropped = match old {
+            Some(s) => p.previous.replace((s, now + grace)).map(|(s, _)| s),
+            None => None,
+        };
+        if let Some(s) = dropped {
+            self.by_index.remove(&s.local_index);
+        }
+    }
+
+    fn new_index(&mut self, id: PeerId) -> u32 {
+        loop {
+            let i = getrandom::u32().expect("operating system random generator");
+            if let std::collections::hash_map::Entry::Vacant(e) = self.by_index.entry(i) {
+                e.insert(id);
+                return i;
+            }
+        }
+    }
+
+    fn enqueue(&mut self, q: Queued) {
+        if self.queue.len() >= self.cfg.max_queued {
+            self.stats.queue_overflow += 1;
+        } else {
+            self.queue.push_back(q);
+        }
+    }
+
+    fn on_initiation(
+        &mut self,
+        now: Nanos,
+        channel: Channel,
+        from: SocketAddr,
+        dgram: &[u8],
+    ) -> Result<Opened, Drop> {
+        if dgram.len() < crate::format::INITIATION_LEN {
+            return Err(Drop::Truncated);
+        }
+        if !self.limiter.allow(now, from.ip()) {
+            return Err(Drop::RateLimited);
+        }
+        let rx = handshake::read_initiation(&self.params, &self.local, dgram)?;
+        let id = self.find(&rx.remote_static).ok_or(Drop::UnknownPeer)?;
+        if rx.stamp <= self.peers[id.0 as usize].last_stamp {
+            return Err(Drop::HandshakeReplay);
+        }
+        self.peers[id.0 as usize].last_stamp = rx.stamp;
+        let index = self.new_index(id);
+        let mut q = Queued {
+            peer: id,
+            channel,
+            to: Some(from),
+            len: crate::format::RESPONSE_LEN,
+            bytes: [0; MAX_HANDSHAKE_LEN],
+        };
+        let s = rx.respond(index, now, &mut q.bytes);
+        if let Some(old) = self.peers[id.0 as usize].next.replace(Box::new(s)) {
+            self.by_index.remove(&old.local_index);
+        }
+        self.enqueue(q);
+        self.stats.answered += 1;
+        self.reschedule(id);
+        Ok(Opened::Handshake {
+            peer: id,
+            established: false,
+        })
+    }
+
+    fn on_response(
+        &mut self,
+        now: Nanos,
+        channel: Channel,
+        from: SocketAddr,
+        dgram: &[u8],
+    ) -> Result<Opened, Drop> {
+        let index = handshake::response_index(dgram).ok_or(Drop::Truncated)?;
+        let id = *self.by_index.get(&index).ok_or(Drop::UnexpectedResponse)?;
+        let p = &mut self.peers[id.0 as usize];
+        let pending = p
+            .pending
+            .as_mut()
+            .filter(|x| x.hs.local_index == index)
+            .ok_or(Drop::UnexpectedResponse)?;
+        let mut s = pending.hs.complete(dgram, now)?;
+        p.pending = None;
+        p.want_handshake = false;
+        // confirm the session to the responder at once with a keepalive
+        let mut q = Queued {
+            peer: id,
+            channel,
+            to: Some(from),
+            len: KEEPALIVE_LEN,
+            bytes: [0; MAX_HANDSHAKE_LEN],
+        };
+        s.seal(channel, &mut q.bytes, 0, 0);
+        let old = p.current.replace(Box::new(s));
+        self.retire(id, old, now);
+        self.enqueue(q);
+        self.stats.completed_as_initiator += 1;
+        self.reschedule(id);
+        Ok(Opened::Handshake {
+            peer: id,
+            established: true,
+        })
+    }
+
+    /// The next handshake datagram to send, written to `buf` (at least
+    /// [`MAX_HANDSHAKE_LEN`] bytes).
+    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let q = self.queue.pop_front()?;
+        buf[..q.len].copy_from_slice(&q.bytes[..q.len]);
+        Some(Transmit {
+            peer: q.peer,
+            channel: q.channel,
+            to: q.to,
+            len: q.len,
+        })
+    }
+
+    /// When [`Peers::handle_timeout`] should be called next (`None`: nothing
+    /// scheduled). May be earlier than needed, never later.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.timers.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Does what is due at `now`: retransmits or gives up handshakes, starts
+    /// rekeys, expires sessions. Queues datagrams for [`Peers::poll_transmit`].
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        while let Some(&Reverse((t, raw))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let id = PeerId(raw);
+            if self.peers[raw as usize].scheduled != Some(t) {
+                continue; // superseded by an earlier entry
+            }
+            self.peers[raw as usize].scheduled = None;
+            self.on_peer_timer(now, id);
+            self.reschedule(id);
+        }
+    }
+
+    fn on_peer_timer(&mut self, now: Nanos, id: PeerId) {
+        let l = self.cfg.limits;
+        let p = &mut self.peers[id.0 as usize];
+        let mut unregister: [Option<u32>; 4] = [None; 4];
+        if p.current
+            .as_ref()
+            .is_some_and(|s| now >= s.created + l.reject_after_time)
+        {
+            unregister[0] = p.current.take().map(|s| s.local_index);
+        }
+        if p.previous
+            .as_ref()
+            .is_some_and(|(s, retire)| now >= *retire || now >= s.created + l.reject_after_time)
+        {
+            unregister[1] = p.previous.take().map(|(s, _)| s.local_index);
+        }
+        if p.next
+            .as_ref()
+            .is_some_and(|s| now >= s.created + l.reject_after_time)
+        {
+            unregister[2] = p.next.take().map(|s| s.local_index);
+        }
+        let mut start = false;
+        let mut retry_channel = None;
+        if let Some(pd) = &p.pending {
+            if now >= pd.last_sent + l.rekey_timeout {
+                unregister[3] = Some(pd.hs.local_index);
+                if now >= pd.first_sent + l.rekey_attempt_time {
+                    p.pending = None;
+                    p.want_handshake = false;
+                    self.stats.gave_up += 1;
+                } else {
+                    retry_channel = Some((pd.channel.other(), pd.first_sent));
+                }
+            }
+        } else if p.initiates
+            && (p.want_handshake
+                || p.current
+                    .as_ref()
+                    .is_none_or(|s| now >= s.created + l.rekey_after_time)
+                    && p.current.is_some())
+        {
+            start = true;
+        }
+        for i in unregister.into_iter().flatten() {
+            self.by_index.remove(&i);
+        }
+        if let Some((channel, first_sent)) = retry_channel {
+            self.stats.retries += 1;
+            self.send_initiation(now, id, channel, first_sent);
+        } else if start {
+            let ch = self.cfg.handshake_channel;
+            self.send_initiation(now, id, ch, now);
+        }
+    }
+
+    fn send_initiation(&mut self, now: Nanos, id: PeerId, channel: Channel, first_sent: Nanos) {
+        let index = self.new_index(id);
+        let stamp = (self.cfg.wall_clock_at_zero + now).max(self.last_stamp_sent + 1);
+        self.last_stamp_sent = stamp;
+        let mut q = Queued {
+            peer: id,
+            channel,
+            to: None,
+            len: crate::format::INITIATION_LEN,
+            bytes: [0; MAX_HANDSHAKE_LEN],
+        };
+        let remote = self.peers[id.0 as usize].public_key;
+        let hs: InFlight = handshake::initiate(
+            &self.params,
+            &self.local,
+            &remote,
+            self.cfg.cipher,
+            index,
+            stamp,
+            &mut q.bytes,
+        );
+        let p = &mut self.peers[id.0 as usize];
+        p.pending = Some(Box::new(Pending {
+            hs,
+            first_sent,
+            last_sent: now,
+            channel,
+        }));
+        p.want_handshake = false;
+        self.enqueue(q);
+        self.stats.initiations_sent += 1;
+    }
+}
