@@ -196,3 +196,67 @@ def test_tp5n_absent_says_how_to_point_at_a_corpus(
     assert str(tmp_path / "nowhere") in str(e.value)
     with pytest.raises(WorkloadUnavailable, match="DCH_CORPUS_TP5N"):
         corpus_page_names("tp5n", 10)
+
+
+def test_captures_skip_what_the_replay_cannot_serve(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A WARC with an IP-literal host, a URL recorded twice and a non-ASCII header value:
+    the page imports, the unservable parts are skipped with warnings naming them."""
+    import io
+
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    from dchlab.pages.warc import import_warc
+
+    path = tmp_path / "p.warc.gz"
+    with path.open("wb") as fh:
+        w = WARCWriter(fh, gzip=True)
+        for url, headers, body in [
+            ("http://www.w.test/", [("Content-Type", "text/html")],
+             b'<img src="http://10.1.2.3/ad.gif"><img src="/a.png">'),
+            ("http://10.1.2.3/ad.gif", [("Content-Type", "image/gif")], b"GIF89a"),
+            ("http://www.w.test/a.png", [("Content-Type", "image/png"),
+                                         ("Content-Disposition", "inline; filename=caf\u00e9.png")], b"PNG1"),
+            ("http://www.w.test/a.png", [("Content-Type", "image/png")], b"PNG2"),
+        ]:  # fmt: skip
+            hh = StatusAndHeaders("200 OK", headers, protocol="HTTP/1.1")
+            w.write_record(
+                w.create_warc_record(url, "response", payload=io.BytesIO(body), http_headers=hh)
+            )
+    caplog.set_level(logging.WARNING)
+    corpus, missing = import_warc([path], tmp_path / "out")
+    assert missing == {"p": 1}
+    assert sorted(o.url for o in corpus.objects) == [
+        "https://www.w.test/",
+        "https://www.w.test/a.png",
+    ]
+    png_obj = next(o for o in corpus.objects if o.url.endswith("a.png"))
+    assert corpus.read_body(png_obj) == b"PNG1"
+    # warcio itself writes a non-ASCII value as RFC 8187 `filename*=UTF-8''...`: servable
+    assert dict(png_obj.headers)["content-disposition"] == "inline; filename*=UTF-8''caf%C3%A9.png"
+    assert corpus.page("p").missing_urls == ["https://10.1.2.3/ad.gif"]
+    warned = "\n".join(r.getMessage() for r in caplog.records)
+    assert "http://10.1.2.3/ad.gif: expected a host name, got an address" in warned
+    assert "URL recorded twice" in warned
+    load(tmp_path / "out")
+    # HAR keeps header values as any JSON string: a non-ASCII one is dropped, named
+    from dchlab.pages.har import import_har
+
+    entry = {
+        "request": {"method": "GET", "url": "http://h.test/"},
+        "response": {
+            "status": 200,
+            "headers": [{"name": "Content-Type", "value": "text/html"},
+                        {"name": "X-Note", "value": "caf\u00e9"}],
+            "content": {"mimeType": "text/html", "text": "<p>x</p>"},
+        },
+    }  # fmt: skip
+    (tmp_path / "h.har").write_text(json.dumps({"log": {"entries": [entry, entry]}}))
+    caplog.clear()
+    har = import_har([tmp_path / "h.har"], tmp_path / "har")[0]
+    assert [k for k, _ in har.objects[0].headers] == ["content-type"]
+    warned = "\n".join(r.getMessage() for r in caplog.records)
+    assert "https://h.test/: dropped header: invalid value of header 'X-Note'" in warned
+    assert "log.entries[1]: skipped http://h.test/: URL recorded twice" in warned

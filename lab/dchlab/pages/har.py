@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import shutil
 from pathlib import Path
@@ -19,6 +20,8 @@ from typing import Any
 
 from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter
 from dchlab.pages.warc import Record, add_captured_page
+
+log = logging.getLogger(__name__)
 
 _DROP = {"content-length", "content-encoding", "transfer-encoding"}
 
@@ -97,6 +100,11 @@ def import_har(
                     lost.add(rec[0])
                     continue
                 if rec[0] in seen:
+                    # A redirect chain or a retry recorded the URL twice: the replay can
+                    # answer it one way; the first response is kept.
+                    log.warning(
+                        "%s: log.entries[%d]: skipped %s: URL recorded twice", path, i, rec[0][:200]
+                    )
                     continue
                 seen.add(rec[0])
                 records.append(rec)

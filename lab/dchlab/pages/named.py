@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 TP5N_ENV = "DCH_CORPUS_TP5N"
 NAMES = ("tp5n",)
 # The importer's code: a change re-imports (the corpus is a function of tree + code).
-_IMPORTER_FILES = ("tp5n.py", "rewrite.py", "litter.py", "corpus.py", "servable.py", "named.py")
+_IMPORTER_FILES = ("tp5n.py", "rewrite.py", "litter.py", "corpus.py", "servable.py")
 
 
 def tp5n_source() -> Path:
@@ -80,7 +80,7 @@ def open_tp5n() -> Corpus:
     src = tp5n_source()
     if not src.is_dir():
         raise CorpusError(
-            f"corpus 'tp5n': no saved-page tree at {src}. Put the tp5n pages there "
+            f"no tp5n saved-page tree at {src}. Put the tp5n pages there "
             f"(../shared/data/pages/tp5n beside the repository) or set {TP5N_ENV} to a "
             "saved-page tree (<site>/<host>/<path>, as `dch corpus import-tp5n` takes) or "
             "to an imported corpus directory; or use `corpus: synthetic` in the campaign"
