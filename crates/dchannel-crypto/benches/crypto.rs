@@ -1,1 +1,161 @@
-fn main() {}
+//! Cost of sealing and opening one datagram (1400 B and 64 KiB payloads):
+//! the raw AEADs (ring AES-256-GCM, ring ChaCha20-Poly1305, RustCrypto
+//! chacha20poly1305) and the full `Peers::seal` / `Peers::open` path (index
+//! lookup, replay window, counters), plus one complete handshake.
+//!
+//! `cargo bench -p dchannel-crypto --bench crypto`; numbers in docs/benchmarks.md.
+
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use dchannel_crypto::aead::TransportKey;
+use dchannel_crypto::format::{MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN};
+use dchannel_crypto::{Channel, Cipher, Config, PeerId, Peers, PrivateKey};
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const SIZES: [(usize, &str); 2] = [(1400, "1400B"), (65_536, "64KiB")];
+const H: usize = 16;
+
+fn raw_aead(c: &mut Criterion) {
+    let mut g = c.benchmark_group("aead");
+    for (size, label) in SIZES {
+        g.throughput(Throughput::Bytes(size as u64));
+        for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
+            let k = TransportKey::new(cipher, &mut [9u8; 32]);
+            let mut data = vec![0x5au8; size];
+            let mut tag = [0u8; TAG_LEN];
+            let ad = [1u8; PREFIX_LEN + H];
+            let mut ctr = 0u64;
+            g.bench_function(format!("seal/ring-{}/{label}", cipher.as_str()), |b| {
+                b.iter(|| {
+                    ctr += 1;
+                    k.seal(Channel::Hbc, ctr, &ad, &mut data, &mut tag);
+                    black_box(&tag);
+                })
+            });
+            let mut sealed = vec![0x5au8; size + TAG_LEN];
+            let (d, t) = sealed.split_at_mut(size);
+            k.seal(Channel::Hbc, 1, &ad, d, t);
+            g.bench_function(format!("open/ring-{}/{label}", cipher.as_str()), |b| {
+                b.iter_batched_ref(
+                    || sealed.clone(),
+                    |buf| k.open(Channel::Hbc, 1, &ad, buf).unwrap(),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+        let rc = chacha20poly1305::ChaCha20Poly1305::new(&[9u8; 32].into());
+        let mut data = vec![0x5au8; size];
+        let ad = [1u8; PREFIX_LEN + H];
+        g.bench_function(format!("seal/rustcrypto-chacha20poly1305/{label}"), |b| {
+            b.iter(|| {
+                let t = rc
+                    .encrypt_in_place_detached(&[0u8; 12].into(), &ad, &mut data)
+                    .unwrap();
+                black_box(t);
+            })
+        });
+    }
+    g.finish();
+}
+
+struct Ends {
+    dev: Peers,
+    gw: Peers,
+    g: PeerId,
+}
+
+fn ends(cipher: Cipher) -> Ends {
+    let (dk, gk) = (PrivateKey::generate(), PrivateKey::generate());
+    let cfg = Config {
+        cipher,
+        ..Config::default()
+    };
+    let mut dev = Peers::new(dk.clone(), cfg);
+    let mut gw = Peers::new(gk.clone(), cfg);
+    let g = dev.add_peer(gk.public_key(), "gw", true).unwrap();
+    gw.add_peer(dk.public_key(), "dev", false).unwrap();
+    handshake(&mut dev, &mut gw, g);
+    Ends { dev, gw, g }
+}
+
+fn handshake(dev: &mut Peers, gw: &mut Peers, g: PeerId) {
+    let from: SocketAddr = "198.18.0.2:1".parse().unwrap();
+    let mut buf = [0u8; MAX_HANDSHAKE_LEN];
+    dev.connect(0, g);
+    dev.handle_timeout(0);
+    let t = dev.poll_transmit(&mut buf).unwrap();
+    gw.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
+    let t = gw.poll_transmit(&mut buf).unwrap();
+    dev.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
+    let t = dev.poll_transmit(&mut buf).unwrap();
+    gw.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
+}
+
+fn peers_path(c: &mut Criterion) {
+    let mut g = c.benchmark_group("peers");
+    let from: SocketAddr = "198.18.0.2:1".parse().unwrap();
+    for (size, label) in SIZES {
+        g.throughput(Throughput::Bytes(size as u64));
+        for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
+            let mut e = ends(cipher);
+            let mut buf = vec![0u8; PREFIX_LEN + H + size + TAG_LEN];
+            g.bench_function(format!("seal/{}/{label}", cipher.as_str()), |b| {
+                b.iter(|| e.dev.seal(1, e.g, Channel::Hbc, &mut buf, size).unwrap())
+            });
+            let Ends { dev, gw, g: gid } = &mut e;
+            g.bench_function(format!("open/{}/{label}", cipher.as_str()), |b| {
+                b.iter_batched_ref(
+                    || {
+                        let mut d = vec![0u8; PREFIX_LEN + H + size + TAG_LEN];
+                        dev.seal(1, *gid, Channel::Llc, &mut d, size).unwrap();
+                        d
+                    },
+                    |d| gw.open(1, Channel::Llc, from, d).unwrap(),
+                    BatchSize::SmallInput,
+                )
+            });
+        }
+    }
+    g.finish();
+}
+
+fn handshake_cost(c: &mut Criterion) {
+    let (dk, gk) = (PrivateKey::generate(), PrivateKey::generate());
+    let cfg = Config {
+        rate_limit: dchannel_crypto::ratelimit::RateLimit {
+            per_source_burst: u64::MAX / 4_000_000_000,
+            global_burst: u64::MAX / 4_000_000_000,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let mut gw = Peers::new(gk.clone(), cfg);
+    gw.add_peer(dk.public_key(), "dev", false).unwrap();
+    let mut t = 0;
+    c.bench_function("handshake/complete (both ends)", |b| {
+        b.iter(|| {
+            t += 1;
+            let mut dev = Peers::new(
+                dk.clone(),
+                Config {
+                    wall_clock_at_zero: t * 1_000_000_000,
+                    ..cfg
+                },
+            );
+            let g = dev.add_peer(gk.public_key(), "gw", true).unwrap();
+            handshake(&mut dev, &mut gw, g);
+        })
+    });
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+    targets = raw_aead, peers_path, handshake_cost
+}
+criterion_main!(benches);
