@@ -4,11 +4,12 @@ Public API:
     TestbedConfig, Testbed, TestbedError, TestbedInterrupted
     known_schemes(), get_scheme(spec), Scheme, register   (dchlab.testbed.schemes)
     known_channels(), resolve_channel(spec, seed)          (dchlab.testbed.channels)
-    ensure_ca(dir=None) -> (cert, key); make_nss_db(dir, ca_cert)   (dchlab.testbed.ca)
+    ensure_ca(dir=None) -> (cert, key); make_nss_db(dir, ca_cert); copy_nss_db(dir, ca_cert)
+                                                            (dchlab.testbed.ca)
     cleanup_dead_runs()                                     (dchlab.testbed.runrecord)
 """
 
-from dchlab.testbed.ca import ensure_ca, make_nss_db
+from dchlab.testbed.ca import copy_nss_db, ensure_ca, make_nss_db
 from dchlab.testbed.channels import known_channels, resolve_channel
 from dchlab.testbed.config import TestbedConfig
 from dchlab.testbed.core import Testbed, TestbedInterrupted
@@ -23,6 +24,7 @@ __all__ = [
     "TestbedError",
     "TestbedInterrupted",
     "cleanup_dead_runs",
+    "copy_nss_db",
     "ensure_ca",
     "get_scheme",
     "known_channels",

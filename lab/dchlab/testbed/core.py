@@ -22,10 +22,9 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -40,11 +39,12 @@ from dchlab.testbed.config import TestbedConfig
 from dchlab.testbed.errors import TestbedError
 from dchlab.testbed.procs import Daemon, Supervisor
 from dchlab.testbed.schemes import Scheme, get_scheme
+from dchlab.testbed.timing import Timing
 
 log = logging.getLogger(__name__)
 
 ROLES = ("ue", "gw", "srv")
-RUNS_TMP = Path(tempfile.gettempdir()) / "dch-runs"
+RUNS_TMP = runrecord.RUNS_TMP
 
 
 class Testbed:
@@ -93,6 +93,10 @@ class Testbed:
         self._closing = False
         self._old_handlers: dict[int, Any] = {}
         self._started = time.monotonic()
+        #: wall time per setup/teardown phase (ms), in stats()["timing"]
+        self.timing = {"setup": Timing(), "teardown": Timing()}
+        self._on_ue: list[Callable[[Testbed], None]] = []
+        self._prepared = False
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Testbed:
@@ -111,12 +115,41 @@ class Testbed:
             raise
         return self
 
-    def _build(self) -> None:
-        exes = self._check_inputs()
-        self._create_run()
-        self._make_namespaces()
-        links = self._start_links_and_servers(exes)
-        self._address(links)
+    def prepare(self) -> Testbed:
+        """Build ahead what does not depend on the configuration — run record, the
+        three namespaces (sysctls, ue's resolv.conf) — and run the on_ue hooks if the
+        scheme allows (a fresh Chromium starts), so that the testbed of the *next*
+        measurement gets ready while the current one ends. `use(cfg)` then gives it
+        its real configuration and start() builds the rest (congestion control,
+        service addresses, emulators with the new trace offset, servers, scheme)."""
+        try:
+            t = self.timing["setup"]
+            with t.phase("run_record"):
+                self._create_run()
+            with t.phase("namespaces"):
+                self._make_namespaces()
+            self.ca_cert, self.ca_key = ensure_ca()
+            self._set_base_env()
+            if self.scheme.apps_before_setup:
+                self.ue_env.update(self.scheme.env(self))
+                self._run_on_ue()
+        except BaseException:
+            self.close()
+            raise
+        self._prepared = True
+        return self
+
+    def use(self, cfg: TestbedConfig) -> Testbed:
+        """Give a prepared (not yet started) testbed its configuration."""
+        if self._record is None or not self._prepared or (self._sup and self._sup.daemons):
+            raise TestbedError("internal: use() is for a prepared testbed before start()")
+        self.cfg = cfg
+        self.scheme = get_scheme(cfg.scheme)
+        self._record.keep_logs = cfg.keep_logs
+        self._record.save()
+        return self
+
+    def _set_base_env(self) -> None:
         self.ue_env = {
             "DCH_CA": str(self.ca_cert),
             "SSL_CERT_FILE": str(self.ca_cert),
@@ -128,11 +161,55 @@ class Testbed:
             "DCH_RUN_DIR": str(self.run_dir),
             "DCH_NETNS_UE": self.netns["ue"],
         }
-        self.scheme.setup(self)
-        self.ue_env.update(self.scheme.env(self))
-        self.wait_ready(["dnsmasq", "webreplay"])
+
+    def _build(self) -> None:
+        t = self.timing["setup"]
+        with t.phase("inputs"):
+            exes = self._check_inputs()
+        early = self.scheme.apps_before_setup
+        if not self._prepared:
+            with t.phase("run_record"):
+                self._create_run()
+            with t.phase("namespaces"):
+                self._make_namespaces()
+            self._set_base_env()
+            if early:
+                self.ue_env.update(self.scheme.env(self))
+                self._run_on_ue()
+        else:
+            self._set_base_env()
+            self.ue_env.update(self.scheme.env(self))
+            log.info("testbed %s (prepared ahead): scheme %s", self.prefix, self.cfg.scheme)
+        with t.phase("configure"):
+            self._configure_namespaces()
+        with t.phase("links_servers"):
+            links = self._start_links_and_servers(exes)
+        with t.phase("addresses"):
+            self._address(links)
+        with t.phase("scheme"):
+            self.scheme.setup(self)
+            self.ue_env.update(self.scheme.env(self))
+        if not early:
+            self._run_on_ue()
+        with t.phase("servers_ready"):
+            self.wait_ready(["dnsmasq", "webreplay"])
         self._check_failure()
         log.info("testbed %s ready in %.2f s", self.prefix, time.monotonic() - self._started)
+
+    def on_ue(self, hook: Callable[[Testbed], None]) -> None:
+        """Call `hook(tb)` during `start()` as soon as programs may start on ue: right
+        after the namespaces exist (ue has lo and its resolv.conf, no links yet) when the
+        scheme allows it (`Scheme.apps_before_setup`), else after the scheme's setup.
+        For slow starters that need no network until start() returns (Chromium: it
+        starts while emulators, agents and servers come up). The hook must not block
+        or send; what it starts with `popen_ue` is stopped at teardown like any
+        workload."""
+        self._on_ue.append(hook)
+
+    def _run_on_ue(self) -> None:
+        with self.timing["setup"].phase("on_ue"):
+            for hook in self._on_ue:
+                hook(self)
 
     def _check_inputs(self) -> dict[str, Path]:
         """Everything that can fail before the system is touched: root, binaries,
@@ -184,8 +261,7 @@ class Testbed:
         log.info("testbed %s: scheme %s, hbc %s, llc %s", self.prefix, cfg.scheme, cfg.hbc, cfg.llc)
 
     def _make_namespaces(self) -> None:
-        """ue, gw, srv with their sysctls, congestion control, ue's resolv.conf and the
-        service addresses in srv (before the servers bind them)."""
+        """ue, gw, srv with their sysctls and ue's resolv.conf."""
         for role, ns in self.netns.items():
             sh.run(["ip", "netns", "add", ns], f"create namespace {role} ({ns})")
             self.ip(role, ["link", "set", "lo", "up"], f"bring up lo in {role}")
@@ -199,12 +275,16 @@ class Testbed:
             if role == "gw":
                 settings["net.ipv4.ip_forward"] = "1"
             sh.sysctl(ns, settings, f"sysctls in {role}")
-        set_netns_cc(list(self.netns.values()), self.cfg.cc)
         etc = Path(f"/etc/netns/{self.netns['ue']}")
         etc.mkdir(parents=True, exist_ok=True)
         (etc / "resolv.conf").write_text(
             f"nameserver {A.DNS_SERVER}\noptions timeout:2 attempts:2\n"
         )
+
+    def _configure_namespaces(self) -> None:
+        """Congestion control everywhere; the service addresses in srv (before the
+        servers bind them)."""
+        set_netns_cc(list(self.netns.values()), self.cfg.cc)
         svc = sorted(set(self.hosts.values()) | {A.DNS_SERVER})
         lines = [f"addr add {a}/32 dev lo" for a in svc]
         sh.ip_batch(self.netns["srv"], lines, "add service addresses in srv")
@@ -302,13 +382,21 @@ class Testbed:
             "duration_s": round(time.monotonic() - self._started, 3),
         }
         write_error: OSError | None = None
+        t = self.timing["teardown"]
+        stats["timing"] = {k: v.ms for k, v in self.timing.items()}
         try:
             if self.failure:
                 stats["failure"] = self.failure
-            for p in self._workloads:
-                _terminate(p)
+            with t.phase("workloads"):  # signalled now, waited for while daemons stop
+                for p in self._workloads:
+                    if p.poll() is None:
+                        with contextlib.suppress(ProcessLookupError):
+                            p.terminate()
             if self._sup is not None and self.netns:
                 self._collect(stats)
+            with t.phase("workloads"):
+                for p in self._workloads:
+                    _terminate(p)
             self._stats = stats
             try:
                 if self.cfg.stats_path:
@@ -320,7 +408,8 @@ class Testbed:
         finally:
             # Whatever failed above, the run's namespaces and processes go.
             if self._record is not None:
-                removed = runrecord.teardown_record(self._record)
+                with t.phase("remove"):
+                    removed = runrecord.teardown_record(self._record)
                 log.debug("teardown %s removed: %s", self.prefix, removed)
         if write_error is not None:
             raise TestbedError(f"cannot write stats to {self.cfg.stats_path}: {write_error}")
@@ -328,13 +417,22 @@ class Testbed:
     def _collect(self, stats: dict[str, Any]) -> None:
         """Live counters, then stop the daemons (they write their stats) and read them."""
         assert self._sup is not None
-        try:
-            stats.update(self.scheme.collect(self))
-        except Exception as exc:  # stats are best effort at teardown
-            stats["collect_error"] = str(exc)
-        stats["interfaces"] = self._interface_counters()
-        order = [*self.scheme.stop_first(), "webreplay", "dnsmasq"]
-        self._sup.stop_all(order)
+        t = self.timing["teardown"]
+        with t.phase("counters"):
+            try:
+                stats.update(self.scheme.collect(self))
+            except Exception as exc:  # stats are best effort at teardown
+                stats["collect_error"] = str(exc)
+            stats["interfaces"] = self._interface_counters()
+        # Two waves, each stopped together: the servers (with the scheme's stop_first()
+        # daemons unless those carry packets), while the path is still up — so the FINs
+        # of the workload's last connections reach webreplay, which would otherwise wait
+        # its grace period for them; then the agents and emulators together (agents
+        # ~60 ms to flush stats, emulators ~100 ms: no longer one after the other).
+        first = [] if self.scheme.stop_first_on_path else self.scheme.stop_first()
+        waves = [[*first, "webreplay", "dnsmasq"]]
+        with t.phase("stop_daemons"):
+            self._sup.stop_all(waves, timing=t.ms)
         for section, key, path in self._stats_files:
             try:
                 stats.setdefault(section, {})[key] = json.loads(path.read_text())
@@ -496,29 +594,44 @@ class Testbed:
         if self.failure:
             raise TestbedError(self.failure)
 
+    # Signal handlers are shared by every open testbed of the process (one may be
+    # prepared ahead while another runs): installed with the first, restored with the last.
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        if not _LIVE:
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                _SAVED_HANDLERS[sig] = signal.signal(sig, _on_signal)
+        _LIVE.append(self)
+        self._old_handlers = dict(_SAVED_HANDLERS)
 
     def _handlers_installed(self) -> bool:
         return bool(self._old_handlers)
 
     def _restore_signal_handlers(self) -> None:
-        for sig, old in self._old_handlers.items():
-            with contextlib.suppress(ValueError, TypeError):
-                signal.signal(sig, old)
+        if self in _LIVE:
+            _LIVE.remove(self)
+            if not _LIVE:
+                for sig, old in _SAVED_HANDLERS.items():
+                    with contextlib.suppress(ValueError, TypeError):
+                        signal.signal(sig, old)
+                _SAVED_HANDLERS.clear()
         self._old_handlers.clear()
 
-    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self._closing:
-            return  # already tearing down: finish that
-        if self.failure:
-            raise TestbedError(self.failure)
-        raise TestbedInterrupted(
-            f"testbed {self.prefix} interrupted by {signal.Signals(signum).name}"
-        )
+
+#: Open testbeds of this process that installed the shared signal handlers.
+_LIVE: list[Testbed] = []
+_SAVED_HANDLERS: dict[int, Any] = {}
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if any(tb._closing for tb in _LIVE):
+        return  # already tearing down: finish that
+    for tb in _LIVE:
+        if tb.failure:
+            raise TestbedError(tb.failure)
+    prefixes = ", ".join(tb.prefix for tb in _LIVE)
+    raise TestbedInterrupted(f"testbed {prefixes} interrupted by {signal.Signals(signum).name}")
 
 
 class TestbedInterrupted(TestbedError):

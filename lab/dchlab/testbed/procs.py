@@ -172,11 +172,49 @@ class Supervisor:
                 d.proc.wait()
         return d.proc.returncode
 
-    def stop_all(self, order: Sequence[str] | None = None) -> None:
+    def stop_all(
+        self,
+        waves: Sequence[Sequence[str]] = (),
+        timing: dict[str, float] | None = None,
+        timeout: float = 5.0,
+    ) -> None:
+        """Stop every daemon: the names of each wave together (SIGTERM to all of them,
+        then wait; SIGKILL after `timeout`), one wave after the other, then all the
+        others together. `timing` gets each daemon's exit latency as `stop.<name>` (ms)."""
         self._stop_watch.set()
-        names = list(order or []) + [n for n in reversed(self.daemons) if n not in (order or [])]
+        seen: set[str] = set()
+        groups: list[list[str]] = []
+        for wave in waves:
+            group = [n for n in wave if n in self.daemons and n not in seen]
+            seen.update(group)
+            groups.append(group)
+        groups.append([n for n in reversed(self.daemons) if n not in seen])
+        for group in groups:
+            self._stop_together(group, timing, timeout)
+
+    def _stop_together(
+        self, names: Sequence[str], timing: dict[str, float] | None, timeout: float
+    ) -> None:
+        t0 = time.monotonic()
+        live = []
         for name in names:
-            self.stop(name)
+            d = self.daemons[name]
+            d.stopping = True
+            if d.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(d.pid, signal.SIGTERM)
+                live.append(d)
+        deadline = t0 + timeout
+        for d in live:
+            try:
+                d.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s ignored SIGTERM for %.0f s; killing it", d.name, timeout)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(d.pid, signal.SIGKILL)
+                d.proc.wait()
+            if timing is not None:
+                timing[f"stop.{d.name}"] = round((time.monotonic() - t0) * 1000, 1)
 
     def _watch(self) -> None:
         while not self._stop_watch.wait(0.1):

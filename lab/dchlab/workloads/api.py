@@ -15,10 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -128,11 +129,21 @@ def _config(spec: RunSpec, item: str, corpus: Path | None = None):  # type: igno
     )
 
 
-def _measure(row: dict[str, Any], cfg: Any, body: Callable[[Any], None]) -> dict[str, Any]:
-    """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters."""
+def _measure(
+    row: dict[str, Any],
+    cfg: Any,
+    body: Callable[[Any], None],
+    prepare: Callable[[Any], None] | None = None,
+    tb: Any = None,
+) -> dict[str, Any]:
+    """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters.
+    `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue hooks);
+    `tb`: a prepared testbed (dchlab.workloads.ahead) to start instead of a new one."""
     from dchlab.testbed import Testbed, TestbedError
 
-    tb = Testbed(cfg)
+    tb = tb or Testbed(cfg)
+    if prepare is not None:
+        prepare(tb)
     try:
         with tb:
             row["trace_offset_ms"] = tb.offset_ms
@@ -161,7 +172,13 @@ def pageload(
 
 
 def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> dict[str, Any]:
-    from dchlab.testbed import make_nss_db
+    """One cold Chromium load of `page` in a fresh testbed. Chromium (a new process and
+    profile) is driven over a CDP pipe from this process and launched while the testbed
+    finishes its build; during this load's quiet tail the next load's namespaces and
+    Chromium are prepared (dchlab.workloads.ahead). $DCH_BROWSER_DRIVER=subprocess: the
+    older per-load Python driver on ue; $DCH_BROWSER_EARLY=0: launch Chromium only once
+    the testbed is up; $DCH_PREPARE_AHEAD=0: nothing prepared ahead."""
+    from dchlab.workloads import ahead
     from dchlab.workloads.validity import judge
 
     t_start = time.monotonic()
@@ -172,13 +189,41 @@ def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> di
     # the page as recorded (valid); any other failure is not (dchlab.workloads.validity).
     row["missing_expected"] = entry.missing
 
-    def body(tb: Any) -> None:
-        home = tb.run_dir / "chromium-home"
+    pipe = os.environ.get("DCH_BROWSER_DRIVER", "pipe") != "subprocess"
+    early = pipe and os.environ.get("DCH_BROWSER_EARLY", "1") != "0"
+    use_ahead = early and ahead.enabled()
+    cfg = _config(spec, page, corpus.root)
+    browsers: list[Any] = []
+    prepared = ahead.take(cfg) if use_ahead else None
+    if prepared is not None:
+        browsers = prepared[1]
+        timing.update(prepared[2], prepared_ahead=1.0)
+
+    def launch(tb: Any) -> None:
+        browsers.append(launch_browser(tb, timing))
+
+    def next_ahead() -> None:
         t0 = time.monotonic()
-        make_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
-        t1 = time.monotonic()
-        res = run_browser(tb, entry.entry_url, timeout_s, home)
-        timing.update(nss_db=_ms(t1 - t0), driver=_ms(time.monotonic() - t1))
+        ahead.prepare_next(cfg, launch_browser)
+        timing["prepare_next"] = _ms(time.monotonic() - t0)
+
+    def body(tb: Any) -> None:
+        if pipe:
+            if not browsers:
+                launch(tb)
+            t1 = time.monotonic()
+            after = next_ahead if use_ahead else None
+            res = asdict(browsers[0].load(entry.entry_url, timeout_s, after_load=after))
+        else:
+            from dchlab.testbed import copy_nss_db
+
+            home = tb.run_dir / "chromium-home"
+            t0 = time.monotonic()
+            copy_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
+            t1 = time.monotonic()
+            timing["nss_db"] = _ms(t1 - t0)
+            res = run_browser(tb, entry.entry_url, timeout_s, home)
+        timing["driver"] = _ms(time.monotonic() - t1)
         row.update(
             plt_ms=res.get("plt_ms"),
             valid=bool(res.get("valid")),
@@ -201,7 +246,17 @@ def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> di
         )
         row["_browser"] = res
 
-    _measure(row, _config(spec, page, corpus.root), body)
+    try:
+        _measure(
+            row,
+            cfg,
+            body,
+            (lambda tb: tb.on_ue(launch)) if early and prepared is None else None,
+            prepared[0] if prepared is not None else None,
+        )
+    finally:
+        for b in browsers:
+            b.close()
     browser = row.pop("_browser", {})
     row["stats"] = {**row["stats"], "browser": browser}
     timing["total"] = _ms(time.monotonic() - t_start)
@@ -218,6 +273,23 @@ def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> di
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
+
+
+def launch_browser(tb: Any, timing: dict[str, float]) -> Any:
+    """Start a fresh Chromium on ue (NSS db trusting the testbed CA, new profile in the
+    run directory) without waiting for it; returns its chromium_pipe.PipeChromium."""
+    from dchlab.testbed import copy_nss_db
+    from dchlab.workloads.chromium_pipe import PipeChromium, chromium_for
+
+    home = tb.run_dir / "chromium-home"
+    t0 = time.monotonic()
+    copy_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
+    timing["nss_db"] = _ms(time.monotonic() - t0)
+    b = PipeChromium(
+        home, tb.run_dir / "chromium-profile", tb.run_dir / "chromium.log", chromium_for(tb.ue_env)
+    )
+    b.launch(tb.popen_ue)
+    return b
 
 
 def run_browser(tb: Any, url: str, timeout_s: float, home: Path) -> dict[str, Any]:

@@ -42,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,11 @@ class CDP:
 
         with contextlib.suppress(websockets.ConnectionClosed):
             await self._read_all()
+        # The browser went away: fail what still waits for a reply instead of hanging.
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("browser connection closed"))
+        self.pending.clear()
 
     async def _read_all(self) -> None:
         async for raw in self.ws:
@@ -153,12 +159,7 @@ def _launch(
     profile: Path, home: Path, extra: list[str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "HOME": str(home)}
-    # No network prediction (preconnect/preresolve/prefetch): every connection the page
-    # needs is made when the page asks for it, so the measured phases are the page's.
-    (profile / "Default").mkdir(parents=True, exist_ok=True)
-    (profile / "Default" / "Preferences").write_text(
-        json.dumps({"net": {"network_prediction_options": 2}})
-    )
+    prepare_profile(profile)
     proc = subprocess.Popen(
         # DCH_CHROMIUM_EXTRA_FLAGS: for debugging the driver outside the testbed only.
         [
@@ -192,6 +193,16 @@ def _launch(
     raise RuntimeError(f"chromium did not open DevTools within 20 s: {buf.decode()[-800:]}")
 
 
+def prepare_profile(profile: Path) -> None:
+    """A new --user-data-dir: no network prediction (preconnect/preresolve/prefetch), so
+    every connection the page needs is made when the page asks for it and the measured
+    phases are the page's."""
+    (profile / "Default").mkdir(parents=True, exist_ok=True)
+    (profile / "Default" / "Preferences").write_text(
+        json.dumps({"net": {"network_prediction_options": 2}})
+    )
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
@@ -217,150 +228,184 @@ def _browser_initiated(p: dict[str, Any]) -> bool:
 async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> None:
     import websockets
 
-    t_attach = time.monotonic()
     async with websockets.connect(ws_url, max_size=None, ping_interval=None) as ws:
-        cdp = CDP(ws)
-        targets = await cdp.send("Target.getTargets")
-        page = next(t for t in targets["targetInfos"] if t["type"] == "page")
-        sid = (
-            await cdp.send("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})
-        )["sessionId"]
-        await cdp.send("Network.enable", {}, sid)
-        await cdp.send("Network.setCacheDisabled", {"cacheDisabled": True}, sid)
-        await cdp.send("Page.enable", {}, sid)
-        await cdp.send("Log.enable", {}, sid)
-        await cdp.send("Runtime.enable", {}, sid)
-        requests: dict[str, str] = {}  # requestId -> url
-        status: dict[str, int] = {}
-        done: set[str] = set()
-        failed: dict[str, str] = {}
-        main_id: str | None = None
-        loaded = False
-        last_activity = time.monotonic()
-        # transitionType "link": a typed navigation would let Chromium's loading predictor
-        # preconnect to the origin in parallel, hiding DNS/TCP/TLS from the main document.
-        t_nav = time.monotonic()
-        res.timing["cdp"] = round((t_nav - t_attach) * 1000, 1)
-        nav = await cdp.send("Page.navigate", {"url": url, "transitionType": "link"}, sid)
-        if nav.get("errorText"):
-            res.invalid_reason = f"navigation failed: {nav['errorText']}"
-        loader = nav.get("loaderId")
-        deadline = time.monotonic() + timeout_s
-        load_at = 0.0
-        while True:
-            now = time.monotonic()
-            inflight = len(set(requests) - done - set(failed))
-            if loaded and (
-                (inflight == 0 and (now - last_activity) * 1000 >= QUIET_MS)
-                or now - load_at > MAX_TAIL_S
-            ):
-                break
-            if now > deadline:
-                if not loaded:
-                    res.invalid_reason = res.invalid_reason or f"timeout after {timeout_s:.0f} s"
-                break
-            try:
-                ev = await asyncio.wait_for(cdp.events.get(), timeout=0.1)
-            except TimeoutError:
-                continue
-            method, p = ev["method"], ev.get("params", {})
-            if method == "Network.requestWillBeSent":
-                rid = p["requestId"]
-                req_url = p["request"]["url"]
-                if req_url.startswith("data:") or _browser_initiated(p):
-                    continue
-                requests[rid] = p["request"]["url"]
-                if main_id is None and p.get("type") == "Document" and p.get("loaderId") == loader:
-                    main_id = rid
-                last_activity = time.monotonic()
-            elif method == "Network.responseReceived":
-                r = p["response"]
-                status[p["requestId"]] = int(r.get("status", 0))
-                if p["requestId"] == main_id:
-                    res.main_status = int(r.get("status", 0))
-                    res.protocol = r.get("protocol")
-                last_activity = time.monotonic()
-            elif method == "Network.loadingFinished":
-                if p["requestId"] in requests:
-                    done.add(p["requestId"])
-                    res.bytes_received += int(p.get("encodedDataLength", 0))
-                last_activity = time.monotonic()
-            elif method == "Network.loadingFailed":
-                if p["requestId"] in requests:
-                    failed[p["requestId"]] = p.get("errorText", "failed")
-                    if p["requestId"] == main_id and not res.invalid_reason:
-                        res.invalid_reason = f"main document failed: {p.get('errorText')}"
-                last_activity = time.monotonic()
-            elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
-                if p["entry"].get("source") != "network":  # failed requests are counted apart
-                    res.console_errors.append(p["entry"].get("text", "")[:300])
-            elif method == "Runtime.exceptionThrown":
-                det = p.get("exceptionDetails", {})
-                text = (det.get("exception") or {}).get("description") or det.get("text", "")
-                res.console_errors.append(f"exception: {text[:300]}")
-            elif method == "Page.loadEventFired" and not loaded:
-                loaded = True
-                load_at = time.monotonic()
-                last_activity = load_at
-        t_tail_end = time.monotonic()
-        if loaded:
-            res.timing["load"] = round((load_at - t_nav) * 1000, 1)
-            res.timing["tail"] = round((t_tail_end - load_at) * 1000, 1)
-        else:
-            res.timing["load"] = round((t_tail_end - t_nav) * 1000, 1)
-        # Timing of the main document (PerformanceNavigationTiming, ms since navigationStart).
-        if loaded:
-            for _ in range(50):
-                ev = await cdp.send(
-                    "Runtime.evaluate",
-                    {
-                        "expression": "JSON.stringify({t: performance.timing.toJSON(), "
-                        "n: (performance.getEntriesByType('navigation')[0]||{toJSON(){return {}}}).toJSON(), "
-                        "u: location.href, "
-                        "f: [...document.fonts].map(f => f.status), "
-                        "b: [...document.images].filter(i => i.complete && !i.naturalWidth).length})",
-                        "returnByValue": True,
-                    },
-                    sid,
-                )
-                timing = json.loads(ev["result"]["value"])
-                if timing["t"].get("loadEventEnd", 0) > 0:
-                    break
-                await asyncio.sleep(0.05)
-            t, n = timing["t"], timing["n"]
-            for fstate in timing["f"]:
-                res.fonts[fstate] = res.fonts.get(fstate, 0) + 1
-            res.images_broken = int(timing["b"])
-            if t.get("loadEventEnd", 0) > 0:
-                res.plt_ms = float(t["loadEventEnd"] - t["navigationStart"])
-            if n:
-                res.dns_ms = n["domainLookupEnd"] - n["domainLookupStart"]
-                sec = n.get("secureConnectionStart") or 0
-                if sec > 0:
-                    res.connect_ms = sec - n["connectStart"]
-                    res.tls_ms = n["connectEnd"] - sec
-                else:
-                    res.connect_ms = n["connectEnd"] - n["connectStart"]
-                    res.tls_ms = 0.0
-                res.ttfb_ms = n["responseStart"] - n["requestStart"]
-            if timing["u"].startswith("chrome-error://"):
-                res.invalid_reason = (
-                    res.invalid_reason or "error page shown (certificate or network error)"
-                )
-        bad = {rid: err for rid, err in failed.items()}
-        for rid, st in status.items():
-            if st >= 400 and rid not in bad and rid in requests:
-                bad[rid] = f"HTTP {st}"
-        res.resources_failed = len(bad)
-        if any("ERR_NETWORK_CHANGED" in e for e in bad.values()) and not res.invalid_reason:
-            # Not the page's fault: an interface or address changed under the browser.
-            res.invalid_reason = "network changed during the load (ERR_NETWORK_CHANGED)"
+        await _drive(CDP(ws), url, res, timeout_s)
 
-        res.timing["timing"] = round((time.monotonic() - t_tail_end) * 1000, 1)
-        res.failed_urls = sorted(f"{requests[r]} ({e})" for r, e in bad.items())[:50]
-        res.failed = [[requests[r], e] for r, e in bad.items()]
-        res.resources_loaded = len([r for r in done if r not in bad])
-        cdp.reader.cancel()
+
+async def _drive(cdp: CDP, url: str, res: LoadResult, timeout_s: float) -> None:
+    """Load `url` in the browser's first page target over `cdp` and fill `res`."""
+    t_attach = time.monotonic()
+    sid = await attach(cdp)
+    res.timing["cdp"] = round((time.monotonic() - t_attach) * 1000, 1)
+    await navigate(cdp, sid, url, res, timeout_s)
+
+
+async def attach(cdp: CDP) -> str:
+    """Attach to the browser's first page target and enable the domains the load
+    watches; returns the session id."""
+    targets = await cdp.send("Target.getTargets")
+    page = next(t for t in targets["targetInfos"] if t["type"] == "page")
+    sid = (
+        await cdp.send("Target.attachToTarget", {"targetId": page["targetId"], "flatten": True})
+    )["sessionId"]
+    await cdp.send("Network.enable", {}, sid)
+    await cdp.send("Network.setCacheDisabled", {"cacheDisabled": True}, sid)
+    await cdp.send("Page.enable", {}, sid)
+    await cdp.send("Log.enable", {}, sid)
+    await cdp.send("Runtime.enable", {}, sid)
+    return str(sid)
+
+
+async def navigate(
+    cdp: CDP,
+    sid: str,
+    url: str,
+    res: LoadResult,
+    timeout_s: float,
+    on_load: Callable[[], None] | None = None,
+) -> None:
+    """Navigate the attached page (session `sid`) to `url`, follow the load until the
+    network is quiet, and fill `res`. `on_load()` is called when the load event fired
+    (the PLT is measured; the quiet tail follows)."""
+    requests: dict[str, str] = {}  # requestId -> url
+    status: dict[str, int] = {}
+    done: set[str] = set()
+    failed: dict[str, str] = {}
+    main_id: str | None = None
+    loaded = False
+    last_activity = time.monotonic()
+    # transitionType "link": a typed navigation would let Chromium's loading predictor
+    # preconnect to the origin in parallel, hiding DNS/TCP/TLS from the main document.
+    t_nav = time.monotonic()
+    nav = await cdp.send("Page.navigate", {"url": url, "transitionType": "link"}, sid)
+    if nav.get("errorText"):
+        res.invalid_reason = f"navigation failed: {nav['errorText']}"
+    loader = nav.get("loaderId")
+    deadline = time.monotonic() + timeout_s
+    load_at = 0.0
+    while True:
+        now = time.monotonic()
+        inflight = len(set(requests) - done - set(failed))
+        if loaded and (
+            (inflight == 0 and (now - last_activity) * 1000 >= QUIET_MS)
+            or now - load_at > MAX_TAIL_S
+        ):
+            break
+        if now > deadline:
+            if not loaded:
+                res.invalid_reason = res.invalid_reason or f"timeout after {timeout_s:.0f} s"
+            break
+        try:
+            # Wake exactly when the quiet period would end (not up to 100 ms late).
+            wait = 0.1
+            if loaded and inflight == 0:
+                wait = min(wait, max(0.001, QUIET_MS / 1000 - (now - last_activity)))
+            ev = await asyncio.wait_for(cdp.events.get(), timeout=wait)
+        except TimeoutError:
+            continue
+        method, p = ev["method"], ev.get("params", {})
+        if method == "Network.requestWillBeSent":
+            rid = p["requestId"]
+            req_url = p["request"]["url"]
+            if req_url.startswith("data:") or _browser_initiated(p):
+                continue
+            requests[rid] = p["request"]["url"]
+            if main_id is None and p.get("type") == "Document" and p.get("loaderId") == loader:
+                main_id = rid
+            last_activity = time.monotonic()
+        # Only the page's own requests count as activity for the quiet tail (not the
+        # favicon or manifest Chromium fetches for itself, skipped above).
+        elif method == "Network.responseReceived":
+            r = p["response"]
+            status[p["requestId"]] = int(r.get("status", 0))
+            if p["requestId"] == main_id:
+                res.main_status = int(r.get("status", 0))
+                res.protocol = r.get("protocol")
+            if p["requestId"] in requests:
+                last_activity = time.monotonic()
+        elif method == "Network.loadingFinished":
+            if p["requestId"] in requests:
+                done.add(p["requestId"])
+                res.bytes_received += int(p.get("encodedDataLength", 0))
+                last_activity = time.monotonic()
+        elif method == "Network.loadingFailed":
+            if p["requestId"] in requests:
+                failed[p["requestId"]] = p.get("errorText", "failed")
+                if p["requestId"] == main_id and not res.invalid_reason:
+                    res.invalid_reason = f"main document failed: {p.get('errorText')}"
+                last_activity = time.monotonic()
+        elif method == "Log.entryAdded" and p["entry"].get("level") == "error":
+            if p["entry"].get("source") != "network":  # failed requests are counted apart
+                res.console_errors.append(p["entry"].get("text", "")[:300])
+        elif method == "Runtime.exceptionThrown":
+            det = p.get("exceptionDetails", {})
+            text = (det.get("exception") or {}).get("description") or det.get("text", "")
+            res.console_errors.append(f"exception: {text[:300]}")
+        elif method == "Page.loadEventFired" and not loaded:
+            loaded = True
+            load_at = time.monotonic()
+            last_activity = load_at
+            if on_load is not None:
+                on_load()
+    t_tail_end = time.monotonic()
+    if loaded:
+        res.timing["load"] = round((load_at - t_nav) * 1000, 1)
+        res.timing["tail"] = round((t_tail_end - load_at) * 1000, 1)
+    else:
+        res.timing["load"] = round((t_tail_end - t_nav) * 1000, 1)
+    # Timing of the main document (PerformanceNavigationTiming, ms since navigationStart).
+    if loaded:
+        for _ in range(50):
+            ev = await cdp.send(
+                "Runtime.evaluate",
+                {
+                    "expression": "JSON.stringify({t: performance.timing.toJSON(), "
+                    "n: (performance.getEntriesByType('navigation')[0]||{toJSON(){return {}}}).toJSON(), "
+                    "u: location.href, "
+                    "f: [...document.fonts].map(f => f.status), "
+                    "b: [...document.images].filter(i => i.complete && !i.naturalWidth).length})",
+                    "returnByValue": True,
+                },
+                sid,
+            )
+            timing = json.loads(ev["result"]["value"])
+            if timing["t"].get("loadEventEnd", 0) > 0:
+                break
+            await asyncio.sleep(0.05)
+        t, n = timing["t"], timing["n"]
+        for fstate in timing["f"]:
+            res.fonts[fstate] = res.fonts.get(fstate, 0) + 1
+        res.images_broken = int(timing["b"])
+        if t.get("loadEventEnd", 0) > 0:
+            res.plt_ms = float(t["loadEventEnd"] - t["navigationStart"])
+        if n:
+            res.dns_ms = n["domainLookupEnd"] - n["domainLookupStart"]
+            sec = n.get("secureConnectionStart") or 0
+            if sec > 0:
+                res.connect_ms = sec - n["connectStart"]
+                res.tls_ms = n["connectEnd"] - sec
+            else:
+                res.connect_ms = n["connectEnd"] - n["connectStart"]
+                res.tls_ms = 0.0
+            res.ttfb_ms = n["responseStart"] - n["requestStart"]
+        if timing["u"].startswith("chrome-error://"):
+            res.invalid_reason = (
+                res.invalid_reason or "error page shown (certificate or network error)"
+            )
+    bad = {rid: err for rid, err in failed.items()}
+    for rid, st in status.items():
+        if st >= 400 and rid not in bad and rid in requests:
+            bad[rid] = f"HTTP {st}"
+    res.resources_failed = len(bad)
+    if any("ERR_NETWORK_CHANGED" in e for e in bad.values()) and not res.invalid_reason:
+        # Not the page's fault: an interface or address changed under the browser.
+        res.invalid_reason = "network changed during the load (ERR_NETWORK_CHANGED)"
+
+    res.timing["timing"] = round((time.monotonic() - t_tail_end) * 1000, 1)
+    res.failed_urls = sorted(f"{requests[r]} ({e})" for r, e in bad.items())[:50]
+    res.failed = [[requests[r], e] for r, e in bad.items()]
+    res.resources_loaded = len([r for r in done if r not in bad])
+    cdp.reader.cancel()
 
 
 def load_page(
@@ -392,6 +437,13 @@ def load_page(
         shutil.rmtree(work, ignore_errors=True)
         res.timing["stop"] = round((t1 - t0) * 1000, 1)
         res.timing["cleanup"] = round((time.monotonic() - t1) * 1000, 1)
+    finish(res)
+    res.driver_ms = (time.monotonic() - start) * 1000
+    return res
+
+
+def finish(res: LoadResult) -> None:
+    """The driver's verdict on a finished load (document_error, invalid_reason, valid)."""
     if not res.invalid_reason:
         if res.plt_ms is None:
             res.invalid_reason = "no load event"
@@ -403,8 +455,6 @@ def load_page(
     if not res.invalid_reason and res.resources_failed:
         res.invalid_reason = f"{res.resources_failed} failed resources"
     res.valid = not res.invalid_reason
-    res.driver_ms = (time.monotonic() - start) * 1000
-    return res
 
 
 def main(argv: list[str] | None = None) -> int:

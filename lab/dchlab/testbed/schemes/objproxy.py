@@ -77,6 +77,7 @@ def nominal_rtt_ms(resolved: str) -> float | None:
 @register("passthrough", help="objproxy: every object on the HBC (the proxy's own cost)")
 class ObjproxyScheme(Scheme):
     kind = "proxy"
+    apps_before_setup = False  # env() points Chromium at a wrapper setup() writes
 
     def required_binaries(self) -> list[str]:
         return ["objproxy"]

@@ -1,0 +1,245 @@
+"""A fresh Chromium on `ue`, driven from the lab process over --remote-debugging-pipe.
+
+The DevTools *socket* would live on ue's loopback, out of the root namespace's reach,
+which is why `dchlab.workloads.browser` used to run as a Python process inside ue. A
+pipe crosses namespaces: Chromium reads CDP commands on fd 3 and writes replies and
+events on fd 4 (NUL-terminated JSON), so the lab process starts Chromium with
+`tb.popen_ue` and drives the load itself (browser._drive, the same code as the
+subprocess driver) — no Python start and no websocket per load.
+
+What stays per load: a new Chromium process, a new --user-data-dir (cold HTTP and DNS
+caches, no cookies, HSTS or TLS sessions), new TCP/TLS connections. Launching does not
+wait for Chromium: `launch()` only starts it, so the testbed can go on building (agents
+waiting for their first RTT estimates) while Chromium starts; `load()` waits for its
+first CDP reply. When the load is measured the browser is SIGKILLed (its profile is
+thrown away, so a graceful shutdown would only cost time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+from dchlab.workloads import browser as B
+
+log = logging.getLogger(__name__)
+
+#: FLAGS without the DevTools socket, plus the pipe.
+PIPE_FLAGS = [f for f in B.FLAGS if not f.startswith("--remote-debugging-")] + [
+    "--remote-debugging-pipe"
+]
+READY_TIMEOUT_S = 20.0
+
+
+class PipeSocket:
+    """The CDP transport over the two pipes, with the interface browser.CDP uses
+    (`await send(text)`, `async for message in ...`)."""
+
+    def __init__(self, rfd: int, wfd: int) -> None:
+        self.rfd, self.wfd = rfd, wfd
+
+    async def send(self, text: str) -> None:
+        data = memoryview(text.encode() + b"\0")
+        while data:  # commands are small; the pipe buffer takes them at once
+            n = os.write(self.wfd, data)
+            data = data[n:]
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator[str]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[str | None] = asyncio.Queue()
+        buf = bytearray()
+
+        def readable() -> None:
+            try:
+                chunk = os.read(self.rfd, 1 << 20)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                loop.remove_reader(self.rfd)
+                queue.put_nowait(None)
+                return
+            buf.extend(chunk)
+            while (i := buf.find(b"\0")) >= 0:
+                queue.put_nowait(buf[:i].decode(errors="replace"))
+                del buf[: i + 1]
+
+        os.set_blocking(self.rfd, False)
+        loop.add_reader(self.rfd, readable)
+        try:
+            while (msg := await queue.get()) is not None:
+                yield msg
+        finally:
+            loop.remove_reader(self.rfd)
+
+
+class PipeChromium:
+    """One fresh Chromium. `launch(popen)` starts it (popen: e.g. `tb.popen_ue`, taking
+    argv and subprocess.Popen keywords) and, in a thread, waits for it, attaches to its
+    page and enables the CDP domains — Chromium's own start-up (~0.4-0.7 s here) — while
+    the caller goes on; `load(url)` navigates once that is done and the caller is
+    ready; `close()` kills the browser (idempotent)."""
+
+    def __init__(self, home: Path, profile: Path, log_path: Path, chromium: str | None = None):
+        self.home, self.profile, self.log_path = home, profile, log_path
+        self.chromium = chromium or B.CHROMIUM
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.res = B.LoadResult("")
+        self._fds: list[int] = []  # ours: [read events, write commands]
+        self._t_launch = self._t_ready = self._t_go = 0.0
+        self._go = threading.Event()
+        self._loaded = threading.Event()  # the load event fired: the PLT is measured
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._url = ""
+        self._timeout_s = 60.0
+        self._error: BaseException | None = None
+
+    def argv(self, cmd_fd: int, ev_fd: int) -> list[str]:
+        # fds >= 10 in the child are moved to 3 (commands) and 4 (events) by the shell
+        # that then execs Chromium (the scheme may wrap it: mptcpize, a proxy wrapper);
+        # bash, since dash takes single-digit fds only.
+        move = f'exec "$@" 3<&{cmd_fd} 4>&{ev_fd} {cmd_fd}<&- {ev_fd}>&-'
+        return ["bash", "-c", move, "chromium", self.chromium, *PIPE_FLAGS,
+                f"--user-data-dir={self.profile}", "about:blank"]  # fmt: skip
+
+    def launch(self, popen: Callable[..., subprocess.Popen[bytes]]) -> None:
+        B.prepare_profile(self.profile)
+        self.home.mkdir(parents=True, exist_ok=True)
+        cmd_r, cmd_w = os.pipe()
+        ev_r, ev_w = os.pipe()
+        child = [fcntl.fcntl(cmd_r, fcntl.F_DUPFD_CLOEXEC, 10),
+                 fcntl.fcntl(ev_w, fcntl.F_DUPFD_CLOEXEC, 10)]  # fmt: skip
+        for fd in (cmd_r, ev_w):
+            os.close(fd)
+        self._fds = [ev_r, cmd_w]
+        self._t_launch = time.monotonic()
+        try:
+            with open(self.log_path, "ab") as log:
+                self.proc = popen(
+                    self.argv(child[0], child[1]),
+                    pass_fds=tuple(child),
+                    env={"HOME": str(self.home)},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,  # its own process group: killed as a whole
+                )
+        finally:
+            for fd in child:
+                os.close(fd)
+        self._thread = threading.Thread(target=self._run, name="dch-chromium", daemon=True)
+        self._thread.start()
+
+    def load(
+        self, url: str, timeout_s: float, after_load: Callable[[], None] | None = None
+    ) -> B.LoadResult:
+        """Load `url` (after the browser is attached), kill the browser; the driver's
+        verdict. timing: launch (start until attached), ready_wait (what this call
+        waited for that), load, tail, timing, stop. `after_load()` runs in this thread
+        once the load event fired, while the quiet tail is being watched (never during
+        the PLT window): e.g. preparing the next measurement's testbed."""
+        start = time.monotonic()
+        res = self.res
+        res.url = url
+        if self._thread is None:
+            res.invalid_reason = "driver error: chromium was not launched"
+        else:
+            self._url, self._timeout_s = url, timeout_s
+            self._t_go = time.monotonic()
+            self._go.set()
+            deadline = time.monotonic() + READY_TIMEOUT_S + timeout_s + 30
+            if after_load is not None:
+                while not self._done.wait(0.005) and time.monotonic() < deadline:
+                    if self._loaded.is_set():
+                        try:
+                            after_load()
+                        except Exception:
+                            log.exception("after_load() failed (the load goes on)")
+                        break
+            if not self._done.wait(max(0.0, deadline - time.monotonic())):
+                res.invalid_reason = f"driver error: no result after {timeout_s:.0f} s"
+            elif isinstance(self._error, TimeoutError):
+                res.invalid_reason = res.invalid_reason or f"timeout after {timeout_s:.0f} s"
+            elif self._error is not None:
+                res.invalid_reason = res.invalid_reason or (
+                    f"driver error: {self._error}{self._log_tail()}"
+                )
+        t0 = time.monotonic()
+        self.close()
+        res.timing["stop"] = round((time.monotonic() - t0) * 1000, 1)
+        B.finish(res)
+        res.driver_ms = (time.monotonic() - start) * 1000
+        return res
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._session())
+        except BaseException as e:  # reported by load()
+            self._error = e
+        finally:
+            self._done.set()
+
+    async def _session(self) -> None:
+        res = self.res
+        cdp = B.CDP(PipeSocket(self._fds[0], self._fds[1]))
+        try:
+            await asyncio.wait_for(cdp.send("Browser.getVersion"), READY_TIMEOUT_S)
+            sid = await asyncio.wait_for(B.attach(cdp), READY_TIMEOUT_S)
+        except TimeoutError as e:
+            raise RuntimeError(f"chromium not attached within {READY_TIMEOUT_S:.0f} s") from e
+        self._t_ready = time.monotonic()
+        res.timing["launch"] = round((self._t_ready - self._t_launch) * 1000, 1)
+        while not self._go.is_set():  # no executor thread: it would block interpreter exit
+            await asyncio.sleep(0.005)
+        if self.proc is None:  # closed without a load
+            return
+        res.timing["ready_wait"] = round(max(0.0, self._t_ready - self._t_go) * 1000, 1)
+        while not cdp.events.empty():  # start-up chatter (about:blank), not the page's
+            cdp.events.get_nowait()
+        await asyncio.wait_for(
+            B.navigate(cdp, sid, self._url, res, self._timeout_s, self._loaded.set),
+            self._timeout_s + 15,
+        )
+
+    def _log_tail(self) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return ("\n" + "\n".join(text[-8:])) if text else ""
+
+    def close(self) -> None:
+        """Kill the browser's process group at once (its profile is thrown away, so a
+        graceful shutdown would only cost time); reap it in the background."""
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            threading.Thread(target=proc.wait, name="dch-chromium-reap", daemon=True).start()
+        self._go.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5)
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = []
+
+
+def chromium_for(env: dict[str, Any]) -> str:
+    """The Chromium binary a scheme asks for (objproxy: a proxy wrapper) or the default."""
+    return str(env.get("DCH_CHROMIUM") or B.CHROMIUM)

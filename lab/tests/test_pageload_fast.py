@@ -1,0 +1,181 @@
+"""A page load costs little more than its PLT, and stays as fresh and cold as before.
+
+- daemons of one stop wave stop together (not one after the other);
+- a testbed prepared ahead (Testbed.prepare + use) builds with the configuration it is
+  given last (its trace offset, its scheme) and works like a fresh one;
+- a never-used prepared testbed and the one in use are both removed after SIGTERM;
+- consecutive Chromium loads in one process (the second one on a testbed prepared
+  during the first one's quiet tail): each has its own namespaces, agents and trace
+  offset, resolves DNS and opens TCP + TLS over the channel, and nothing of any of them
+  (namespaces, processes, run directories) remains once the process ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import require_binaries, require_root
+
+from dchlab.testbed.procs import Supervisor
+from dchlab.testbed.runrecord import RUNS_TMP, list_netns
+
+LAB = Path(__file__).resolve().parents[1]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(LAB)}
+
+
+def _leftovers(prefixes: list[str]) -> list[str]:
+    found = [ns for ns in list_netns() if any(ns.startswith(p) for p in prefixes)]
+    found += [str(d) for p in prefixes for d in RUNS_TMP.glob(f"{p}*")]
+    found += [f"/etc/netns/{p}-ue" for p in prefixes if Path(f"/etc/netns/{p}-ue").exists()]
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if any(p.encode() in cmd for p in prefixes):
+                shown = cmd.replace(b"\0", b" ")[:100]
+                found.append(f"process {proc.name}: {shown!r}")
+    return found
+
+
+def _wait_gone(prefixes: list[str], timeout: float = 15.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while (left := _leftovers(prefixes)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+def test_a_stop_wave_stops_its_daemons_together(tmp_path: Path) -> None:
+    # Each daemon takes 1 s to exit after SIGTERM: one after the other would take 3 s.
+    slow = "trap 'sleep 1; exit 0' TERM; echo READY; while :; do sleep 0.05; done"
+    sup = Supervisor(tmp_path, lambda *a: None, lambda *a: None)
+    for name in ("a", "b", "c"):
+        sup.spawn(name, ["sh", "-c", slow])
+    sup.wait_ready(["a", "b", "c"])
+    timing: dict[str, float] = {}
+    t0 = time.monotonic()
+    sup.stop_all([["a", "b", "c"]], timing=timing)
+    took = time.monotonic() - t0
+    assert all(d.proc.returncode is not None for d in sup.daemons.values())
+    assert 0.9 < took < 2.5, took  # together: ~1 s even on a busy machine
+    assert set(timing) == {"stop.a", "stop.b", "stop.c"}
+
+
+@pytest.mark.netns
+def test_prepared_testbed_takes_the_configuration_given_last() -> None:
+    require_root()
+    require_binaries("chanemu", "webreplay", "dchannel")
+    from dchlab.testbed import Testbed, TestbedConfig
+    from dchlab.testbed.channels import trace_offset_ms
+
+    started: list[str] = []
+    tb = Testbed(TestbedConfig(scheme="hbc-only", hbc="MM-S", seed=1))
+    tb.on_ue(lambda t: started.append(t.netns["ue"]))
+    tb.prepare()
+    assert started == [tb.netns["ue"]]  # programs may start on ue before the links exist
+    assert tb.netns["ue"] in list_netns()
+    cfg = TestbedConfig(scheme="all-hbc", hbc="MM-S", seed=2, llc="fixed:5ms/40mbit")
+    with tb.use(cfg):
+        assert tb.offset_ms == trace_offset_ms("MM-S", 2) != trace_offset_ms("MM-S", 1)
+        r = tb.run_ue(
+            ["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}", "https://server.test/bytes/100000"],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert r.stdout == "100000", r.stderr
+    stats = tb.stats()
+    assert stats["scheme"] == "all-hbc"
+    assert "error" not in stats["agents"]["client"]  # the agents ran and wrote their stats
+    assert "configure" in stats["timing"]["setup"]
+    assert _wait_gone([tb.prefix]) == []
+
+
+@pytest.mark.netns
+def test_sigterm_removes_the_running_and_the_prepared_testbed() -> None:
+    require_root()
+    require_binaries("chanemu", "webreplay")
+    script = textwrap.dedent(
+        """
+        import time
+        from dchlab.testbed import Testbed, TestbedConfig
+        spare = Testbed(TestbedConfig(scheme="hbc-only")).prepare()
+        spare.popen_ue(["sleep", "60"])  # something running in the prepared ue
+        with Testbed(TestbedConfig(scheme="hbc-only")) as tb:
+            print(spare.prefix, tb.prefix, flush=True)
+            time.sleep(60)
+        """
+    )
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=_env())  # fmt: skip
+    assert p.stdout is not None
+    line = p.stdout.readline().split()
+    assert len(line) == 2, p.stderr.read() if p.stderr else ""
+    p.send_signal(signal.SIGTERM)
+    p.wait(30)
+    assert p.returncode != 0  # interrupted, not finished
+    assert _wait_gone(line) == []
+
+
+@pytest.mark.netns
+@pytest.mark.chromium
+def test_consecutive_loads_are_fresh_cold_and_leave_nothing(tmp_path: Path) -> None:
+    require_root()
+    require_binaries("chanemu", "webreplay", "dchannel")
+    if not Path("/usr/lib/chromium/chromium").exists():
+        pytest.skip("chromium not installed")
+    from dchlab.pages.generator import generate
+
+    corpus = generate(tmp_path / "syn", seed=5, pages=1)
+    page = corpus.pages[0].name
+    script = textwrap.dedent(
+        f"""
+        import json
+        from dchlab.pages import open_corpus
+        from dchlab.workloads.api import RunSpec, load_one, paired_seed
+        c = open_corpus({str(corpus.root)!r})
+        for trial, scheme in ((0, "all-hbc"), (1, "all-hbc"), (0, "dchannel")):
+            spec = RunSpec(scheme, "MM-S", "urllc", seed=1, trial=trial)
+            r = load_one(spec, c, {page!r})
+            s = r["stats"]
+            print(json.dumps({{
+                "valid": r["valid"], "why": r["invalid_reason"], "plt": r["plt_ms"],
+                "dns": r["dns_ms"], "connect": r["connect_ms"], "tls": r["tls_ms"],
+                "offset": r["trace_offset_ms"], "prefix": s["prefix"],
+                "seed": s["seed"], "want_seed": paired_seed(1, {page!r}, trial),
+                "timing": s["timing"]["load"],
+            }}), flush=True)
+        from dchlab.workloads import ahead
+        print("spare", " ".join(v[0].prefix for v in ahead._NEXT.values()), flush=True)
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       env=_env(), timeout=600)  # fmt: skip
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 3, r.stderr[-3000:]
+    for row in rows:
+        assert row["valid"], row["why"]
+        assert row["seed"] == row["want_seed"]  # the paired seed, whatever was reused
+        # Cold: the main document's DNS lookup, TCP and TLS handshakes each crossed the
+        # MM-S channel (tens of ms), nothing came from a cache or a kept connection.
+        assert row["dns"] > 5 and row["connect"] > 5 and row["tls"] > 5, row
+    assert len({row["prefix"] for row in rows}) == 3  # own namespaces, agents, servers
+    assert rows[0]["offset"] != rows[1]["offset"]  # trial 0 and 1: other trace offsets
+    assert rows[0]["offset"] == rows[2]["offset"]  # same (page, trial): same offset
+    assert rows[1]["timing"].get("prepared_ahead") == 1.0
+    assert rows[2]["timing"].get("prepared_ahead") == 1.0
+    # The process ended: its testbeds, the one prepared after the last load included,
+    # and their run directories are gone.
+    spare = next(line.split()[1:] for line in r.stdout.splitlines() if line.startswith("spare"))
+    assert len(spare) == 1
+    assert _wait_gone([row["prefix"] for row in rows] + spare) == []
