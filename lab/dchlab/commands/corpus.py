@@ -126,7 +126,10 @@ def probe_corpus(corpus, pages: list[str] | None = None):  # type: ignore[no-unt
 
     names = pages or [p.name for p in corpus.pages]
     details = {}
-    with LocalReplay(corpus) as lr, Progress(transient=True) as prog:
+    from rich.console import Console
+
+    # Progress on stderr: stdout carries the --json rows.
+    with LocalReplay(corpus) as lr, Progress(transient=True, console=Console(stderr=True)) as prog:
         task = prog.add_task("probing pages", total=len(names))
         for name in names:
             page = corpus.page(name)

@@ -51,14 +51,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Load pages of a corpus in a fresh headless Chromium on ue, once per page, "
             "trial and scheme, each in a fresh testbed. PLT = loadEventEnd - navigationStart. "
-            "For a page and trial every scheme sees the same trace offset. A load with a "
-            "failed resource or a certificate error is reported invalid."
+            "For a page and trial every scheme sees the same trace offset. A load is invalid "
+            "when a request fails that the page's record (missing_urls) does not list, or on "
+            "a certificate error or timeout."
         ),
     )
     p.add_argument(
         "--corpus",
         default="synthetic",
-        help="corpus directory or synthetic[:SEED[:PAGES]] (default: synthetic = seed 1, 20 pages)",
+        help="corpus directory, tp5n (real saved pages: $DCH_CORPUS_TP5N or "
+        "../shared/data/pages/tp5n) or synthetic[:SEED[:PAGES]] (default: synthetic = seed 1, "
+        "20 pages)",
     )
     p.add_argument("--pages", help="first K pages, or comma-separated page names (default: all)")
     p.add_argument("--timeout", type=float, default=60.0, help="per-load timeout, s (default 60)")
