@@ -39,6 +39,21 @@ def test_expected_failures_are_valid_others_are_not() -> None:
     assert v.invalid_reason.startswith("1 unexpected failed resources")
     v = judge(_res([("httpdisabled://ads.ex.com/x.gif", "net::ERR_UNKNOWN_URL_SCHEME")]), record)
     assert v.valid
+    # a saver's disabled scheme is not the https request of the same path
+    v = judge(_res([("https://ads.ex.com/x.gif", "HTTP 404")]), record)
+    assert not v.valid
+
+
+def test_query_variants_of_a_recorded_url_are_excused() -> None:
+    """ameblo.jp, measured: Google Analytics' beacon carries a random `utmn` on every
+    load; webreplay's host+path fallback could answer no variant, so the record's one
+    excuses them all — and nothing on another path."""
+    record = ["httpdisabled://www.google-analytics.com/__utm.gif?utmwv=1.4&utmn=1399644"]
+    again = "httpdisabled://www.google-analytics.com/__utm.gif?utmwv=1.4&utmn=4410224"
+    assert judge(_res([(again, "net::ERR_UNKNOWN_URL_SCHEME")]), record).valid
+    other = "httpdisabled://www.google-analytics.com/ga.js?utmn=1"
+    v = judge(_res([(other, "net::ERR_UNKNOWN_URL_SCHEME")]), record)
+    assert not v.valid and v.unexpected == [other]
 
 
 def test_document_errors_and_count_only_records() -> None:
@@ -51,6 +66,7 @@ def test_document_errors_and_count_only_records() -> None:
     v = judge({"valid": False, "invalid_reason": "driver exited 1: boom"}, [GONE])
     assert not v.valid and v.invalid_reason == "driver exited 1: boom"
     assert url_match_key("https://a.test") == url_match_key("http://A.test/")
+    assert url_match_key("https://a.test/x?q=1", with_query=False) == "http://a.test/x"
 
 
 def test_manifest_missing_urls_roundtrip_and_old_integer(tmp_path: Path) -> None:

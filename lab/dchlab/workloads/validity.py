@@ -7,8 +7,13 @@ what `dch corpus probe` saw Chromium fail). A load is valid when the document lo
 other failed request — an object the replay should have served, a reset connection, a
 request the recording never saw — makes it invalid: it is not the page as recorded.
 
-URLs are compared the way webreplay matches them: scheme ignored (it serves http and
-https alike), host case-insensitive, fragment dropped, percent-escapes decoded.
+URLs are compared the way webreplay matches them: http and https alike (it serves both
+from the same objects; other schemes, like a saver's `httpdisabled://`, stay distinct),
+host case-insensitive, fragment dropped, percent-escapes decoded — and, as webreplay
+falls back to host + path when host + path + query finds nothing, a recorded URL also
+excuses the same host + path with another query. That is what makes the record hold on
+every load: analytics beacons carry a random cache-buster (`__utm.gif?utmn=<random>`),
+a new URL each time, and the replay could answer none of them.
 """
 
 from __future__ import annotations
@@ -27,16 +32,17 @@ class Verdict:
     unexpected: list[str] = field(default_factory=list)  # failed URLs outside the record
 
 
-def url_match_key(url: str) -> str:
+def url_match_key(url: str, with_query: bool = True) -> str:
     """What makes two URLs the same request for the replay (see module doc)."""
     try:
         parts = urlsplit(url.strip())
     except ValueError:
         return url.strip()
-    if not parts.netloc:  # httpdisabled:foo, odd schemes: compare verbatim
+    if not parts.netloc:  # data-less odd forms (`foo:bar`): compare verbatim
         return url.strip().split("#", 1)[0]
-    key = (parts.hostname or "").lower() + unquote(parts.path or "/")
-    return f"{key}?{unquote(parts.query)}" if parts.query else key
+    scheme = "http" if parts.scheme.lower() in ("http", "https") else parts.scheme.lower()
+    key = f"{scheme}://{(parts.hostname or '').lower()}{unquote(parts.path or '/')}"
+    return f"{key}?{unquote(parts.query)}" if parts.query and with_query else key
 
 
 def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Verdict:
@@ -54,7 +60,12 @@ def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Ver
         # Failures counted but not itemised (an older driver): nothing can be excused.
         failed = [f"<{n_failed} unnamed failed requests>"] * n_failed
     record = {url_match_key(u) for u in expected_missing or ()}
-    unexpected = sorted(u for u in failed if url_match_key(u) not in record)
+    record |= {url_match_key(u, with_query=False) for u in expected_missing or ()}
+    unexpected = sorted(
+        u
+        for u in failed
+        if url_match_key(u) not in record and url_match_key(u, with_query=False) not in record
+    )
     if doc_error:
         return Verdict(False, str(doc_error), n_failed, unexpected)
     if unexpected:
