@@ -10,8 +10,9 @@ namespace keeps its default after the list is narrowed again; sockets inherit it
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from dchlab.testbed import runrecord
@@ -25,6 +26,15 @@ CHOICES = ("cubic", "bbr", "reno")
 
 def set_netns_cc(namespaces: Sequence[str], cc: str) -> None:
     """Make `cc` the default congestion control of every namespace in `namespaces`."""
+    with allowing(cc):
+        for ns in namespaces:
+            sysctl(ns, {"net.ipv4.tcp_congestion_control": cc}, f"set {cc} in {ns}")
+
+
+@contextlib.contextmanager
+def allowing(cc: str) -> Iterator[None]:
+    """Inside: namespaces may choose `cc` (the global allowed list is widened under the
+    lock if needed, and restored on exit)."""
     if cc not in CHOICES:
         raise TestbedError(f"unknown congestion control {cc!r}; choose one of {', '.join(CHOICES)}")
     if cc not in AVAILABLE.read_text().split():
@@ -45,8 +55,7 @@ def set_netns_cc(namespaces: Sequence[str], cc: str) -> None:
         if widened:
             ALLOWED.write_text(f"{before} {cc}\n")
         try:
-            for ns in namespaces:
-                sysctl(ns, {"net.ipv4.tcp_congestion_control": cc}, f"set {cc} in {ns}")
+            yield
         finally:
             if widened:
                 ALLOWED.write_text(before + "\n")

@@ -34,7 +34,7 @@ from dchlab.testbed import addressing as A
 from dchlab.testbed import channels as ch
 from dchlab.testbed import runrecord, sh
 from dchlab.testbed.ca import ensure_ca
-from dchlab.testbed.cc import set_netns_cc
+from dchlab.testbed.cc import allowing, set_netns_cc
 from dchlab.testbed.config import TestbedConfig
 from dchlab.testbed.errors import TestbedError
 from dchlab.testbed.procs import Daemon, Supervisor
@@ -97,6 +97,7 @@ class Testbed:
         self.timing = {"setup": Timing(), "teardown": Timing()}
         self._on_ue: list[Callable[[Testbed], None]] = []
         self._prepared = False
+        self._cc = ""  # congestion control the namespaces have
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Testbed:
@@ -261,20 +262,28 @@ class Testbed:
         log.info("testbed %s: scheme %s, hbc %s, llc %s", self.prefix, cfg.scheme, cfg.hbc, cfg.llc)
 
     def _make_namespaces(self) -> None:
-        """ue, gw, srv with their sysctls and ue's resolv.conf."""
+        """ue, gw, srv with lo up, their sysctls (congestion control included) and ue's
+        resolv.conf: two processes per namespace."""
         for role, ns in self.netns.items():
             sh.run(["ip", "netns", "add", ns], f"create namespace {role} ({ns})")
-            self.ip(role, ["link", "set", "lo", "up"], f"bring up lo in {role}")
-            settings = {
-                "net.ipv4.conf.all.rp_filter": "0",
-                "net.ipv4.conf.default.rp_filter": "0",
-                # IPv4 only: no router solicitations or DAD chatter on the channels.
-                "net.ipv6.conf.all.disable_ipv6": "1",
-                "net.ipv6.conf.default.disable_ipv6": "1",
-            }
-            if role == "gw":
-                settings["net.ipv4.ip_forward"] = "1"
-            sh.sysctl(ns, settings, f"sysctls in {role}")
+        cc = self.cfg.cc
+        with allowing(cc):
+            for role, ns in self.netns.items():
+                settings = {
+                    "net.ipv4.conf.all.rp_filter": "0",
+                    "net.ipv4.conf.default.rp_filter": "0",
+                    # IPv4 only: no router solicitations or DAD chatter on the channels.
+                    "net.ipv6.conf.all.disable_ipv6": "1",
+                    "net.ipv6.conf.default.disable_ipv6": "1",
+                    "net.ipv4.tcp_congestion_control": cc,
+                }
+                if role == "gw":
+                    settings["net.ipv4.ip_forward"] = "1"
+                args = [f"{k}={v}" for k, v in settings.items()]
+                script = 'ip link set lo up && exec sysctl -q -w "$@"'
+                sh.run(["ip", "netns", "exec", ns, "sh", "-c", script, "sh", *args],
+                       f"lo and sysctls in {role}")  # fmt: skip
+        self._cc = cc
         etc = Path(f"/etc/netns/{self.netns['ue']}")
         etc.mkdir(parents=True, exist_ok=True)
         (etc / "resolv.conf").write_text(
@@ -284,7 +293,9 @@ class Testbed:
     def _configure_namespaces(self) -> None:
         """Congestion control everywhere; the service addresses in srv (before the
         servers bind them)."""
-        set_netns_cc(list(self.netns.values()), self.cfg.cc)
+        if self.cfg.cc != self._cc:  # prepared with another one
+            set_netns_cc(list(self.netns.values()), self.cfg.cc)
+            self._cc = self.cfg.cc
         svc = sorted(set(self.hosts.values()) | {A.DNS_SERVER})
         lines = [f"addr add {a}/32 dev lo" for a in svc]
         sh.ip_batch(self.netns["srv"], lines, "add service addresses in srv")
@@ -331,17 +342,20 @@ class Testbed:
     def _address(self, links: dict[str, str]) -> None:
         """Point-to-point addresses on every link and the gw-srv path; srv and gw routes
         (ue's default route is the scheme's)."""
+        # One `ip -batch` per namespace (the step names the namespace and the lines).
+        sp = A.SRV_PATH
+        ue, gw = [], []
         for name in links:
             p = A.LINKS[name]
-            self.ip("ue", ["addr", "add", p.near, "peer", p.far, "dev", name], f"address the {name} link in ue")  # fmt: skip
-            self.ip("gw", ["addr", "add", p.far, "peer", p.near, "dev", name], f"address the {name} link in gw")  # fmt: skip
-        sp = A.SRV_PATH
-        self.ip("gw", ["addr", "add", sp.near, "peer", sp.far, "dev", "srv0"], "address gw-srv path in gw")  # fmt: skip
-        self.ip("gw", ["link", "set", "srv0", "up"], "bring up gw-srv path in gw")
-        self.ip("srv", ["addr", "add", sp.far, "peer", sp.near, "dev", "gw0"], "address gw-srv path in srv")  # fmt: skip
-        self.ip("srv", ["link", "set", "gw0", "up"], "bring up gw-srv path in srv")
-        self.ip("srv", ["route", "add", "default", "via", sp.near, "dev", "gw0"], "default route in srv")  # fmt: skip
-        self.ip("gw", ["route", "add", A.SERVICE_NET, "via", sp.far, "dev", "srv0"], "route to the servers in gw")  # fmt: skip
+            ue.append(f"addr add {p.near} peer {p.far} dev {name}")
+            gw.append(f"addr add {p.far} peer {p.near} dev {name}")
+        gw += [f"addr add {sp.near} peer {sp.far} dev srv0", "link set srv0 up",
+               f"route add {A.SERVICE_NET} via {sp.far} dev srv0"]  # fmt: skip
+        srv = [f"addr add {sp.far} peer {sp.near} dev gw0", "link set gw0 up",
+               f"route add default via {sp.near} dev gw0"]  # fmt: skip
+        sh.ip_batch(self.netns["ue"], ue, "address the links in ue: " + "; ".join(ue))
+        sh.ip_batch(self.netns["gw"], gw, "address links, gw-srv path, route to the servers in gw")
+        sh.ip_batch(self.netns["srv"], srv, "address gw-srv path, default route in srv")
 
     def _spawn_chanemu(self, exe: Path, name: str, profile: str, ns_a: str, dev_a: str,
                        ns_b: str, dev_b: str, offset: int) -> None:  # fmt: skip

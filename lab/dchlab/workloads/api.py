@@ -164,11 +164,29 @@ def pageload(
     spec: RunSpec, corpus: str, pages: list[str] | None = None, timeout_s: float = 60
 ) -> list[dict[str, Any]]:
     """Load each page of `corpus` (a directory or `synthetic[:SEED]`) once in Chromium."""
-    from dchlab.pages import open_corpus
-
-    c = open_corpus(corpus)
+    c = open_corpus_cached(corpus)
     names = pages if pages else [p.name for p in c.pages]
     return [load_one(spec, c, c.page(n).name, timeout_s) for n in names]
+
+
+_CORPORA: dict[tuple[str, int, int], Any] = {}
+
+
+def open_corpus_cached(spec: str) -> Any:
+    """dchlab.pages.open_corpus, validated once per process and manifest version (the
+    campaign runner calls pageload() per group; validating tp5n's manifest and body
+    sizes takes ~0.9 s here). A changed manifest.json (mtime or size) is read again."""
+    from dchlab.pages import open_corpus
+
+    path = Path(spec)
+    try:
+        st = (path / "manifest.json").stat()
+        key = (str(path.resolve()), st.st_mtime_ns, st.st_size)
+    except OSError:  # synthetic:SEED (generated once into the cache) or an error to report
+        key = (spec, 0, 0)
+    if key not in _CORPORA:
+        _CORPORA[key] = open_corpus(spec)
+    return _CORPORA[key]
 
 
 def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> dict[str, Any]:

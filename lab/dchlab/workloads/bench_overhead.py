@@ -9,6 +9,15 @@ scheme), as `dch pageload` and the campaign runner do, and prints per load the w
 time, the PLT and the overhead (wall − PLT), then wall time, sum of PLTs, loads/hour,
 the overhead's median and p90 and the median of every phase of `stats.timing`.
 
+`--compare`: every (page, trial, scheme) twice, in the default mode and in the
+per-load one of before (DCH_BROWSER_DRIVER=subprocess, DCH_PREPARE_AHEAD=0: a Python
+driver on ue starts Chromium once the testbed is up), alternating which goes first;
+prints the paired PLT differences (same trace offset) and each mode's overhead.
+
+`--evidence`: the loads keep their run directories; per load, the DNS queries dnsmasq
+answered, the connections and requests webreplay logged, against the resources
+Chromium counted (cold: every origin looked up, every resource fetched).
+
 `--cli`: runs `./dch pageload --corpus C --pages N --scheme S --trials T --json
 --no-store` as a child and reports (wall − Σ PLT) / loads, the command's own start
 included (the issue's check).
@@ -84,6 +93,8 @@ def run_inproc(args: argparse.Namespace) -> int:
                 spec = RunSpec(scheme=scheme, hbc=args.hbc, llc=args.llc, trial=trial)
                 t0 = time.monotonic()
                 row = load_one(spec, corpus, name, args.timeout)
+                if args.evidence:
+                    print("   ", evidence(row), flush=True)
                 wall_ms = (time.monotonic() - t0) * 1000
                 over = wall_ms - float(row.get("plt_ms") or 0.0)
                 overheads.append(over)
@@ -100,6 +111,84 @@ def run_inproc(args: argparse.Namespace) -> int:
     for k, v in sorted(phase_medians(rows).items()):
         print(f"  {k:<32} {v:8.1f}")
     return 0
+
+
+OLD_MODE = {"DCH_BROWSER_DRIVER": "subprocess", "DCH_PREPARE_AHEAD": "0"}
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    import os
+
+    from dchlab.pages import open_corpus
+    from dchlab.workloads.api import RunSpec, load_one
+
+    corpus = open_corpus(args.corpus)
+    names = [p.name for p in corpus.pages[: args.pages]]
+    out: dict[str, list[tuple[float, float, bool]]] = {"new": [], "old": []}
+    diffs: list[float] = []
+    i = 0
+    for name in names:
+        for trial in range(args.trials):
+            for scheme in [s.strip() for s in args.scheme.split(",") if s.strip()]:
+                spec = RunSpec(scheme=scheme, hbc=args.hbc, llc=args.llc, trial=trial)
+                plt: dict[str, float | None] = {}
+                for mode in ("new", "old") if i % 2 == 0 else ("old", "new"):
+                    saved = {k: os.environ.get(k) for k in OLD_MODE}
+                    if mode == "old":
+                        os.environ.update(OLD_MODE)
+                    try:
+                        t0 = time.monotonic()
+                        row = load_one(spec, corpus, name, args.timeout)
+                        wall = (time.monotonic() - t0) * 1000
+                    finally:
+                        for k, v in saved.items():
+                            os.environ.pop(k, None) if v is None else os.environ.update({k: v})
+                    p = row.get("plt_ms")
+                    plt[mode] = p if row.get("valid") else None
+                    out[mode].append((wall - float(p or 0), float(p or 0), bool(row.get("valid"))))
+                i += 1
+                if plt["new"] is not None and plt["old"] is not None:
+                    diffs.append(plt["new"] - plt["old"])
+                print(
+                    f"{scheme:<10} {name:<18} #{trial} PLT new {plt['new']} old {plt['old']}",
+                    flush=True,
+                )
+    for mode, vals in out.items():
+        over = [v[0] for v in vals if v[2]]
+        if over:
+            print(f"{mode}: {len(over)} valid, overhead median {statistics.median(over):.0f} ms, "
+                  f"p90 {pct(over, 0.9):.0f} ms, PLT median {statistics.median(v[1] for v in vals if v[2]):.0f} ms")  # fmt: skip
+    if diffs:
+        print(f"paired PLT new - old over {len(diffs)} pairs: median {statistics.median(diffs):+.0f} ms, "
+              f"mean {statistics.mean(diffs):+.0f} ms, new faster in {sum(d < 0 for d in diffs)}, "
+              f"slower in {sum(d > 0 for d in diffs)}")  # fmt: skip
+    return 0
+
+
+def evidence(row: dict[str, Any]) -> str:
+    """Cold-load evidence from a kept run directory (then removed)."""
+    import shutil
+
+    from dchlab.testbed.runrecord import RUNS_TMP
+
+    run = RUNS_TMP / str((row.get("stats") or {}).get("prefix"))
+    try:
+        dns = (run / "dnsmasq.log").read_text(errors="replace").splitlines()
+        acc = [json.loads(x) for x in (run / "access.log").read_text().splitlines() if x]
+    except OSError as e:
+        return f"no logs: {e}"
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
+    queried = {x.split()[-3] for x in dns if "query[A]" in x}
+    hosts = {a["host"] for a in acc}
+    conns = {a["client"] for a in acc}
+    return (
+        f"dns A queries for {len(queried)} names (hosts served {len(hosts)}, "
+        f"not looked up {sorted(hosts - queried)}); {len(conns)} connections, "
+        f"{len(acc)} requests logged; Chromium: {row.get('resources_loaded')} loaded, "
+        f"{row.get('resources_failed')} failed; main doc dns {row.get('dns_ms')} ms "
+        f"connect {row.get('connect_ms')} ms tls {row.get('tls_ms')} ms"
+    )
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -134,7 +223,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llc", default="urllc")
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--cli", action="store_true", help="time the `dch pageload` command instead")
+    ap.add_argument("--compare", action="store_true", help="paired: this mode against the old")
+    ap.add_argument("--evidence", action="store_true", help="keep logs: DNS queries, connections")
     args = ap.parse_args(argv)
+    if args.evidence:
+        from dchlab.workloads import api
+
+        config = api._config
+
+        def keep(*a: Any, **kw: Any) -> Any:
+            cfg = config(*a, **kw)
+            cfg.keep_logs = True
+            return cfg
+
+        api._config = keep  # type: ignore[assignment]
+    if args.compare:
+        return run_compare(args)
     return run_cli(args) if args.cli else run_inproc(args)
 
 
