@@ -17,20 +17,31 @@ use crate::rng::normal_at;
 use crate::time::{ms_f64, Nanos};
 use crate::trace::rtt::RttTimeline;
 
+/// How the one-way delay of a direction is chosen.
 #[derive(Debug, Clone)]
 pub enum DelayModel {
     /// One-way delay in ns.
     Fixed(Nanos),
+    /// Half the RTT of an RTT timeline, interpolated at the packet's arrival.
     Timeline {
+        /// The RTT timeline.
         rtt: RttTimeline,
+        /// Start offset into the timeline (run time t is timeline time t + offset).
         offset: Nanos,
     },
+    /// Half of an RTT drawn from a normal distribution, redrawn every `resample`.
     Gaussian {
+        /// Mean RTT (ms).
         mean_rtt_ms: f64,
+        /// Coefficient of variation (standard deviation / mean).
         cov: f64,
+        /// How long one draw holds.
         resample: Nanos,
+        /// Seed of the random stream.
         seed: u64,
+        /// Stream id (one per direction, so directions draw independently).
         stream: u64,
+        /// Start offset (run time t is model time t + offset).
         offset: Nanos,
     },
 }
@@ -66,6 +77,7 @@ pub struct DelayStage {
 }
 
 impl DelayStage {
+    /// A delay stage with `model`.
     pub fn new(model: DelayModel) -> Self {
         DelayStage {
             model,
@@ -73,6 +85,7 @@ impl DelayStage {
         }
     }
 
+    /// Its model.
     pub fn model(&self) -> &DelayModel {
         &self.model
     }

@@ -10,6 +10,7 @@
 
 use crate::time::Nanos;
 
+/// The radio-sleep (DRX) stage of a downlink (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Drx {
     inactivity: Nanos,
@@ -19,6 +20,7 @@ pub struct Drx {
 }
 
 impl Drx {
+    /// Sleeps after `inactivity` without traffic; then wakes every `wake_period`.
     pub fn new(inactivity: Nanos, wake_period: Nanos) -> Self {
         Drx {
             inactivity,

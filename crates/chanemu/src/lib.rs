@@ -6,6 +6,8 @@
 //! (`src/main.rs`, `src/driver/`) moves packets between two TUN devices.
 //! See docs/chanemu.md.
 
+#![warn(missing_docs)]
+
 pub mod delay;
 pub mod drx;
 pub mod loss;

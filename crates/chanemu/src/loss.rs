@@ -3,6 +3,7 @@
 
 use crate::rng::Stream;
 
+/// The loss stage (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Loss {
     p: f64,

@@ -14,13 +14,17 @@ use crate::queue::RateQueue;
 use crate::time::Nanos;
 use std::collections::VecDeque;
 
+/// Why the pipeline dropped a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
+    /// The loss stage drew it.
     Loss,
+    /// The queue was full (drop-tail).
     Queue,
 }
 
 impl DropReason {
+    /// Name in packet logs.
     pub fn as_str(self) -> &'static str {
         match self {
             DropReason::Loss => "drop_loss",
@@ -32,14 +36,19 @@ impl DropReason {
 /// A packet with its schedule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scheduled<P> {
+    /// The driver's packet.
     pub payload: P,
+    /// Its size in bytes (what the rate stage serialises).
     pub size: u32,
+    /// When it entered the link.
     pub arrival: Nanos,
+    /// When it leaves the link.
     pub release: Nanos,
     /// Packets queued at the link in front of it when it arrived.
     pub depth: u32,
 }
 
+/// One direction of a channel: loss, rate/queue, delay, radio sleep.
 pub struct Pipeline<P> {
     loss: Loss,
     queue: RateQueue,
@@ -49,6 +58,7 @@ pub struct Pipeline<P> {
 }
 
 impl<P> Pipeline<P> {
+    /// A pipeline of these stages (`drx` only on downlinks).
     pub fn new(loss: Loss, queue: RateQueue, delay: DelayStage, drx: Option<Drx>) -> Self {
         Pipeline {
             loss,
@@ -101,6 +111,7 @@ impl<P> Pipeline<P> {
         }
     }
 
+    /// Whether the radio-sleep stage is on.
     pub fn has_drx(&self) -> bool {
         self.drx.is_some()
     }

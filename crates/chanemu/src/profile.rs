@@ -23,6 +23,7 @@ use toml::Spanned;
 #[error("{0}")]
 pub struct ProfileError(pub String);
 
+/// A direction of the emulated channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
     /// Side A → side B (ue → gw).
@@ -32,6 +33,7 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// `uplink` or `downlink`.
     pub fn as_str(self) -> &'static str {
         match self {
             Direction::Uplink => "uplink",
@@ -40,39 +42,59 @@ impl Direction {
     }
 }
 
+/// The delay model of a profile.
 #[derive(Debug, Clone)]
 pub enum DelaySpec {
+    /// A fixed RTT (each direction gets half).
     Fixed {
+        /// The RTT (ms).
         rtt_ms: f64,
     },
+    /// An RTT timeline file (linear interpolation between samples).
     Timeline {
+        /// The file it came from.
         file: PathBuf,
+        /// The parsed timeline.
         rtt: RttTimeline,
     },
+    /// A normal distribution of RTTs, redrawn every `resample_ms`.
     Gaussian {
+        /// Mean RTT (ms).
         mean_rtt_ms: f64,
+        /// Coefficient of variation.
         cov: f64,
+        /// How long one draw holds (ms).
         resample_ms: f64,
     },
 }
 
+/// The settings of one direction.
 #[derive(Debug, Clone)]
 pub struct DirSpec {
+    /// Capacity (constant, per-second series, Mahimahi trace or unlimited).
     pub rate: Capacity,
     /// Where the rate came from (file and column), for reports.
     pub rate_source: String,
+    /// Drop-tail queue limit.
     pub queue: QueueLimit,
+    /// I.i.d. loss probability (0..1).
     pub loss: f64,
     /// (inactivity_ms, wake_period_ms)
     pub drx: Option<(f64, f64)>,
 }
 
+/// A channel profile (docs/formats.md).
 #[derive(Debug, Clone)]
 pub struct Profile {
+    /// Its name.
     pub name: String,
+    /// One line saying what it models.
     pub description: String,
+    /// Delay model (both directions).
     pub delay: DelaySpec,
+    /// Side A to side B.
     pub uplink: DirSpec,
+    /// Side B to side A.
     pub downlink: DirSpec,
 }
 
@@ -237,6 +259,7 @@ impl Profile {
         })
     }
 
+    /// The settings of direction `d`.
     pub fn dir(&self, d: Direction) -> &DirSpec {
         match d {
             Direction::Uplink => &self.uplink,

@@ -13,8 +13,11 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum QueueLimit {
+    /// At most this many packets queued.
     Packets(u32),
+    /// At most this many bytes queued.
     Bytes(u64),
+    /// No limit.
     Unlimited,
 }
 
@@ -24,6 +27,7 @@ impl Default for QueueLimit {
     }
 }
 
+/// The rate/queue stage: drop-tail queue in front of a rate schedule.
 #[derive(Debug, Clone)]
 pub struct RateQueue {
     limit: QueueLimit,
@@ -36,11 +40,14 @@ pub struct RateQueue {
 /// queued in front of it when it arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted {
+    /// When its last byte has left the link.
     pub finish: Nanos,
+    /// Packets queued in front of it.
     pub depth: u32,
 }
 
 impl RateQueue {
+    /// An empty queue with `limit` in front of `rate`.
     pub fn new(limit: QueueLimit, rate: RateSchedule) -> Self {
         let cap = match limit {
             QueueLimit::Packets(n) => n.min(4096) as usize,

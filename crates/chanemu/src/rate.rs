@@ -16,15 +16,20 @@ use crate::time::{Nanos, NS_PER_MS, NS_PER_S};
 use crate::trace::capacity::CapacitySeries;
 use crate::trace::mahimahi::{MahimahiTrace, OPPORTUNITY_BYTES};
 
+/// The capacity of a direction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Capacity {
+    /// No rate limit.
     Unlimited,
     /// Bits per second.
     Constant(u64),
+    /// A per-second series (bit/s per second, looped).
     Series(CapacitySeries),
+    /// A Mahimahi trace (one 1500-byte opportunity per line, looped).
     Mahimahi(MahimahiTrace),
 }
 
+/// When each packet finishes serialisation under a capacity.
 #[derive(Debug, Clone)]
 pub struct RateSchedule {
     cap: Capacity,
@@ -40,6 +45,7 @@ pub struct RateSchedule {
 }
 
 impl RateSchedule {
+    /// A schedule for `cap`, starting `offset` into its trace.
     pub fn new(cap: Capacity, offset: Nanos) -> Self {
         RateSchedule {
             cap,
@@ -51,6 +57,7 @@ impl RateSchedule {
         }
     }
 
+    /// Its capacity.
     pub fn capacity(&self) -> &Capacity {
         &self.cap
     }

@@ -56,16 +56,19 @@ impl Histogram {
         lo + width / 2
     }
 
+    /// Counts one value.
     pub fn record(&mut self, v: u64) {
         self.counts[Self::index(v)] += 1;
         self.total += 1;
         self.max = self.max.max(v);
     }
 
+    /// Values counted.
     pub fn count(&self) -> u64 {
         self.total
     }
 
+    /// Largest value counted.
     pub fn max(&self) -> u64 {
         self.max
     }
@@ -90,11 +93,17 @@ impl Histogram {
 /// What the summary reports for one direction.
 #[derive(Debug, Clone, Default)]
 pub struct DirStats {
+    /// Packets that entered the link.
     pub pkts_in: u64,
+    /// Bytes that entered the link.
     pub bytes_in: u64,
+    /// Packets that left the link.
     pub pkts_out: u64,
+    /// Bytes that left the link.
     pub bytes_out: u64,
+    /// Packets dropped by the queue limit.
     pub pkts_dropped_queue: u64,
+    /// Packets dropped by the loss stage.
     pub pkts_dropped_loss: u64,
     /// Emulated delay (release − arrival), µs.
     pub delay_us: Histogram,
@@ -103,6 +112,7 @@ pub struct DirStats {
 }
 
 impl DirStats {
+    /// The stats JSON of this direction (docs/chanemu.md).
     pub fn to_json(&self) -> serde_json::Value {
         let ms = |h: &Histogram, q: f64| h.quantile(q) as f64 / 1000.0;
         let d = &self.delay_us;
@@ -116,6 +126,7 @@ impl DirStats {
         })
     }
 
+    /// A one-line human summary of direction `name`.
     pub fn human(&self, name: &str) -> String {
         let d = &self.delay_us;
         format!(

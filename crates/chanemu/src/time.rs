@@ -7,8 +7,11 @@
 /// Nanoseconds since the start of the run.
 pub type Nanos = u64;
 
+/// Nanoseconds per microsecond.
 pub const NS_PER_US: u64 = 1_000;
+/// Nanoseconds per millisecond.
 pub const NS_PER_MS: u64 = 1_000_000;
+/// Nanoseconds per second.
 pub const NS_PER_S: u64 = 1_000_000_000;
 
 /// Milliseconds (possibly fractional, ≥ 0) to nanoseconds, rounded to the nearest ns.

@@ -12,8 +12,10 @@ pub enum Channel {
 }
 
 impl Channel {
+    /// Both channels, in index order.
     pub const ALL: [Channel; 2] = [Channel::Hbc, Channel::Llc];
 
+    /// `hbc` or `llc` (stats keys, logs).
     pub fn name(self) -> &'static str {
         match self {
             Channel::Hbc => "hbc",
@@ -21,10 +23,12 @@ impl Channel {
         }
     }
 
+    /// 0 for the HBC, 1 for the LLC (index into per-channel arrays).
     pub fn index(self) -> usize {
         self as usize
     }
 
+    /// The other channel.
     pub fn other(self) -> Channel {
         match self {
             Channel::Hbc => Channel::Llc,
@@ -49,6 +53,7 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// `up` or `down` (logs).
     pub fn name(self) -> &'static str {
         match self {
             Direction::Uplink => "up",

@@ -19,22 +19,28 @@ pub struct FlowState {
     /// Size (IP bytes) of the flow's previous packet; 0 before the first.
     /// HotMobile'21 Algorithm 1 (`pkt-state`) uses it.
     pub prev_size: usize,
+    /// When the flow's latest packet was steered.
     pub last_seen: Nanos,
 }
 
 /// Counters of the table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlowTableStats {
+    /// Flows created.
     pub created: u64,
+    /// Flows evicted for being idle past the idle time.
     pub idle_evictions: u64,
+    /// Flows evicted because the table was full.
     pub forced_evictions: u64,
 }
 
+/// The bounded table of a sender's flows (see the module docs).
 pub struct FlowTable {
     map: HashMap<FlowKey, FlowState>,
     capacity: usize,
     idle: Nanos,
     next_id: u16,
+    /// Creation and eviction counters.
     pub stats: FlowTableStats,
 }
 
@@ -51,10 +57,12 @@ impl FlowTable {
         }
     }
 
+    /// Flows in the table.
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    /// Whether the table holds no flow.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -88,6 +96,7 @@ impl FlowTable {
         st
     }
 
+    /// The state of flow `key`, if present (no side effects).
     pub fn get(&self, key: &FlowKey) -> Option<&FlowState> {
         self.map.get(key)
     }

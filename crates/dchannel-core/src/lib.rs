@@ -10,6 +10,8 @@
 //! High-bandwidth and Low-latency Channels" (NSDI'23), Algorithm 1 and §4;
 //! "Packet-level steering ... " (HotMobile'21), Algorithm 1 (`pkt-state`).
 
+#![warn(missing_docs)]
+
 pub mod channel;
 pub mod endpoint;
 pub mod flow_table;

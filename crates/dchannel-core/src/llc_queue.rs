@@ -5,6 +5,7 @@
 
 use crate::Nanos;
 
+/// The virtual LLC queue of one sender (see the module docs).
 #[derive(Clone, Debug)]
 pub struct LlcQueue {
     /// Drain rate in bytes per nanosecond.

@@ -23,11 +23,16 @@ const RESYNC: u64 = 1 << 20;
 /// Delivered-but-not-yet-contiguous sequence numbers remembered per flow.
 const MAX_AHEAD: usize = 8192;
 
+/// Timeout and memory bounds of the reorder buffer.
 #[derive(Clone, Debug)]
 pub struct ReorderConfig {
+    /// Longest an LLC packet is held (`--reorder-timeout-ms`).
     pub timeout: Nanos,
+    /// Bytes held per flow at most (`--reorder-flow-bytes`).
     pub max_flow_bytes: usize,
+    /// Bytes held in total at most (`--reorder-total-bytes`).
     pub max_total_bytes: usize,
+    /// Flows tracked at most (the least recently seen goes first).
     pub max_flows: usize,
     /// A flow with nothing held and no packet for this long is forgotten.
     pub flow_idle: Nanos,
@@ -60,6 +65,7 @@ pub struct ReorderStats {
     pub passed_through: u64,
     /// Packets held at some point.
     pub held: u64,
+    /// Most bytes held at any time.
     pub max_occupancy_bytes: usize,
     /// Time-weighted mean of the bytes held, since the first packet.
     pub mean_occupancy_bytes: f64,
@@ -116,6 +122,7 @@ impl<P> FlowRx<P> {
     }
 }
 
+/// The reorder buffer (see the module docs).
 pub struct ReorderBuffer<K, P> {
     cfg: ReorderConfig,
     flows: HashMap<K, FlowRx<P>>,
@@ -129,6 +136,7 @@ pub struct ReorderBuffer<K, P> {
 }
 
 impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
+    /// An empty buffer.
     pub fn new(cfg: ReorderConfig) -> Self {
         ReorderBuffer {
             cfg,
@@ -147,6 +155,7 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
         self.total_bytes
     }
 
+    /// Flows tracked.
     pub fn flows(&self) -> usize {
         self.flows.len()
     }

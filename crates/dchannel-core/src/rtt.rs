@@ -17,10 +17,12 @@ const MAX_OUTSTANDING: usize = 16;
 /// Samples kept per channel at most (the window normally holds far fewer).
 const MAX_SAMPLES: usize = 1024;
 
+/// Probing, filtering and liveness settings.
 #[derive(Clone, Debug)]
 pub struct RttConfig {
     /// Sends D-SYNs (the client); the gateway only answers.
     pub initiator: bool,
+    /// Time between two D-SYN rounds (`--probe-interval-ms`).
     pub interval: Nanos,
     /// Sliding window of the minimum filter.
     pub window: Nanos,
@@ -48,19 +50,26 @@ impl Default for RttConfig {
 /// A probe the driver must send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeOut {
+    /// The channel to send it on.
     pub channel: Channel,
+    /// D-SYN, D-SYN-ACK or D-ACK.
     pub kind: ProbeKind,
+    /// Probe id (the header's `seq`).
     pub id: u32,
 }
 
+/// Probe counters per channel (index = Channel).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RttStats {
+    /// Probes sent (any kind).
     pub probes_sent: [u64; 2],
+    /// RTT samples taken.
     pub samples: [u64; 2],
     /// Answers for probes we do not remember (late, duplicated or forged).
     pub unmatched: [u64; 2],
 }
 
+/// One end's probe state machine and RTT filter for one peer (see the module docs).
 pub struct RttEstimator {
     cfg: RttConfig,
     started: Option<Nanos>,
@@ -73,10 +82,12 @@ pub struct RttEstimator {
     /// Monotonic deque (time, rtt) for the sliding minimum.
     mins: [VecDeque<(Nanos, Nanos)>; 2],
     last_heard: [Option<Nanos>; 2],
+    /// Counters.
     pub stats: RttStats,
 }
 
 impl RttEstimator {
+    /// An estimator with no sample yet.
     pub fn new(cfg: RttConfig) -> RttEstimator {
         RttEstimator {
             cfg,
@@ -91,6 +102,7 @@ impl RttEstimator {
         }
     }
 
+    /// Its configuration.
     pub fn config(&self) -> &RttConfig {
         &self.cfg
     }

@@ -6,9 +6,12 @@
 
 use std::fmt;
 
+/// A token flag value that is not a token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenError {
+    /// The value as given.
     pub input: String,
+    /// What is wrong with it.
     pub reason: &'static str,
 }
 

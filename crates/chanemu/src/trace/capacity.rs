@@ -6,6 +6,7 @@ use std::path::Path;
 /// One column of a capacity series, in bit/s per second of the (looped) trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CapacitySeries {
+    /// Bits per second, one value per second of the trace.
     pub bps: Vec<u64>,
 }
 

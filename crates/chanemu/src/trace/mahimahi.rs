@@ -7,6 +7,7 @@ use std::path::Path;
 /// Bytes one delivery opportunity can carry (Mahimahi's PACKET_SIZE).
 pub const OPPORTUNITY_BYTES: u32 = 1500;
 
+/// A Mahimahi link trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MahimahiTrace {
     /// Opportunity timestamps (ms), non-decreasing, last > 0.
@@ -14,6 +15,7 @@ pub struct MahimahiTrace {
 }
 
 impl MahimahiTrace {
+    /// Parses a Mahimahi trace (`file` names it in errors).
     pub fn parse(file: &Path, text: &str) -> Result<Self, TraceError> {
         let mut ops: Vec<u64> = Vec::new();
         for (ln, l) in content_lines(text) {
@@ -65,6 +67,7 @@ impl MahimahiTrace {
         }
     }
 
+    /// Length of one loop of the trace (ms).
     pub fn period_ms(&self) -> u64 {
         *self.opportunities_ms.last().expect("validated non-empty")
     }

@@ -12,14 +12,18 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{}:{line}: field `{field}`: {msg}", file.display())]
 pub struct TraceError {
+    /// The file.
     pub file: PathBuf,
     /// 1-based line number; 0 when the problem concerns the whole file.
     pub line: usize,
+    /// The field (column) at fault.
     pub field: String,
+    /// What was expected.
     pub msg: String,
 }
 
 impl TraceError {
+    /// An error at `file:line` about `field`.
     pub fn new(file: &Path, line: usize, field: &str, msg: impl Into<String>) -> Self {
         TraceError {
             file: file.to_path_buf(),

@@ -29,6 +29,7 @@ impl RttTimeline {
         }
     }
 
+    /// Parses an RTT timeline (`file` names it in errors).
     pub fn parse(file: &Path, text: &str) -> Result<Self, TraceError> {
         let mut lines = content_lines(text);
         let (hl, header) = lines.next().ok_or_else(|| {
@@ -100,6 +101,7 @@ impl RttTimeline {
         Ok(Self::from_samples(&samples))
     }
 
+    /// Length of one loop of the timeline (ms).
     pub fn period_ms(&self) -> f64 {
         self.period_ms
     }

@@ -5,6 +5,7 @@ use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::Channel;
 
+/// `all-hbc`: every packet on the HBC.
 pub struct AllHbc;
 
 impl Policy for AllHbc {

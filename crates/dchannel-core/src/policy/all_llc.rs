@@ -5,6 +5,7 @@ use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::Channel;
 
+/// `all-llc`: every packet on the LLC.
 pub struct AllLlc;
 
 impl Policy for AllLlc {

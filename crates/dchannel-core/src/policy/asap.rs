@@ -15,6 +15,7 @@ use crate::flow_table::FlowState;
 use crate::packet::{PacketInfo, TCP_SYN};
 use crate::{Channel, Direction};
 
+/// `asap`: the rules of the module docs.
 pub struct Asap;
 
 fn starts_tls_handshake_record(payload: &[u8]) -> bool {

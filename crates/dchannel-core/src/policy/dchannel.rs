@@ -17,11 +17,13 @@ use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::Channel;
 
+/// `dchannel`: NSDI'23 Algorithm 1 with weight `alpha` on the cost.
 pub struct DChannel {
     alpha: f64,
 }
 
 impl DChannel {
+    /// Algorithm 1 with LLC iff reward > `alpha` * cost.
     pub fn new(alpha: f64) -> DChannel {
         DChannel { alpha }
     }

@@ -31,6 +31,7 @@ use std::fmt;
 /// Everything a policy may look at besides the packet and its flow.
 #[derive(Clone, Copy, Debug)]
 pub struct Ctx {
+    /// The decision instant.
     pub now: Nanos,
     /// Direction of the packets this sender steers.
     pub dir: Direction,
@@ -38,8 +39,9 @@ pub struct Ctx {
     pub llc_queue: f64,
     /// Configured LLC rate in bytes per nanosecond.
     pub llc_rate: f64,
-    /// One-way delay estimates (RTT/2), `None` until the first probe returns.
+    /// HBC one-way delay estimate (RTT/2), `None` until the first probe returns.
     pub hbc_owd: Option<Nanos>,
+    /// LLC one-way delay estimate (RTT/2), `None` until the first probe returns.
     pub llc_owd: Option<Nanos>,
     /// Inner MTU (largest IP packet the TUN hands us).
     pub mtu: usize,
@@ -51,9 +53,13 @@ pub struct Ctx {
 /// Algorithm 1's estimated completion times for one packet (all in ns).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {
+    /// Estimated completion time on the HBC: `now + hbc_owd`.
     pub c_hbc: f64,
+    /// Estimated completion time on the LLC: `now + llc_owd + (size + queue) / rate`.
     pub c_llc: f64,
+    /// `c_hbc - max(prev_c, c_llc)`: time saved by the LLC (may be negative).
     pub reward: f64,
+    /// `(size + queue) / rate`: LLC time the packet occupies.
     pub cost: f64,
 }
 
@@ -83,23 +89,31 @@ pub enum Outcome {
     NoEstimate,
     /// `all-hbc` / `all-llc`.
     Fixed,
-    /// `pkt-size`: smaller than N / not.
+    /// `pkt-size`: smaller than N bytes.
     Small,
+    /// `pkt-size`: N bytes or larger.
     Large,
-    /// `pkt-control`: payload-free TCP / anything else.
+    /// `pkt-control`: payload-free TCP (SYN, ACK, FIN, RST).
     TcpControl,
+    /// `pkt-control`: anything but payload-free TCP.
     Other,
-    /// `pkt-uplink`.
+    /// `pkt-uplink`: client to server.
     Uplink,
+    /// `pkt-uplink`: server to client.
     Downlink,
-    /// `pkt-state`: this and the previous packet below MTU / not.
+    /// `pkt-state`: this and the previous packet below MTU size.
     SmallAfterSmall,
+    /// `pkt-state`: this or the previous packet at MTU size.
     LargeOrAfterLarge,
-    /// `asap` rules.
+    /// `asap`: DNS (UDP port 53).
     Dns,
+    /// `asap`: TCP SYN or SYN-ACK.
     TcpHandshake,
+    /// `asap`: TLS handshake or ChangeCipherSpec record.
     TlsHandshake,
+    /// `asap`: other uplink (requests).
     Request,
+    /// `asap`: other downlink (responses).
     Response,
     /// Inner packet could not be parsed: sent on the HBC without a flow.
     Unparsed,
@@ -108,7 +122,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Number of outcomes (size of per-outcome counter arrays).
     pub const COUNT: usize = Outcome::ChannelDown as usize + 1;
+    /// Every outcome, in counter order.
     pub const ALL: [Outcome; Outcome::COUNT] = [
         Outcome::Reward,
         Outcome::NoEstimate,
@@ -130,6 +146,7 @@ impl Outcome {
         Outcome::ChannelDown,
     ];
 
+    /// Stable name (stats keys, decision log).
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Reward => "reward",
@@ -157,13 +174,16 @@ impl Outcome {
 /// A policy's verdict on one packet.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Decision {
+    /// The channel picked.
     pub channel: Channel,
+    /// Why.
     pub outcome: Outcome,
     /// Algorithm 1's estimate when the policy computed it (`dchannel`).
     pub estimate: Option<Estimate>,
 }
 
 impl Decision {
+    /// A decision without estimate.
     pub fn new(channel: Channel, outcome: Outcome) -> Decision {
         Decision {
             channel,
@@ -185,7 +205,9 @@ pub trait Policy: Send {
 /// A `--policy` string that is not one of the known schemes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecError {
+    /// The `--policy` string as given.
     pub spec: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 

@@ -6,6 +6,7 @@ use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::Channel;
 
+/// `pkt-control`: payload-free TCP segments on the LLC.
 pub struct PktControl;
 
 impl Policy for PktControl {

@@ -6,11 +6,13 @@ use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::Channel;
 
+/// `pkt-size:N`: IP packets shorter than N bytes on the LLC.
 pub struct PktSize {
     threshold: usize,
 }
 
 impl PktSize {
+    /// LLC for IP packets shorter than `threshold` bytes.
     pub fn new(threshold: usize) -> PktSize {
         PktSize { threshold }
     }

@@ -8,6 +8,7 @@ use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::Channel;
 
+/// `pkt-state`: HotMobile'21 Algorithm 1.
 pub struct PktState;
 
 impl Policy for PktState {

@@ -6,6 +6,7 @@ use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::{Channel, Direction};
 
+/// `pkt-uplink`: uplink on the LLC, downlink on the HBC.
 pub struct PktUplink;
 
 impl Policy for PktUplink {
