@@ -124,3 +124,24 @@ def test_report_counts_exclusions_by_reason() -> None:
     assert kinds == {"unexpected failed resources": 2, "timeout after N s": 1}
     assert expected_only == 1
     assert reason_kind("main document status 404") == "main document status N"
+
+
+def test_report_section_says_how_many_loads_were_excluded_and_why() -> None:
+    from dchlab.experiments.campaign import cell_key, load_campaign
+    from dchlab.experiments.report import section
+
+    c = load_campaign(Path(__file__).resolve().parents[2] / "experiments" / "demo.yaml")
+    rows = []  # TEST DATA ONLY
+    for page in ("site0", "site1"):
+        for s in c.schemes:
+            bad = s.label == "dchannel" and page == "site1"
+            rows.append({
+                "test_data": True, "cell": cell_key(c.conditions[0].name, page, 0, s.label),
+                "condition": c.conditions[0].name, "arm": s.label, "scheme": s.scheme,
+                "item": page, "page": page, "trial": 0, "plt_ms": 900.0,
+                "valid": not bad, "resources_failed": 2 if page == "site0" else 3,
+                "invalid_reason": "1 unexpected failed resources (first: https://a/b)" if bad else "",
+            })  # fmt: skip
+    counts = section(c, rows, with_channels=False)["counts"]
+    assert "1 of 6 loads excluded as invalid (1 unexpected failed resources)" in counts
+    assert "5 valid loads failed only requests their corpus records as missing" in counts
