@@ -5,8 +5,8 @@ Campaigns say `corpus: tp5n`; the name means `$DCH_CORPUS_TP5N` when set, else
 path may be a saved-page tree (tp5n layout, imported here) or an already imported
 corpus directory (used as it is). A tree is imported once into
 `.cache/corpora/tp5n-<fingerprint>/`: the fingerprint covers every file's path, size
-and mtime and the importer's own source, so an edited tree or importer gives a fresh
-import and an unchanged one is reused. After the import, when this process can (root,
+and mtime and `IMPORT_VERSION`, so an edited tree (or an importer whose output changed
+and says so) gives a fresh import and an unchanged one is reused. After the import, when this process can (root,
 Chromium, webreplay), every page is probed once (`dch corpus probe`), so the corpus
 records the requests a real Chromium fails and loads failing only those are valid.
 """
@@ -20,15 +20,17 @@ import os
 import shutil
 from pathlib import Path
 
-from dchlab.pages.corpus import Corpus, CorpusError, load
+from dchlab.pages.corpus import FORMAT, Corpus, CorpusError, load
 from dchlab.paths import cache_dir, shared_data
 
 log = logging.getLogger(__name__)
 
 TP5N_ENV = "DCH_CORPUS_TP5N"
 NAMES = ("tp5n",)
-# The importer's code: a change re-imports (the corpus is a function of tree + code).
-_IMPORTER_FILES = ("tp5n.py", "rewrite.py", "litter.py", "corpus.py", "servable.py")
+# Bump when the importer's output changes (skips, URL mapping, manifest fields): cached
+# imports made by older code are then redone. (Not a hash of the code: a comment edit
+# should not cost a 3-minute import and probe.)
+IMPORT_VERSION = 2
 
 
 def tp5n_source() -> Path:
@@ -44,11 +46,8 @@ def tp5n_source() -> Path:
 
 
 def fingerprint(src: Path) -> str:
-    """sha256 over every file's relative path, size and mtime, and the importer's code."""
-    h = hashlib.sha256()
-    here = Path(__file__).parent
-    for name in _IMPORTER_FILES:
-        h.update((here / name).read_bytes())
+    """sha256 over every file's relative path, size and mtime, and IMPORT_VERSION."""
+    h = hashlib.sha256(f"{FORMAT} import v{IMPORT_VERSION}\n".encode())
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames.sort()
         for f in sorted(filenames):

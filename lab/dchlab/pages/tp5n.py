@@ -6,8 +6,9 @@ folder per original host. References between hosts are relative (`../../cdn.host
 references in HTML and CSS are rewritten to those absolute https URLs (absolute
 `http://` references too), so the page loads over the replay server's per-origin
 addresses exactly as the original did. References the browser would fetch but the tree
-lacks are counted per page (`missing`) — real saved pages lose ~1.5 % of their
+lacks are recorded per page (`missing_urls`) — real saved pages lose ~1.5 % of their
 subresources — and still point where the original did, so they fail as they would live.
+What is not page content (litter, non-host folders, ...) is skipped: `_site_files`.
 """
 
 from __future__ import annotations
