@@ -51,6 +51,8 @@ def litter_tree(root: Path) -> Path:
     (site / "WWW.EX.COM").mkdir()
     (site / "WWW.EX.COM" / "a.png").write_bytes(b"the other copy")
     (site / "empty-host.test").mkdir()
+    (site / "index_files").mkdir()  # a browser's "Save Page As" folder: no host
+    (site / "index_files" / "x.js").write_text("1")
     (root / "empty-site").mkdir()
     (root / ".DS_Store").write_bytes(b"\0\0\0\1Bud1")
     (root / "tp5n.manifest").write_text(
@@ -83,6 +85,7 @@ def test_litter_is_skipped_with_counted_warnings(
         "not a host!",
         "WWW.EX.COM",
         "empty-host.test",
+        "index_files: folder name is not a domain name",
         "www.ex.com/empty",
         "www.ex.com/Thumbs.db",
         "www.ex.com/._index.html",
@@ -91,7 +94,7 @@ def test_litter_is_skipped_with_counted_warnings(
         "src/.DS_Store",
     ):
         assert name in warned, name
-    assert sum(corpus.skipped.values()) == 12
+    assert sum(corpus.skipped.values()) == 13
     assert corpus.skipped["empty folder"] == 3
     assert load(tmp_path / "out").page("ex.com").missing == 1
 

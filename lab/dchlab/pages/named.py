@@ -30,7 +30,7 @@ NAMES = ("tp5n",)
 # Bump when the importer's output changes (skips, URL mapping, manifest fields): cached
 # imports made by older code are then redone. (Not a hash of the code: a comment edit
 # should not cost a 3-minute import and probe.)
-IMPORT_VERSION = 2
+IMPORT_VERSION = 3
 
 
 def tp5n_source() -> Path:

@@ -114,6 +114,10 @@ def _site_files(root: Path, skips: Skips) -> tuple[dict[str, str], list[Path]]:
         if why is None:
             why = host_name_problem(entry.name)
             why = why and f"folder name is not a host name: {why}"
+        if why is None and "." not in entry.name:
+            # webreplay would serve `page_files` as a host, but no saved page came from
+            # one: a browser's "Save Page As" folder or a stray directory, not a host.
+            why = "folder name is not a domain name (no dot; e.g. a `Page_files/` folder)"
         if why is None and entry.name.lower() in hosts:
             why = f"same host as folder {hosts[entry.name.lower()]!r} (host names ignore case)"
         if why is not None:
