@@ -16,7 +16,10 @@ import sys
 from dchlab import commands
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with every command — or, when `argv` names one (`dch pageload ...`),
+    with that command's module only: importing all of them (matplotlib, duckdb, ...)
+    costs ~1 s of start-up that `dch pageload` does not need."""
     parser = argparse.ArgumentParser(
         prog="dch",
         description=(
@@ -30,16 +33,29 @@ def build_parser() -> argparse.ArgumentParser:
         "-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(sub)
+    names = sorted(m.name for m in pkgutil.iter_modules(commands.__path__))
+    wanted = next((a for a in argv or [] if not a.startswith("-")), None)
+    module = wanted.replace("-", "_") if wanted else None
+    if module in names:
+        _register(sub, module)
+        if wanted in sub.choices:
+            return parser
+    for name in names:
+        if name != module:
+            _register(sub, name)
     return parser
 
 
+def _register(sub: argparse._SubParsersAction, name: str) -> None:
+    module = importlib.import_module(f"{commands.__name__}.{name}")
+    register = getattr(module, "register", None)
+    if register is not None:
+        register(sub)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -36,11 +36,14 @@ def cmd_pageload(args: argparse.Namespace) -> int:
     jobs = []
     # Order: page, trial, scheme — schemes of one (page, trial) run back to back, so a
     # partial run still holds complete paired comparisons.
-    for name in names:
-        for trial in range(args.trials):
-            for spec in specs(args, trial):
-                label = f"{spec.scheme} {name} #{trial}"
-                jobs.append((label, lambda s=spec, n=name: [load_one(s, corpus, n, args.timeout)]))
+    todo = [(name, trial, spec) for name in names for trial in range(args.trials)
+            for spec in specs(args, trial)]  # fmt: skip
+    for i, (name, trial, spec) in enumerate(todo):
+        label = f"{spec.scheme} {name} #{trial}"
+        more = i + 1 < len(todo)  # the last load prepares no testbed for a next one
+        jobs.append(
+            (label, lambda s=spec, n=name, m=more: [load_one(s, corpus, n, args.timeout, m)])
+        )
     return run_jobs(jobs, args, _show)
 
 

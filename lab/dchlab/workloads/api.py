@@ -189,13 +189,16 @@ def open_corpus_cached(spec: str) -> Any:
     return _CORPORA[key]
 
 
-def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> dict[str, Any]:
+def load_one(
+    spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60, more: bool = True
+) -> dict[str, Any]:
     """One cold Chromium load of `page` in a fresh testbed. Chromium (a new process and
     profile) is driven over a CDP pipe from this process and launched while the testbed
     finishes its build; during this load's quiet tail the next load's namespaces and
     Chromium are prepared (dchlab.workloads.ahead). $DCH_BROWSER_DRIVER=subprocess: the
     older per-load Python driver on ue; $DCH_BROWSER_EARLY=0: launch Chromium only once
-    the testbed is up; $DCH_PREPARE_AHEAD=0: nothing prepared ahead."""
+    the testbed is up; $DCH_PREPARE_AHEAD=0: nothing prepared ahead. `more=False`:
+    the caller knows no load follows (nothing is prepared for it)."""
     from dchlab.workloads import ahead
     from dchlab.workloads.validity import judge
 
@@ -230,7 +233,7 @@ def load_one(spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60) -> di
             if not browsers:
                 launch(tb)
             t1 = time.monotonic()
-            after = next_ahead if use_ahead else None
+            after = next_ahead if use_ahead and more else None
             res = asdict(browsers[0].load(entry.entry_url, timeout_s, after_load=after))
         else:
             from dchlab.testbed import copy_nss_db
