@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dchlab.experiments import store
 from dchlab.experiments.campaign import Campaign
 from dchlab.experiments.runner import Executor, Group, error_rows, pair_units, run_group
 
@@ -73,7 +74,6 @@ def _import_ray() -> Any:
 
 def node_report(needs_testbed: bool) -> dict[str, Any]:
     """What a node can do (runs on the node): host, revision, root, missing binaries."""
-    from dchlab.experiments import store
     from dchlab.paths import target_dir
 
     rev, dirty = store.code_revision()
@@ -89,17 +89,24 @@ def node_report(needs_testbed: bool) -> dict[str, Any]:
 
 
 def run_unit(
-    c: Campaign, unit: list[Group], executor: Executor, head_cwd: str
+    c: Campaign, unit: list[Group], executor: Executor, head_cwd: str, head_rev: str
 ) -> list[list[dict[str, Any]]]:
-    """Measure one unit (runs on a node): the annotated rows of each group, in order."""
-    import ray
+    """Measure one unit (runs on a node): the annotated rows of each group, in order.
 
-    from dchlab.experiments import store
+    Rows get this node's host name, Chromium and kernel versions and Ray node id. The
+    code revision stays the head's (the node check made them equal; resume compares
+    against it); a node at another revision (--any-revision) adds `node_code_rev`.
+    """
+    import ray
 
     # relative paths in the campaign (a corpus directory) mean what they mean on the head
     if os.path.isdir(head_cwd):
         os.chdir(head_cwd)
-    prov = {**store.host_provenance(), "ray_node_id": ray.get_runtime_context().get_node_id()}
+    host = store.host_provenance()
+    prov = {k: host[k] for k in ("hostname", "chromium_version", "kernel_version")}
+    prov["ray_node_id"] = ray.get_runtime_context().get_node_id()
+    if host["code_rev"] != head_rev:
+        prov["node_code_rev"] = host["code_rev"]
     out = []
     for g in unit:
         rows = run_group(c, g, executor)
@@ -177,10 +184,11 @@ class RayDispatch:
     def connect(self) -> Any:
         ray = _import_ray()
         if not ray.is_initialized():
+            address = self._reachable_address(ray)
             self._owns_connection = True
             try:
                 ray.init(
-                    address=self.address,
+                    address=address,
                     log_to_driver=False,  # worker output stays in each node's Ray logs
                     logging_level=logging.WARNING,
                 )
@@ -191,6 +199,24 @@ class RayDispatch:
                 ) from e
         self._ray = ray
         return ray
+
+    def _reachable_address(self, ray: Any) -> str:
+        """host:port of the head, checked with a TCP connect: ray.init itself retries an
+        unreachable address for minutes before it gives up."""
+        hint = "start it with `ray start --head`, see docs/experiments.md"
+        try:
+            # `auto` -> the address `ray start` recorded on this machine
+            addr = str(ray._private.services.canonicalize_bootstrap_address_or_die(self.address))
+        except (ConnectionError, ValueError) as e:
+            raise RayClusterError(f"no Ray cluster at {self.address!r}: {e} ({hint})") from e
+        host, _, port = addr.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except (OSError, ValueError) as e:
+            raise RayClusterError(
+                f"cannot connect to the Ray cluster at {self.address!r} ({addr}): {e} ({hint})"
+            ) from e
+        return addr
 
     def __call__(
         self,
@@ -322,6 +348,7 @@ class RayDispatch:
         c_ref = ray.put(c)
         x_ref = ray.put(executor)
         head_cwd = os.getcwd()
+        head_rev = store.code_revision()[0]
         queue = collections.deque(Unit(u) for u in pair_units(groups))
         next_refresh = 0.0
         while queue or self._inflight:
@@ -329,7 +356,7 @@ class RayDispatch:
                 self._refresh_nodes()
                 next_refresh = time.monotonic() + self.poll_s
             self._wait_for_a_node()
-            self._fill(task, c_ref, x_ref, head_cwd, queue)
+            self._fill(task, c_ref, x_ref, head_cwd, head_rev, queue)
             ready = [n for n in self.nodes.values() if n.ready]
             status(f"{len(self._inflight)} unit(s) running on {len(ready)} node(s)")
             refs = list(self._inflight) + list(self._checks)
@@ -348,7 +375,13 @@ class RayDispatch:
                 yield from self._finished(ray, c, ref, unit, node, queue)
 
     def _fill(
-        self, task: Any, c_ref: Any, x_ref: Any, head_cwd: str, queue: collections.deque[Unit]
+        self,
+        task: Any,
+        c_ref: Any,
+        x_ref: Any,
+        head_cwd: str,
+        head_rev: str,
+        queue: collections.deque[Unit],
     ) -> None:
         """Give queued units to nodes with free slots, one per node in turn (spread)."""
         while queue:
@@ -361,7 +394,7 @@ class RayDispatch:
                 unit = queue.popleft()
                 unit.attempts += 1
                 ref = task.options(scheduling_strategy=self._pin(node.node_id)).remote(
-                    c_ref, unit.groups, x_ref, head_cwd
+                    c_ref, unit.groups, x_ref, head_cwd, head_rev
                 )
                 self._inflight[ref] = (unit, node.node_id)
                 node.running += 1
@@ -389,6 +422,11 @@ class RayDispatch:
             # the node died or the worker process was killed: measure the unit again
             why = f"{type(e).__name__} on {where}: {str(e).splitlines()[0][:200]}"
             unit.lost.append(why)
+            if node is not None and isinstance(
+                e, ray.exceptions.NodeDiedError | ray.exceptions.TaskUnschedulableError
+            ):
+                # Ray may list the node as alive a little longer: no more work for it
+                node.ready, node.excluded = False, "it died"
             self._refresh_nodes()
             if unit.attempts >= self.max_attempts:
                 log.warning(
