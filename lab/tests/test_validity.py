@@ -56,6 +56,16 @@ def test_query_variants_of_a_recorded_url_are_excused() -> None:
     assert not v.valid and v.unexpected == [other]
 
 
+def test_requests_the_page_cancels_are_not_failures_of_the_replay() -> None:
+    """homeway.com.cn, measured: a script swaps image URLs; over a slower path the https
+    loads are still in flight and Chromium aborts them. Not the replay's failure."""
+    swapped = "https://data.futures.hexun.com/FDImage/A1201.gif"
+    v = judge(_res([(swapped, "net::ERR_ABORTED")]), [GONE])
+    assert v.valid and v.failed == 1
+    v = judge(_res([(swapped, "net::ERR_CONNECTION_RESET")]), [GONE])
+    assert not v.valid and v.unexpected == [swapped]
+
+
 def test_document_errors_and_count_only_records() -> None:
     v = judge(_res([], "main document status 404"), [GONE])
     assert not v.valid and v.invalid_reason == "main document status 404"
