@@ -50,6 +50,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             rev = None if args.any_revision else store.code_revision()[0]
             dispatch = RayDispatch(args.ray, slots=args.slots, revision=rev)
         try:
+            if isinstance(dispatch, RayDispatch):
+                dispatch.connect()  # fail before the progress bar when there is no cluster
             s = run_campaign(
                 c,
                 store_path=args.store,
