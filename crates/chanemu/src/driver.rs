@@ -6,6 +6,7 @@
 //! then spins for the last `spin` ns, reading input as it comes, and writes each
 //! packet as soon as its release time has passed.
 
+use crate::pcap::Tap;
 use crate::pktlog::PacketLog;
 use chanemu::pipeline::Pipeline;
 use chanemu::profile::Direction;
@@ -32,6 +33,8 @@ pub struct DirectionIo {
     pub epoch: Instant,
     pub stop: Arc<AtomicBool>,
     pub log: Option<Arc<PacketLog>>,
+    /// `--pcap`: this direction's end of the capture.
+    pub pcap: Option<Tap>,
     /// Uplink arrivals as seen by the downlink's DRX (ns since epoch).
     pub uplink_activity: Arc<AtomicU64>,
 }
@@ -72,6 +75,8 @@ impl DirectionIo {
                     if write_errors.is_power_of_two() {
                         tracing::warn!(dir = name, error = %std::io::Error::last_os_error(), write_errors, "write to TUN failed");
                     }
+                } else if let Some(tap) = &mut self.pcap {
+                    tap.packet(sent, &p.payload);
                 }
                 stats.pkts_out += 1;
                 stats.bytes_out += p.size as u64;

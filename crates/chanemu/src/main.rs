@@ -2,6 +2,7 @@
 //! channel (uplink A→B, downlink B→A) from a profile. See docs/chanemu.md.
 
 mod driver;
+mod pcap;
 mod pktlog;
 mod tun;
 
@@ -63,6 +64,10 @@ struct Cli {
     /// Summary JSON written at exit.
     #[arg(long)]
     stats: Option<PathBuf>,
+    /// Capture what crosses the link: PREFIX-uplink.pcap (A→B) and
+    /// PREFIX-downlink.pcap (B→A), raw IP, stamped when each packet left the emulator.
+    #[arg(long, value_name = "PREFIX")]
+    pcap: Option<PathBuf>,
     /// Busy-wait this long before a release instead of sleeping in ppoll (costs CPU;
     /// helps only without real-time priority on an idle machine).
     #[arg(long, default_value_t = 0)]
@@ -153,7 +158,17 @@ fn run(cli: &Cli) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let activity = Arc::new(AtomicU64::new(0));
     let epoch = Instant::now();
-    let mk = |dir: Direction, input: i32, output: i32| driver::DirectionIo {
+    let wall_at_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let (capture, [tap_up, tap_down]) = match &cli.pcap {
+        Some(prefix) => {
+            let (c, [u, d]) = pcap::Capture::start(prefix, wall_at_epoch)?;
+            (Some(c), [Some(u), Some(d)])
+        }
+        None => (None, [None, None]),
+    };
+    let mk = |dir: Direction, input: i32, output: i32, pcap| driver::DirectionIo {
         dir,
         input,
         output,
@@ -164,10 +179,11 @@ fn run(cli: &Cli) -> Result<()> {
         epoch,
         stop: stop.clone(),
         log: log.clone(),
+        pcap,
         uplink_activity: activity.clone(),
     };
-    let up = mk(Direction::Uplink, tun_a.raw(), tun_b.raw());
-    let down = mk(Direction::Downlink, tun_b.raw(), tun_a.raw());
+    let up = mk(Direction::Uplink, tun_a.raw(), tun_b.raw(), tap_up);
+    let down = mk(Direction::Downlink, tun_b.raw(), tun_a.raw(), tap_down);
     let hu = std::thread::Builder::new()
         .name("uplink".into())
         .spawn(move || up.run())?;
@@ -194,7 +210,19 @@ fn run(cli: &Cli) -> Result<()> {
     if let Some(l) = &log {
         l.flush();
     }
-    report(cli, &profile, &up_stats, &down_stats, epoch.elapsed())?;
+    // the taps went with the packet threads: the writer drains and flushes
+    let pcap_counts = match capture {
+        Some(c) => Some(c.finish()?),
+        None => None,
+    };
+    report(
+        cli,
+        &profile,
+        &up_stats,
+        &down_stats,
+        pcap_counts,
+        epoch.elapsed(),
+    )?;
     drop((tun_a, tun_b)); // closing the descriptors removes both devices
     Ok(())
 }
@@ -204,9 +232,10 @@ fn report(
     profile: &Profile,
     up: &DirStats,
     down: &DirStats,
+    pcap: Option<[pcap::DirCounts; 2]>,
     ran: Duration,
 ) -> Result<()> {
-    let summary = serde_json::json!({
+    let mut summary = serde_json::json!({
         "profile": profile.name,
         "seed": cli.seed,
         "offset_ms": cli.offset_ms,
@@ -214,6 +243,24 @@ fn report(
         "uplink": up.to_json(),
         "downlink": down.to_json(),
     });
+    if let (Some([u, d]), Some(prefix)) = (pcap, &cli.pcap) {
+        let dir = |c: pcap::DirCounts, name: &str| {
+            serde_json::json!({
+                "file": pcap::file_name(prefix, name),
+                "records": c.records,
+                "dropped": c.dropped,
+            })
+        };
+        summary["pcap"] =
+            serde_json::json!({"uplink": dir(u, "uplink"), "downlink": dir(d, "downlink")});
+        if u.dropped + d.dropped > 0 {
+            tracing::warn!(
+                uplink = u.dropped,
+                downlink = d.dropped,
+                "pcap writer fell behind; records dropped"
+            );
+        }
+    }
     if let Some(p) = &cli.stats {
         std::fs::write(p, serde_json::to_string_pretty(&summary)? + "\n")
             .with_context(|| format!("write stats {}", p.display()))?;
