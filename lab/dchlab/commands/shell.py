@@ -87,6 +87,7 @@ def config_from_args(args: argparse.Namespace) -> TestbedConfig:
         gateway_args=list(getattr(args, "gateway_arg", [])),
         stats_path=getattr(args, "stats", None),
         keep_logs=getattr(args, "keep_logs", False),
+        pcap_dir=getattr(args, "pcap", None),
     )
 
 
@@ -176,6 +177,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--keep-logs",
         action="store_true",
         help="keep the run directory (daemon logs, stats) after exit",
+    )
+    p.add_argument(
+        "--pcap",
+        metavar="DIR",
+        help="capture every emulated link into DIR: <link>-uplink.pcap (ue→gw) and <link>-downlink.pcap (gw→ue), raw IP, for Wireshark",
     )
     p.add_argument(
         "--list", action="store_true", help="list schemes and channel presets, then exit"

@@ -43,6 +43,11 @@ class TestbedConfig:
         with keep_logs.
     stats_path: if set, the run's stats JSON is written there at teardown.
     keep_logs: keep the run directory (logs, stats, generated files) after exit.
+    pcap_dir: if set, every emulated link captures what crosses it into this
+        directory (created if missing): `<link>-uplink.pcap` (ue→gw) and
+        `<link>-downlink.pcap` (gw→ue) for hbc, llc (and srvpath: gw→srv is its
+        uplink), raw IP, stamped when each packet left the emulator
+        (docs/chanemu.md). The files stay after the run.
     """
 
     __test__ = False
@@ -61,6 +66,7 @@ class TestbedConfig:
     decision_logs: bool = False
     stats_path: Path | str | None = None
     keep_logs: bool = False
+    pcap_dir: Path | str | None = None
 
     def describe(self) -> dict[str, object]:
         """The configuration as plain JSON-able values (for stats and results rows)."""

@@ -360,11 +360,16 @@ class Testbed:
     def _spawn_chanemu(self, exe: Path, name: str, profile: str, ns_a: str, dev_a: str,
                        ns_b: str, dev_b: str, offset: int) -> None:  # fmt: skip
         stats = self.expect_stats("links", name, f"chanemu-{name}.json")
+        pcap: list[str] = []
+        if self.cfg.pcap_dir:
+            pcap_dir = Path(self.cfg.pcap_dir).resolve()
+            pcap_dir.mkdir(parents=True, exist_ok=True)
+            pcap = ["--pcap", str(pcap_dir / name)]  # <name>-uplink.pcap, <name>-downlink.pcap
         self.spawn(
             f"link-{name}",
             [str(exe), "--profile", profile, "--ns-a", self.netns[ns_a], "--dev-a", dev_a,
              "--ns-b", self.netns[ns_b], "--dev-b", dev_b, "--seed", str(self.cfg.seed),
-             "--offset-ms", str(offset), "--stats", str(stats)],
+             "--offset-ms", str(offset), "--stats", str(stats), *pcap],
         )  # fmt: skip
 
     def close(self) -> None:
