@@ -168,10 +168,12 @@ _PENDING: list[threading.Thread] = []
 
 
 @atexit.register
-def _join_pending() -> None:
-    # Registered at import, so it runs after every Testbed.close() registered later
-    # (atexit is LIFO) — also the removals those start while the interpreter exits,
-    # which threading's own shutdown would not wait for.
+def wait_removals() -> None:
+    """Wait until the run directories being removed in the background are gone (before
+    a measurement, so their disk and CPU work never overlaps it). Also registered at
+    import, so at exit it runs after every Testbed.close() registered later (atexit is
+    LIFO): the removals those start while the interpreter exits, which threading's own
+    shutdown would not wait for, finish too."""
     for t in list(_PENDING):
         t.join()
 

@@ -229,6 +229,9 @@ def load_one(
         timing["prepare_next"] = _ms(time.monotonic() - t0)
 
     def body(tb: Any) -> None:
+        from dchlab.testbed.runrecord import wait_removals
+
+        wait_removals()  # the previous load's run directory: never during this PLT
         if pipe:
             if not browsers:
                 launch(tb)
