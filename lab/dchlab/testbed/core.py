@@ -98,6 +98,8 @@ class Testbed:
         self._on_ue: list[Callable[[Testbed], None]] = []
         self._prepared = False
         self._cc = ""  # congestion control the namespaces have
+        self._servers_key: tuple[object, ...] | None = None  # config of running servers
+        self._active = False  # start() began: a dying daemon interrupts the main thread
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> Testbed:
@@ -134,6 +136,12 @@ class Testbed:
             if self.scheme.apps_before_setup:
                 self.ue_env.update(self.scheme.env(self))
                 self._run_on_ue()
+            with t.phase("servers_ahead"):
+                # For the configuration given now (the next load's is usually the same
+                # corpus): kept by start() if it matches, else restarted.
+                self.hosts = self._host_table()
+                self._configure_namespaces()
+                self._spawn_servers({"webreplay": self._binary("webreplay")})
         except BaseException:
             self.close()
             raise
@@ -142,7 +150,7 @@ class Testbed:
 
     def use(self, cfg: TestbedConfig) -> Testbed:
         """Give a prepared (not yet started) testbed its configuration."""
-        if self._record is None or not self._prepared or (self._sup and self._sup.daemons):
+        if self._record is None or not self._prepared or self._active:
             raise TestbedError("internal: use() is for a prepared testbed before start()")
         self.cfg = cfg
         self.scheme = get_scheme(cfg.scheme)
@@ -164,6 +172,7 @@ class Testbed:
         }
 
     def _build(self) -> None:
+        self._active = True
         t = self.timing["setup"]
         with t.phase("inputs"):
             exes = self._check_inputs()
@@ -297,7 +306,8 @@ class Testbed:
             set_netns_cc(list(self.netns.values()), self.cfg.cc)
             self._cc = self.cfg.cc
         svc = sorted(set(self.hosts.values()) | {A.DNS_SERVER})
-        lines = [f"addr add {a}/32 dev lo" for a in svc]
+        # replace: idempotent when a prepared testbed added them already
+        lines = [f"addr replace {a}/32 dev lo" for a in svc]
         sh.ip_batch(self.netns["srv"], lines, "add service addresses in srv")
 
     def _start_links_and_servers(self, exes: dict[str, Path]) -> dict[str, str]:
@@ -321,6 +331,25 @@ class Testbed:
         else:
             veth = ["link", "add", "srv0", "type", "veth", "peer", "name", "gw0", "netns", self.netns["srv"]]  # fmt: skip
             self.ip("gw", veth, "create gw-srv veth")
+        if self._servers_key != self._server_config(exes):
+            self._spawn_servers(exes)
+        self.wait_ready(emulators)
+        return links
+
+    def _server_config(self, exes: dict[str, Path]) -> tuple[object, ...]:
+        """What the servers depend on: a prepared testbed's servers are kept if equal."""
+        corpus = str(Path(self.cfg.corpus).resolve()) if self.cfg.corpus else ""
+        wr_args = tuple(self.scheme.webreplay_args(self))
+        return (str(exes["webreplay"]), corpus, tuple(sorted(self.hosts.items())), wr_args)
+
+    def _spawn_servers(self, exes: dict[str, Path]) -> None:
+        """dnsmasq and webreplay in srv (replacing those a prepared testbed started)."""
+        assert self._sup is not None
+        for name in ("dnsmasq", "webreplay"):
+            if name in self._sup.daemons:
+                self._sup.stop(name)
+                self._sup.forget(name)
+        cfg = self.cfg
         hosts_file = self.run_dir / "hosts"
         hosts_file.write_text("".join(f"{ip} {h}\n" for h, ip in self.hosts.items()))
         self.spawn(
@@ -336,8 +365,7 @@ class Testbed:
         if cfg.corpus:
             wr += ["--corpus", str(Path(cfg.corpus).resolve())]
         self.spawn("webreplay", [*wr, *self.scheme.webreplay_args(self)], ns="srv")
-        self.wait_ready(emulators)
-        return links
+        self._servers_key = self._server_config(exes)
 
     def _address(self, links: dict[str, str]) -> None:
         """Point-to-point addresses on every link and the gw-srv path; srv and gw routes
@@ -547,14 +575,7 @@ class Testbed:
         extra: list[str] = []
         explicit: dict[str, str] = {}
         if self.cfg.corpus:
-            manifest = Path(self.cfg.corpus) / "manifest.json"
-            try:
-                data = json.loads(manifest.read_text())
-                extra += [o["host"] for o in data["origins"]]
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise TestbedError(
-                    f"corpus manifest {manifest}: cannot read origins[].host ({exc})"
-                ) from exc
+            extra += _corpus_hosts(Path(self.cfg.corpus) / "manifest.json")
         hosts = self.cfg.hosts
         if isinstance(hosts, dict):
             import ipaddress
@@ -605,8 +626,9 @@ class Testbed:
         log.error("%s", self.failure)
         for p in list(self._workloads):
             _terminate(p, grace=0.5)
-        if self._handlers_installed():
-            # Wake the main thread wherever it is (our SIGTERM handler raises).
+        if self._handlers_installed() and self._active:
+            # Wake the main thread wherever it is (our SIGTERM handler raises). A testbed
+            # only prepared ahead is not in use: start() reports its failure.
             _thread.interrupt_main(signal.SIGTERM)
 
     def _check_failure(self) -> None:
@@ -651,6 +673,25 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
             raise TestbedError(tb.failure)
     prefixes = ", ".join(tb.prefix for tb in _LIVE)
     raise TestbedInterrupted(f"testbed {prefixes} interrupted by {signal.Signals(signum).name}")
+
+
+_HOSTS_CACHE: dict[tuple[str, int, int], list[str]] = {}
+
+
+def _corpus_hosts(manifest: Path) -> list[str]:
+    """origins[].host of a corpus manifest, parsed once per manifest version (a real
+    page set's manifest is megabytes of JSON; a campaign builds a testbed per load)."""
+    try:
+        st = manifest.stat()
+        key = (str(manifest.resolve()), st.st_mtime_ns, st.st_size)
+        if key not in _HOSTS_CACHE:
+            data = json.loads(manifest.read_text())
+            _HOSTS_CACHE[key] = [o["host"] for o in data["origins"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise TestbedError(
+            f"corpus manifest {manifest}: cannot read origins[].host ({exc})"
+        ) from exc
+    return list(_HOSTS_CACHE[key])
 
 
 class TestbedInterrupted(TestbedError):

@@ -172,6 +172,12 @@ class Supervisor:
                 d.proc.wait()
         return d.proc.returncode
 
+    def forget(self, name: str) -> None:
+        """Drop a stopped daemon, so that its name can be spawned again."""
+        d = self.daemons.get(name)
+        if d is not None and d.proc.poll() is not None:
+            del self.daemons[name]
+
     def stop_all(
         self,
         waves: Sequence[Sequence[str]] = (),
