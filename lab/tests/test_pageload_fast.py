@@ -179,3 +179,29 @@ def test_consecutive_loads_are_fresh_cold_and_leave_nothing(tmp_path: Path) -> N
     spare = next(line.split()[1:] for line in r.stdout.splitlines() if line.startswith("spare"))
     assert len(spare) == 1
     assert _wait_gone([row["prefix"] for row in rows] + spare) == []
+
+
+@pytest.mark.netns
+def test_prepared_servers_are_kept_only_for_the_same_configuration() -> None:
+    require_root()
+    require_binaries("chanemu", "webreplay")
+    from dchlab.testbed import Testbed, TestbedConfig
+
+    def fetch(tb: Testbed, host: str) -> str:
+        r = tb.run_ue(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}",
+                       f"https://{host}/bytes/1000"], capture_output=True, text=True, timeout=60)  # fmt: skip
+        return str(r.stdout) + str(r.stderr)
+
+    tb = Testbed(TestbedConfig(scheme="hbc-only")).prepare()
+    assert tb._sup is not None
+    pid = tb._sup.daemons["webreplay"].pid
+    with tb.use(TestbedConfig(scheme="hbc-only", seed=3)):  # same servers' configuration
+        assert tb._sup.daemons["webreplay"].pid == pid
+        assert fetch(tb, "server.test") == "1000"
+    tb = Testbed(TestbedConfig(scheme="hbc-only")).prepare()
+    assert tb._sup is not None
+    pid = tb._sup.daemons["webreplay"].pid
+    with tb.use(TestbedConfig(scheme="hbc-only", hosts=["extra.test"])):  # other hosts
+        assert tb._sup.daemons["webreplay"].pid != pid  # restarted with the new hosts
+        assert fetch(tb, "extra.test") == "1000"
+    assert _wait_gone([tb.prefix]) == []
