@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
@@ -39,11 +40,12 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pytestmark = pytest.mark.slow
 
 NODE_ARGS = {"num_cpus": 2, "object_store_memory": 80 * 2**20}
-#: notice a dead node within ~1 s instead of Ray's default ~30 s
+#: notice a dead node within ~3 s instead of Ray's default ~30 s (not faster: a raylet
+#: starved for a moment on this busy machine must not be declared dead)
 FAST_HEALTH = {
     "health_check_initial_delay_ms": 0,
-    "health_check_period_ms": 300,
-    "health_check_failure_threshold": 3,
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 6,
 }
 
 
@@ -311,3 +313,37 @@ def test_real_campaign_on_the_cluster_matches_a_local_run(cluster, tmp_path):
     # resume as today: a second run finds every cell done
     s2 = run_campaign(c, store_path=ray_db, dispatch=RayDispatch(cluster.address, slots=1))
     assert (s2.skipped, s2.measured) == (4, 0)
+
+
+CLI = """
+name: ray-cli
+schemes: [all-hbc, all-llc]
+conditions:
+  - {name: embb-urllc, hbc: embb, llc: urllc}
+workload: {kind: bulk, sizes: [10KB], timeout_s: 30}
+trials: 1
+analysis: {kind: bulk, baseline: all-hbc, metric: total_ms}
+"""
+
+
+@pytest.mark.netns
+@pytest.mark.skipif(_testbed_missing() is not None, reason=str(_testbed_missing()))
+def test_dch_run_with_ray_address_and_slots(cluster, tmp_path):
+    """The command as a user types it: node checks at the head's revision, rows stored."""
+    path = tmp_path / "c.yaml"
+    path.write_text(textwrap.dedent(CLI))
+    db = tmp_path / "s.duckdb"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [sys.executable, "-m", "dchlab.cli", "run", str(path), "--store", str(db)]
+    p = subprocess.run(
+        [*cmd, "--ray", cluster.address, "--slots", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "2 measured (0 invalid), 0 failed" in p.stderr
+    rows = store.load_rows("ray-cli", store=db)
+    assert len(rows) == 2 and all(r["ray_node_id"] and r["size_bytes"] == 10_000 for r in rows)
+    _assert_pairs_on_one_node(rows)
