@@ -231,7 +231,9 @@ def load_one(
     def body(tb: Any) -> None:
         from dchlab.testbed.runrecord import wait_removals
 
+        t0 = time.monotonic()
         wait_removals()  # the previous load's run directory: never during this PLT
+        timing["wait_removals"] = _ms(time.monotonic() - t0)
         if pipe:
             if not browsers:
                 launch(tb)
