@@ -1,0 +1,67 @@
+"""The runner's store writes: one per (condition, trial, item) pair of schemes, and
+rows already measured are kept when the run is interrupted."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from dchlab.experiments import runner, store
+from dchlab.experiments.campaign import load_campaign
+
+# 3 schemes x 2 sizes x 2 trials = 12 cells in 4 pairs
+CAMPAIGN = """
+name: runner-test
+schemes: [all-hbc, all-llc, dchannel]
+conditions:
+  - {name: embb-urllc, hbc: embb, llc: urllc}
+workload: {kind: bulk, sizes: [10KB, 20KB], timeout_s: 30}
+trials: 2
+analysis: {kind: bulk, baseline: all-hbc, metric: total_ms}
+"""
+
+
+def fake(c, g):
+    return [{"valid": True, "total_ms": 1.0, "size_bytes": 1000}]
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(textwrap.dedent(CAMPAIGN))
+    return load_campaign(path)
+
+
+def test_one_store_write_per_pair_in_plan_order(campaign, tmp_path, monkeypatch):
+    writes = []
+    real = store.append_rows
+    monkeypatch.setattr(
+        store, "append_rows", lambda rows, **kw: writes.append(rows) or real(rows, **kw)
+    )
+    db = tmp_path / "s.duckdb"
+    s = runner.run_campaign(campaign, store_path=db, executor=fake)
+    assert (s.measured, s.failed) == (12, 0)
+    assert [len(w) for w in writes] == [3, 3, 3, 3]
+    for w in writes:  # each write holds the schemes of one (condition, trial, item)
+        assert len({(r["condition"], r["trial"], r["item"]) for r in w}) == 1
+        assert {r["arm"] for r in w} == {"all-hbc", "all-llc", "dchannel"}
+    assert len(store.load_rows("runner-test", store=db)) == 12
+
+
+def test_interrupted_run_keeps_what_it_measured(campaign, tmp_path):
+    calls = []
+
+    def interrupted(c, g):
+        calls.append(g.cells[0])
+        if len(calls) == 5:  # the second scheme of the second pair
+            raise KeyboardInterrupt
+        return fake(c, g)
+
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_campaign(campaign, store_path=db, executor=interrupted)
+    stored = {r["cell"] for r in store.load_rows("runner-test", store=db)}
+    assert stored == set(calls[:4])
+    s = runner.run_campaign(campaign, store_path=db, executor=fake)  # resume
+    assert (s.skipped, s.measured) == (4, 8)
