@@ -314,6 +314,16 @@ class RayDispatch:
                 "node %s (%s): %d slot(s), %g CPUs", node.host, node.address, node.slots, node.cpus
             )
 
+    def _check_initial_nodes(self, timeout_s: float = 30.0) -> None:
+        """Check the nodes present at the start before any work goes out, so the first
+        units spread over all of them (a node whose check hangs joins later)."""
+        self._refresh_nodes()
+        deadline = time.monotonic() + timeout_s
+        while self._checks and time.monotonic() < deadline:
+            done, _ = self._ray.wait(list(self._checks), num_returns=1, timeout=self.poll_s)
+            for ref in done:
+                self._check_done(ref)
+
     def _wait_for_a_node(self) -> None:
         """Raise when no node has been able to take work for `wait_for_nodes_s`."""
         now = time.monotonic()
@@ -350,7 +360,10 @@ class RayDispatch:
         head_cwd = os.getcwd()
         head_rev = store.code_revision()[0]
         queue = collections.deque(Unit(u) for u in pair_units(groups))
-        next_refresh = 0.0
+        if queue:
+            status("checking the cluster's nodes")
+            self._check_initial_nodes()
+        next_refresh = time.monotonic() + self.poll_s
         while queue or self._inflight:
             if time.monotonic() >= next_refresh:
                 self._refresh_nodes()
