@@ -157,6 +157,21 @@ fn decode32(text: &str, what: &str) -> Result<[u8; KEY_LEN], KeyError> {
     Ok(out)
 }
 
+/// `dchannel genkey`: a new private key as base64 text (44 characters, no newline).
+pub fn genkey() -> String {
+    PrivateKey::generate().to_base64()
+}
+
+/// `dchannel pubkey`: the public key (base64) of a private key given as base64
+/// text (as read from standard input; surrounding white space ignored).
+pub fn pubkey(private_base64: &str) -> Result<String, KeyError> {
+    Ok(
+        PrivateKey::from_base64(private_base64, "private key on standard input")?
+            .public_key()
+            .to_base64(),
+    )
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KeyError + '_ {
     move |source| KeyError::Io {
         path: path.to_path_buf(),
@@ -236,6 +251,29 @@ mod tests {
         assert_eq!(PublicKey::from_base64(&text, "t").unwrap(), sk.public_key());
         let again = PrivateKey::from_base64(&format!("  {}\n", sk.to_base64()), "t").unwrap();
         assert_eq!(again.public_key(), sk.public_key());
+    }
+
+    #[test]
+    fn genkey_pubkey_text_functions() {
+        let sk = genkey();
+        assert_eq!(sk.len(), 44);
+        let pk = pubkey(&format!("{sk}\n")).unwrap();
+        assert_eq!(
+            pk,
+            PrivateKey::from_base64(&sk, "t")
+                .unwrap()
+                .public_key()
+                .to_base64()
+        );
+        // RFC 7748 §6.1 Bob: private 5dab08..., public de9edb...
+        assert_eq!(
+            pubkey("XasIfmJKikt54X+Lg4AO5m87sSkmGLb9HC+LJ/+I4Os=").unwrap(),
+            "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
+        );
+        assert!(pubkey("nope")
+            .unwrap_err()
+            .to_string()
+            .contains("standard input"));
     }
 
     #[test]

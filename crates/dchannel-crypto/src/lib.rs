@@ -26,6 +26,44 @@
 //!
 //! Hot path: [`Peers::seal`] and [`Peers::open`] work in place in a buffer the
 //! caller owns and allocate nothing.
+//!
+//! # Driving it
+//!
+//! ```
+//! use dchannel_crypto::format::{MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN};
+//! use dchannel_crypto::{Channel, Config, Opened, Peers, PrivateKey};
+//!
+//! let (dev_key, gw_key) = (PrivateKey::generate(), PrivateKey::generate());
+//! // the device knows the gateway's public key; the gateway has its device list
+//! let mut dev = Peers::new(dev_key.clone(), Config::default());
+//! let gw_peer = dev.add_peer(gw_key.public_key(), "gateway", true).unwrap();
+//! let mut gw = Peers::new(gw_key, Config::default());
+//! gw.add_peer(dev_key.public_key(), "phone-1", false).unwrap();
+//! let (dev_addr, gw_addr) = ("198.18.0.2:9000".parse().unwrap(), "198.18.0.1:9000".parse().unwrap());
+//!
+//! // a packet to send: room for the prefix, the 16-byte header, the payload, the tag
+//! let payload = b"an inner IP packet";
+//! let mut buf = vec![0u8; PREFIX_LEN + 16 + payload.len() + TAG_LEN];
+//! buf[PREFIX_LEN + 16..][..payload.len()].copy_from_slice(payload);
+//! // no session yet: the packet is dropped and a handshake is queued
+//! assert!(dev.seal(0, gw_peer, Channel::Hbc, &mut buf, payload.len()).is_err());
+//!
+//! // the driver loop: timers, then everything queued goes out
+//! let mut hs = [0u8; MAX_HANDSHAKE_LEN];
+//! dev.handle_timeout(0); // poll_timeout() said 0
+//! let t = dev.poll_transmit(&mut hs).unwrap(); // initiation, on t.channel
+//! gw.open(0, t.channel, dev_addr, &mut hs[..t.len]).unwrap();
+//! let t = gw.poll_transmit(&mut hs).unwrap(); // response, to t.to
+//! let r = dev.open(1, t.channel, gw_addr, &mut hs[..t.len]).unwrap();
+//! assert_eq!(r, Opened::Handshake { peer: gw_peer, established: true });
+//!
+//! // now the packet goes through, sealed in place
+//! let n = dev.seal(2, gw_peer, Channel::Hbc, &mut buf, payload.len()).unwrap();
+//! match gw.open(3, Channel::Hbc, dev_addr, &mut buf[..n]).unwrap() {
+//!     Opened::Data { payload: p, .. } => assert_eq!(&buf[p], payload),
+//!     other => panic!("{other:?}"),
+//! }
+//! ```
 #![warn(missing_docs)]
 
 pub mod aead;

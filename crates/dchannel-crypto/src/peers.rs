@@ -239,6 +239,21 @@ impl Peers {
         }
     }
 
+    /// A gateway's table: one responder-only peer per configured device
+    /// ([`crate::devices::read_devices`]), in file order (peer id = position).
+    pub fn from_devices(
+        local: PrivateKey,
+        cfg: Config,
+        devices: &[crate::devices::Device],
+    ) -> Result<Peers, DuplicatePeer> {
+        let mut p = Peers::new(local, cfg);
+        p.reserve(devices.len());
+        for d in devices {
+            p.add_peer(d.public_key, d.name.clone(), false)?;
+        }
+        Ok(p)
+    }
+
     /// Reserves room for `n` more peers (a gateway loading its device file).
     pub fn reserve(&mut self, n: usize) {
         self.peers.reserve(n);
