@@ -240,6 +240,30 @@ def test_killed_worker_node_has_its_unit_rescheduled(cluster, tmp_path):
     assert (s2.skipped, s2.measured) == (12, 0)
 
 
+class CrashOn:
+    """A workload whose worker process dies on one item (as an OOM kill would)."""
+
+    def __init__(self, item: str) -> None:
+        self.item = item
+
+    def __call__(self, c: Campaign, g: Group) -> list[dict[str, object]]:
+        if g.items == [self.item]:
+            os._exit(3)
+        return [{"valid": True, "total_ms": 1.0, "t_start": 0.0, "t_end": 0.0}]
+
+
+def test_a_unit_lost_three_times_is_recorded_as_failed(cluster, tmp_path):
+    c = _campaign(tmp_path, FAKE.replace("1KB, 2KB, 3KB, 4KB, 5KB, 6KB", "1KB, 2KB"))
+    d = RayDispatch(cluster.address, slots=1, needs_testbed=False)
+    db = tmp_path / "s.duckdb"
+    s = run_campaign(c, store_path=db, executor=CrashOn("1KB"), dispatch=d)
+    assert (s.measured, s.failed, s.stopped) == (2, 2, None), s.errors
+    assert d.rescheduled == 2  # attempts 1 and 2 rescheduled, the 3rd gives up
+    failed = [r for r in store.load_rows("ray-fake", store=db) if r["error"]]
+    assert {r["item"] for r in failed} == {"1KB"}
+    assert all("lost 3 times" in r["error"] and "WorkerCrashedError" in r["error"] for r in failed)
+
+
 def _alive(cluster):
     ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
     try:
