@@ -264,6 +264,18 @@ def test_a_unit_lost_three_times_is_recorded_as_failed(cluster, tmp_path):
     assert all("lost 3 times" in r["error"] and "WorkerCrashedError" in r["error"] for r in failed)
 
 
+def test_nodes_at_another_revision_get_no_work(cluster, tmp_path):
+    c = _campaign(tmp_path, FAKE)
+    d = RayDispatch(cluster.address, revision="0" * 40, needs_testbed=False)
+    t0 = time.monotonic()
+    with pytest.raises(RayClusterError, match=r"runs code revision .* the head 000000000000"):
+        run_campaign(
+            c, store_path=tmp_path / "s.duckdb", executor=SlowFake(0, tmp_path), dispatch=d
+        )
+    assert time.monotonic() - t0 < 30  # said at once, not after the wait for new nodes
+    assert not store.load_rows("ray-fake", store=tmp_path / "s.duckdb")
+
+
 def _alive(cluster):
     ray.init(address=cluster.address, logging_level=logging.WARNING, log_to_driver=False)
     try:

@@ -226,6 +226,7 @@ class RayDispatch:
         status: Callable[[str], None],
     ) -> Iterator[tuple[Group, list[dict[str, Any]]]]:
         ray = self.connect()
+        self.nodes, self._checks, self._no_node_since = {}, {}, None  # fresh for each run
         try:
             yield from self._run(ray, c, groups, executor, status)
         finally:
@@ -332,7 +333,10 @@ class RayDispatch:
             return
         if self._no_node_since is None:
             self._no_node_since = now
-        if not self._checks and now - self._no_node_since > self.wait_for_nodes_s:
+        # every node refused (wrong revision, no binaries, ...): say so now; no node at
+        # all (they died): wait a while for one to (re)join
+        refused = bool(self.nodes) and all(n.excluded for n in self.nodes.values())
+        if not self._checks and (refused or now - self._no_node_since > self.wait_for_nodes_s):
             why = "; ".join(
                 f"{n.host} ({n.address}): {n.excluded}" for n in self.nodes.values() if n.excluded
             )
