@@ -444,17 +444,20 @@ impl Peers {
         let id = *self.by_index.get(&index).ok_or(Drop::UnknownIndex)?;
         let l = self.cfg.limits;
         let p = &mut self.peers[id.0 as usize];
-        let (slot, s): (u8, &mut Session) = if let Some(s) =
-            p.current.as_deref_mut().filter(|s| s.local_index == index)
-        {
-            (0, s)
-        } else if let Some(s) = p.next.as_deref_mut().filter(|s| s.local_index == index) {
-            (1, s)
-        } else if let Some((s, _)) = p.previous.as_mut().filter(|(s, _)| s.local_index == index) {
-            (2, &mut **s)
-        } else {
-            return Err(Drop::UnknownIndex);
-        };
+        let (slot, s): (u8, &mut Session) =
+            if let Some(s) = p.current.as_deref_mut().filter(|s| s.local_index == index) {
+                (0, s)
+            } else if let Some(s) = p.next.as_deref_mut().filter(|s| s.local_index == index) {
+                (1, s)
+            } else if let Some((s, _)) = p
+                .previous
+                .as_mut()
+                .filter(|(s, retire)| s.local_index == index && now < *retire)
+            {
+                (2, &mut **s)
+            } else {
+                return Err(Drop::UnknownIndex);
+            };
         if now >= s.created + l.reject_after_time {
             return Err(Drop::Expired);
         }

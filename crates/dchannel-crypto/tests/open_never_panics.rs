@@ -1,5 +1,6 @@
 //! `Peers::open` never panics, whatever arrives, and never answers garbage
-//! (property test; 2000 cases per property in CI via PROPTEST_CASES).
+//! (property test; proptest's default 256 cases per property, each against a
+//! gateway with a freshly established session).
 
 use dchannel_crypto::format::{MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN};
 use dchannel_crypto::{Channel, Config, Opened, Peers, PrivateKey};

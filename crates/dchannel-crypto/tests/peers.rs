@@ -488,6 +488,13 @@ fn rekey_by_time_keeps_the_old_session_for_datagrams_in_flight() {
         d
     };
     open(&mut p.dev, after, Channel::Hbc, gw_addr(), &stale).unwrap();
+    // past the grace period the old session opens nothing, timer or not
+    let mut late_again = up_old.clone();
+    late_again[5..13].copy_from_slice(&98u64.to_be_bytes());
+    assert_eq!(
+        open(&mut p.gw, after, Channel::Hbc, dev_addr(), &late_again),
+        Err(Drop::UnknownIndex)
+    );
     p.gw.handle_timeout(after);
     p.dev.handle_timeout(after);
     let mut again = up_old.clone();
