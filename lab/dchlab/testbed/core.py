@@ -361,7 +361,8 @@ class Testbed:
             ns="srv", ready="started, version", ready_exact=False,
         )  # fmt: skip
         wr = [str(exes["webreplay"]), "--hosts", str(hosts_file), "--ca-cert", str(self.ca_cert),
-              "--ca-key", str(self.ca_key), "--access-log", str(self.run_dir / "access.log")]  # fmt: skip
+              "--ca-key", str(self.ca_key), "--access-log", str(self.run_dir / "access.log"),
+              "--grace-ms", "0"]  # fmt: skip
         if cfg.corpus:
             wr += ["--corpus", str(Path(cfg.corpus).resolve())]
         self.spawn("webreplay", [*wr, *self.scheme.webreplay_args(self)], ns="srv")
@@ -471,13 +472,11 @@ class Testbed:
             except Exception as exc:  # stats are best effort at teardown
                 stats["collect_error"] = str(exc)
             stats["interfaces"] = self._interface_counters()
-        # Two waves, each stopped together: the servers (with the scheme's stop_first()
-        # daemons unless those carry packets), while the path is still up — so the FINs
-        # of the workload's last connections reach webreplay, which would otherwise wait
-        # its grace period for them; then the agents and emulators together (agents
-        # ~60 ms to flush stats, emulators ~100 ms: no longer one after the other).
-        first = [] if self.scheme.stop_first_on_path else self.scheme.stop_first()
-        waves = [[*first, "webreplay", "dnsmasq"]]
+        # All together (agents ~60 ms to flush their stats, emulators ~100 ms, no longer
+        # one after the other); SIGTERM to the scheme's stop_first() daemons and the
+        # servers first. webreplay runs with --grace-ms 0: the workload is gone, so it
+        # need not wait for FINs of its connections that the stopping path may drop.
+        waves = [[*self.scheme.stop_first(), "webreplay", "dnsmasq", *self._sup.daemons]]
         with t.phase("stop_daemons"):
             self._sup.stop_all(waves, timing=t.ms)
         for section, key, path in self._stats_files:

@@ -45,9 +45,6 @@ class Scheme:
     #: wrap() and env() do not depend on setup(): programs may start on ue before it
     #: (Testbed.on_ue), e.g. Chromium while the links and agents come up.
     apps_before_setup = True
-    #: stop_first() daemons carry the workload's packets (agents): stopped after the
-    #: servers, with the emulators, so the last FINs still reach the servers.
-    stop_first_on_path = False
 
     def __init__(self, spec: str) -> None:
         self.spec = spec

@@ -85,7 +85,6 @@ def agent_argv(
 @register("asap", help="agents, DNS/handshakes/requests on the LLC, response data on the HBC")
 class AgentScheme(Scheme):
     kind = "agent"
-    stop_first_on_path = True
 
     def required_binaries(self) -> list[str]:
         return ["dchannel"]
