@@ -4,8 +4,8 @@
 //! the driver maps it to `CLOCK_MONOTONIC`. Nanoseconds keep the serialisation time
 //! of a 1500-byte packet at 1 Gbit/s exact (12 000 ns) and overflow after 584 years.
 
-/// Nanoseconds since the start of the run.
-pub type Nanos = u64;
+/// Nanoseconds since the start of the run (the unit every crate shares).
+pub use dchannel_base::Nanos;
 
 /// Nanoseconds per microsecond.
 pub const NS_PER_US: u64 = 1_000;

@@ -3,9 +3,9 @@
 //! working after `ip link set X netns NS`, so chanemu never changes namespace.
 
 use anyhow::{bail, Context, Result};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use dchannel_base::tun::ip;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::process::Command;
 
 pub struct Tun {
     fd: OwnedFd,
@@ -16,35 +16,8 @@ pub struct Tun {
 impl Tun {
     /// Create a non-blocking TUN device named `name` (≤ 15 bytes) in our namespace.
     pub fn create(name: &str) -> Result<Tun> {
-        if name.len() > 15 {
-            bail!("interface name {name:?} is longer than 15 bytes");
-        }
-        // SAFETY: plain open(2) of a NUL-terminated path.
-        let raw = unsafe {
-            libc::open(
-                c"/dev/net/tun".as_ptr(),
-                libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK,
-            )
-        };
-        if raw < 0 {
-            return Err(std::io::Error::last_os_error())
-                .context("open /dev/net/tun (is the tun module available and are we root?)");
-        }
-        // SAFETY: raw is a fresh, owned descriptor.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        // SAFETY: ifreq is plain old data; all-zero is a valid value.
-        let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-        for (d, s) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
-            *d = *s as libc::c_char;
-        }
-        ifr.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
-        // SAFETY: TUNSETIFF reads and writes an ifreq we own.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut ifr) } < 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("TUNSETIFF {name}"));
-        }
         Ok(Tun {
-            fd,
+            fd: dchannel_base::tun::open(name, true)?,
             tmp_name: name.to_string(),
         })
     }
@@ -58,21 +31,6 @@ impl Tun {
 pub fn check_netns(ns: &str) -> Result<()> {
     if ns.is_empty() || ns.contains('/') || !Path::new("/run/netns").join(ns).exists() {
         bail!("network namespace {ns:?} does not exist (expected /run/netns/{ns}; create it with `ip netns add {ns}`)");
-    }
-    Ok(())
-}
-
-fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .context("run `ip` (iproute2)")?;
-    if !out.status.success() {
-        bail!(
-            "`ip {}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
     }
     Ok(())
 }

@@ -26,8 +26,6 @@ pub mod wire;
 
 pub use channel::{Channel, Direction};
 
-/// Time in nanoseconds since an epoch chosen by the driver (monotonic).
-pub type Nanos = u64;
-
-/// One millisecond in [`Nanos`].
-pub const MS: Nanos = 1_000_000;
+/// Time in nanoseconds since an epoch chosen by the driver (monotonic), and
+/// one millisecond of it: the unit every crate of the project shares.
+pub use dchannel_base::{Nanos, MS};

@@ -1,58 +1,13 @@
-//! TUN device creation and configuration (address, MTU, link up).
+//! The agent's TUN device: created blocking (the send thread sleeps in read),
+//! then address, MTU and link up (set-up shared with chanemu: dchannel-base).
 
-use anyhow::{bail, Context, Result};
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
-use std::process::Command;
+use anyhow::{Context, Result};
+use dchannel_base::tun::{ip, open};
+use std::fs::File;
 
-const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
-const IFF_TUN: libc::c_short = 0x0001;
-const IFF_NO_PI: libc::c_short = 0x1000;
-
-#[repr(C)]
-struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    flags: libc::c_short,
-    _pad: [u8; 22],
-}
-
-/// Creates TUN `name` (no packet-info prefix) and returns its fd.
+/// Creates TUN `name` (no packet-info prefix) and returns it.
 pub fn create(name: &str) -> Result<File> {
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        bail!("--tun {name:?}: interface names are 1 to 15 characters");
-    }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/net/tun")
-        .context("opening /dev/net/tun (is the tun module loaded, are we root?)")?;
-    let mut req = IfReq {
-        name: [0; libc::IFNAMSIZ],
-        flags: IFF_TUN | IFF_NO_PI,
-        _pad: [0; 22],
-    };
-    req.name[..name.len()].copy_from_slice(name.as_bytes());
-    // SAFETY: TUNSETIFF reads and writes an ifreq, which IfReq lays out.
-    let rc = unsafe { libc::ioctl(file.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error()).with_context(|| format!("TUNSETIFF {name}"));
-    }
-    Ok(file)
-}
-
-fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .with_context(|| format!("running ip {}", args.join(" ")))?;
-    if !out.status.success() {
-        bail!(
-            "ip {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
+    Ok(File::from(open(name, false).context("--tun")?))
 }
 
 /// Assigns `addr` (CIDR), sets the MTU and brings the link up.

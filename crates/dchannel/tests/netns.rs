@@ -17,19 +17,6 @@ use std::time::Duration;
 const UP_BYTES: usize = 200 * 1024;
 const DOWN_BYTES: usize = 2 * 1024 * 1024;
 
-/// Deterministic pseudo-random bytes (xorshift), different per seed.
-fn pattern(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 fn sha(b: &[u8]) -> [u8; 32] {
     Sha256::digest(b).into()
 }

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
+use dchannel_base::http::HOP_BY_HOP;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body::{Body, Frame, SizeHint};
@@ -130,18 +131,6 @@ impl Body for ProxyBody {
 
 pub type ProxyResponse = Response<ProxyBody>;
 
-/// Headers that belong to one hop and are never forwarded.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
 
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     // Headers named in Connection are hop-by-hop too.

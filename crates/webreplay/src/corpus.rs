@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
+use dchannel_base::http::is_hop_by_hop;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::StatusCode;
 use serde::Deserialize;
@@ -88,23 +89,10 @@ pub struct Corpus {
     pub body_bytes: u64,
 }
 
-/// Headers the server recomputes or that are connection-specific (RFC 9110 §7.6.1, RFC 9113
-/// §8.2.2), plus `alt-svc`, which would send browsers looking for an HTTP/3 server that the
-/// replay does not run.
-const DROPPED_HEADERS: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "content-length",
-    "content-encoding",
-    "alt-svc",
-];
+/// Headers the server recomputes (besides the connection-specific ones,
+/// `dchannel_base::http::HOP_BY_HOP`), plus `alt-svc`, which would send browsers
+/// looking for an HTTP/3 server that the replay does not run.
+const RECOMPUTED_HEADERS: &[&str] = &["content-length", "content-encoding", "alt-svc"];
 
 impl Corpus {
     /// Loads `<dir>/manifest.json` and every body file it names.
@@ -204,7 +192,7 @@ fn build(manifest: Manifest, dir: &Path, manifest_path: &Path) -> Result<Corpus>
         let mut headers = HeaderMap::new();
         for (hi, (name, value)) in o.headers.iter().enumerate() {
             let lname = name.to_ascii_lowercase();
-            if DROPPED_HEADERS.contains(&lname.as_str()) {
+            if is_hop_by_hop(&lname) || RECOMPUTED_HEADERS.contains(&lname.as_str()) {
                 continue;
             }
             let hn = HeaderName::from_bytes(lname.as_bytes()).map_err(|_| {

@@ -3,13 +3,11 @@
 //! (pid + counter) and everything is removed on drop, also on test failure.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::os::fd::AsRawFd;
+// Each test binary uses its own subset of the shared harness.
+#[allow(unused_imports)]
+pub use dchannel_base::testing::{self, in_ns, pattern, sh, spawn_ready, terminate, unique_tag};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::{Child, Command};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_dchannel");
 pub const TOKEN: &str = "00112233aabbccdd";
@@ -17,33 +15,9 @@ pub const SRV: &str = "198.18.3.2";
 pub const GW_HBC: &str = "198.18.1.1";
 pub const GW_LLC: &str = "198.18.2.1";
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// True when namespace tests can run (root, `ip` present); prints why not.
+/// True when namespace tests can run (root, `ip`, /dev/net/tun); prints why not.
 pub fn can_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipping: namespace tests need root");
-        return false;
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        eprintln!("skipping: iproute2 `ip` not found");
-        return false;
-    }
-    true
-}
-
-pub fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testing::can_run(true)
 }
 
 pub struct Topo {
@@ -59,11 +33,7 @@ pub struct Topo {
 
 impl Topo {
     pub fn new() -> Topo {
-        let tag = format!(
-            "{:x}{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
+        let tag = unique_tag();
         let t = Topo {
             ue: format!("d4u{tag}"),
             gw: format!("d4g{tag}"),
@@ -251,36 +221,6 @@ impl Drop for Topo {
     }
 }
 
-/// Spawns `argv`, waits (10 s at most) for the line READY on its stdout.
-pub fn spawn_ready(argv: &[String]) -> Child {
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-        )
-        .spawn()
-        .expect("spawn agent");
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            let _ = tx.send(line);
-        }
-    });
-    match rx.recv_timeout(Duration::from_secs(10)) {
-        Ok(l) if l == "READY" => child,
-        other => {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("agent {:?} did not print READY: {other:?}", argv.join(" "));
-        }
-    }
-}
-
 pub struct Agents {
     pub gateway: Option<Child>,
     pub client: Option<Child>,
@@ -292,24 +232,11 @@ pub struct Agents {
     pub ue_arr: PathBuf,
 }
 
-fn term(child: &mut Child) -> std::process::ExitStatus {
-    // SAFETY: signalling our own child by its pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    for _ in 0..100 {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    child.wait().unwrap()
-}
-
 impl Agents {
     /// SIGTERM both; asserts exit 0; returns (client stats, gateway stats).
     pub fn stop(&mut self) -> (serde_json::Value, serde_json::Value) {
-        let c = term(self.client.as_mut().unwrap());
-        let g = term(self.gateway.as_mut().unwrap());
+        let c = terminate(self.client.as_mut().unwrap());
+        let g = terminate(self.gateway.as_mut().unwrap());
         self.client = None;
         self.gateway = None;
         assert!(c.success(), "client exit {c:?}");
@@ -333,20 +260,4 @@ impl Drop for Agents {
 pub fn read_json(p: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap()
-}
-
-/// Runs `f` on a thread that has entered network namespace `ns`; sockets it
-/// creates live in that namespace.
-pub fn in_ns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let fd = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        // SAFETY: setns on a valid namespace fd affects only this thread.
-        let rc = unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
 }

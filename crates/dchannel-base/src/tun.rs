@@ -1,0 +1,51 @@
+//! TUN devices (`IFF_TUN | IFF_NO_PI`: raw IP packets, no prefix) through the
+//! raw ioctl, and the `ip` (iproute2) calls that configure them. The agent and
+//! the emulator open their devices here.
+
+use anyhow::{bail, Context, Result};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::Command;
+
+/// Creates TUN device `name` (1 to 15 bytes) in the caller's namespace and
+/// returns its descriptor, non-blocking if asked (close-on-exec always).
+pub fn open(name: &str, nonblocking: bool) -> Result<OwnedFd> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        bail!("interface name {name:?}: expected 1 to 15 bytes");
+    }
+    let flags = libc::O_RDWR | libc::O_CLOEXEC | if nonblocking { libc::O_NONBLOCK } else { 0 };
+    // SAFETY: plain open(2) of a NUL-terminated path.
+    let raw = unsafe { libc::open(c"/dev/net/tun".as_ptr(), flags) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error())
+            .context("opening /dev/net/tun (is the tun module loaded, are we root?)");
+    }
+    // SAFETY: raw is a fresh descriptor that nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
+        *d = *s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+    // SAFETY: TUNSETIFF reads and writes an ifreq we own.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut ifr) } < 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("TUNSETIFF {name}"));
+    }
+    Ok(fd)
+}
+
+/// Runs `ip ARGS...`; a failure carries ip's own message.
+pub fn ip(args: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .with_context(|| format!("running ip {} (iproute2)", args.join(" ")))?;
+    if !out.status.success() {
+        bail!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
