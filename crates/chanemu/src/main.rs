@@ -211,10 +211,12 @@ fn run(cli: &Cli) -> Result<()> {
         l.flush();
     }
     // the taps went with the packet threads: the writer drains and flushes
-    let pcap_counts = match capture {
-        Some(c) => Some(c.finish()?),
-        None => None,
-    };
+    // (a failed capture, e.g. a full disk, is reported but does not cost the stats)
+    let pcap_counts = capture.and_then(|c| {
+        c.finish()
+            .map_err(|e| tracing::error!(error = %e, "pcap capture failed"))
+            .ok()
+    });
     report(
         cli,
         &profile,
