@@ -1,41 +1,25 @@
-"""Channel specs → what `chanemu --profile` takes, and profiles derived from them.
+"""Channel specs in the testbed: resolved by the traces package (`dchlab.traces.profiles`,
+grammar in `dchlab.traces.builtin`), turned into the profile dicts the schemes combine
+(`ideal`, the agents' nominal LLC rate) and the files chanemu reads.
 
 A channel spec is a preset (`urllc`, `embb`, scenario names like `MM-D`, with
-`+loss=..` modifiers), a profile TOML path, or `fixed:<rtt>ms/<rate>mbit`. Scenario
-names and modifiers are the traces package's job (`dchlab.traces.profiles`); this
-module asks it first and falls back to the built-ins chanemu knows itself.
+`+loss=..` modifiers), a profile TOML path, or `fixed:<rtt>ms/<rate>mbit`.
 """
 
 from __future__ import annotations
 
 import csv
-import importlib
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from dchlab.testbed.errors import TestbedError
-
-FIXED_RE = re.compile(r"^fixed:(\d+(?:\.\d+)?)ms/(\d+(?:\.\d+)?)mbit$")
-BUILTINS = {"urllc": "fixed:5ms/2mbit", "embb": "fixed:40ms/200mbit"}
-
-
-def _traces_profiles() -> Any | None:
-    try:  # written by the traces package; optional until it lands
-        profiles = importlib.import_module("dchlab.traces.profiles")
-    except ImportError:
-        return None
-    return profiles if hasattr(profiles, "resolve_channel") else None
+from dchlab.traces import profiles
 
 
 def known_channels() -> list[str]:
     """Preset names a user can pass (plus `fixed:<rtt>ms/<rate>mbit` and file paths)."""
-    tp = _traces_profiles()
-    names = set(BUILTINS)
-    if tp is not None and hasattr(tp, "known_channels"):
-        names |= set(tp.known_channels())
-    return sorted(names)
+    return sorted(profiles.known_channels())
 
 
 def resolve_channel(spec: str, seed: int) -> str:
@@ -43,46 +27,27 @@ def resolve_channel(spec: str, seed: int) -> str:
 
     Raises TestbedError listing the known presets for an unknown name.
     """
-    spec = spec.strip()
-    tp = _traces_profiles()
-    if tp is not None:
-        try:
-            return str(tp.resolve_channel(spec, seed))
-        except (KeyError, ValueError, FileNotFoundError) as exc:
-            raise TestbedError(
-                f"{exc.args[0] if exc.args else exc}; known presets: {', '.join(known_channels())}"
-            ) from exc
-    if spec in BUILTINS or FIXED_RE.match(spec):
-        return spec
-    if Path(spec).is_file():
-        return str(Path(spec).resolve())
-    raise TestbedError(
-        f"unknown channel {spec!r}; known presets: {', '.join(known_channels())}, "
-        "or fixed:<rtt>ms/<rate>mbit, or a profile .toml path"
-    )
+    try:
+        return profiles.resolve_channel(spec.strip(), seed)
+    except (KeyError, ValueError, FileNotFoundError) as exc:
+        raise TestbedError(
+            f"{exc.args[0] if exc.args else exc}; known presets: {', '.join(known_channels())}"
+        ) from exc
 
 
 def trace_offset_ms(spec: str, seed: int) -> int:
     """Start offset into the channel's traces for `seed` (0 for trace-less channels)."""
-    tp = _traces_profiles()
-    if tp is not None and hasattr(tp, "trace_offset_ms"):
-        return int(tp.trace_offset_ms(spec, seed))
-    return 0
+    return profiles.trace_offset_ms(spec, seed)
 
 
 def profile_dict(resolved: str) -> dict[str, Any]:
     """A resolved channel as a profile dict (docs/formats.md), file paths made absolute."""
-    name = BUILTINS.get(resolved, resolved)
-    m = FIXED_RE.match(name)
-    if m:
-        rtt, rate = float(m.group(1)), float(m.group(2))
-        side = {"rate": {"mbit": rate}, "queue": {"packets": 800}, "loss": 0.0}
-        return {
-            "name": resolved,
-            "delay": {"kind": "fixed", "rtt_ms": rtt},
-            "uplink": dict(side),
-            "downlink": dict(side),
-        }
+    try:
+        fixed = profiles.builtin(resolved)
+    except ValueError as exc:
+        raise TestbedError(str(exc)) from exc
+    if fixed:
+        return profiles.fixed_profile(fixed.rtt_ms, fixed.rate_mbit, resolved)
     path = Path(resolved)
     try:
         data = tomllib.loads(path.read_text())

@@ -26,6 +26,7 @@ import numpy as np
 
 from dchlab.paths import cache_dir
 from dchlab.traces.atomic import atomic_write_text, build_dir_once
+from dchlab.traces.builtin import BUILTINS, FIXED_SYNTAX, Fixed, parse_builtin
 from dchlab.traces.capacity import read_capacity
 from dchlab.traces.mahimahi import opportunities_to_rate, read_mahimahi
 from dchlab.traces.profile_toml import Profile, dump_profile, load_profile, validate
@@ -33,9 +34,6 @@ from dchlab.traces.scenario_files import SYNTH_VERSION, write_scenario
 from dchlab.traces.scenarios import DRX_PRESETS, QUEUE_PACKETS, SCENARIOS
 from dchlab.traces.timeline import read_rtt
 
-BUILTINS = {"urllc": "fixed:5ms/2mbit", "embb": "fixed:40ms/200mbit"}
-FIXED_SYNTAX = "fixed:<rtt>ms/<rate>mbit"  # <rate> may also be `unlimited`
-_FIXED = re.compile(r"^fixed:(\d+(?:\.\d+)?)ms/(?:(\d+(?:\.\d+)?)mbit|unlimited)$")
 MODIFIERS = ("loss", "rtt", "cov", "resample", "queue", "drx")
 DEFAULT_RESAMPLE_MS = 10
 
@@ -92,8 +90,10 @@ def fixed_profile(rtt_ms: float, rate_mbit: float | None, name: str) -> Profile:
     }
 
 
-def _rate_of(m: re.Match[str]) -> float | None:
-    return float(m[2]) if m[2] is not None else None
+def builtin(name: str) -> Fixed | None:
+    """chanemu's built-in `name` (urllc/embb in any case), None for anything else;
+    ValueError for a malformed `fixed:` (dchlab.traces.builtin has the grammar)."""
+    return parse_builtin(name.lower() if name.lower() in BUILTINS else name)
 
 
 def scenario_dir(name: str, seed: int) -> Path:
@@ -124,10 +124,9 @@ def scenario_profile_path(name: str, seed: int = 1) -> Path:
 
 def _base_profile(base: str, seed: int) -> tuple[Profile, Path | None]:
     """The base as a profile dict plus the directory its file paths are relative to."""
-    fixed = BUILTINS.get(base.lower(), base)
-    m = _FIXED.match(fixed)
-    if m:
-        return fixed_profile(float(m[1]), _rate_of(m), base), None
+    fixed = builtin(base)
+    if fixed:
+        return fixed_profile(fixed.rtt_ms, fixed.rate_mbit, base), None
     if base.upper() in SCENARIOS:
         path = scenario_profile_path(base.upper(), seed)
         return load_profile(path), path.parent
@@ -140,8 +139,7 @@ def _base_profile(base: str, seed: int) -> tuple[Profile, Path | None]:
 def resolve_channel(spec: str, seed: int = 1) -> str:
     """What to pass to `chanemu --profile` for `spec` (see the module docstring)."""
     s = parse_spec(spec)
-    fixed = BUILTINS.get(s.base.lower(), s.base)
-    if not s.mods and _FIXED.match(fixed):
+    if not s.mods and builtin(s.base):
         return s.base.lower() if s.base.lower() in BUILTINS else s.base
     if not s.mods:
         if s.base.upper() in SCENARIOS:
@@ -274,10 +272,9 @@ def _write_derived(p: Profile, rel_to: Path | None, spec: str, seed: int) -> Pat
 
 def _profile_for(spec_or_profile: str, seed: int) -> tuple[Profile, Path | None]:
     resolved = resolve_channel(spec_or_profile, seed)
-    fixed = BUILTINS.get(resolved.lower(), resolved)
-    m = _FIXED.match(fixed)
-    if m:
-        return fixed_profile(float(m[1]), _rate_of(m), resolved), None
+    fixed = builtin(resolved)
+    if fixed:
+        return fixed_profile(fixed.rtt_ms, fixed.rate_mbit, resolved), None
     path = Path(resolved)
     return load_profile(path), path.parent
 

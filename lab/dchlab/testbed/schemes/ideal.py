@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dchlab.testbed import addressing as A
-from dchlab.testbed.channels import BUILTINS, FIXED_RE, ideal_profile, write_profile
+from dchlab.testbed.channels import ideal_profile, write_profile
 from dchlab.testbed.schemes import Scheme, register
+from dchlab.traces.builtin import Fixed
+from dchlab.traces.profiles import builtin
 
 if TYPE_CHECKING:
     from dchlab.testbed.core import Testbed
@@ -19,10 +21,9 @@ class IdealScheme(Scheme):
 
     def links(self, tb: Testbed) -> dict[str, str]:
         hbc, llc = tb.channels["hbc"], tb.channels["llc"]
-        h = FIXED_RE.match(BUILTINS.get(hbc, hbc))
-        low = FIXED_RE.match(BUILTINS.get(llc, llc))
+        h, low = builtin(hbc), builtin(llc)
         if h and low:  # both built-in: stay in the inline form chanemu parses itself
-            return {"ideal": f"fixed:{low.group(1)}ms/{h.group(2)}mbit"}
+            return {"ideal": Fixed(low.rtt_ms, h.rate_mbit).spec()}
         path = write_profile(
             ideal_profile(hbc, llc, tb.cfg.hbc, tb.cfg.llc), tb.run_dir / "ideal.toml"
         )
