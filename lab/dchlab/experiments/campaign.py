@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from dchlab import units
+
 WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app")
 ANALYSIS_KINDS = ("gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error", "app")
 
@@ -35,7 +37,6 @@ _TOP_KEYS = {
     "analysis",
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=:-]*$")
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?)B?\s*$", re.I)
 
 
 class CampaignError(ValueError):
@@ -144,22 +145,11 @@ def cell_key(condition: str, item: str, trial: int, scheme_label: str) -> str:
 
 
 def parse_size(value: Any, where: str) -> int:
-    """`10KB`, `1.5MB`, `100MB`, or an integer number of bytes (1 KB = 1000 B)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    if isinstance(value, str):
-        m = _SIZE_RE.match(value)
-        if m:
-            mult = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}[m.group(2).upper()]
-            return int(float(m.group(1)) * mult)
-    raise CampaignError(f"{where}: expected a size like 10KB, 1MB or a byte count, got {value!r}")
-
-
-def format_size(n: int) -> str:
-    for unit, mult in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
-        if n >= mult and n % mult == 0:
-            return f"{n // mult}{unit}"
-    return f"{n}B"
+    """A campaign size (dchlab.units.parse_size: `10KB`, `1MiB`, or a byte count)."""
+    try:
+        return units.parse_size(value)
+    except (ValueError, TypeError) as exc:
+        raise CampaignError(f"{where}: {exc}") from None
 
 
 # ---------------------------------------------------------------- validation

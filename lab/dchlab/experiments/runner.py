@@ -37,8 +37,9 @@ from rich.progress import (
 )
 
 from dchlab.experiments import store
-from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key, format_size
+from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
+from dchlab.units import format_size
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dchlab.experiments import analysis as an
-from dchlab.experiments.campaign import Campaign, format_size
+from dchlab.experiments.campaign import Campaign
+from dchlab.units import format_size
 
 
 @dataclass

@@ -6,29 +6,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dchlab import units
 from dchlab.workloads.api import RunSpec
 
 log = logging.getLogger(__name__)
 
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?i?b?)?\s*$", re.I)
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9}
-_UNITS.update({"kib": 1024, "mib": 1024**2, "gib": 1024**3})
-
 
 def parse_size(text: str) -> int:
-    """`10KB` → 10000, `1MiB` → 1048576, `500` → 500 (decimal units as the paper)."""
-    m = _SIZE_RE.match(text)
-    unit = (m.group(2) or "").lower() if m else ""
-    if not m or unit not in _UNITS:
-        raise argparse.ArgumentTypeError(
-            f"bad size {text!r}: expected a number with an optional unit B, KB, MB, GB, KiB, MiB"
-        )
-    return int(float(m.group(1)) * _UNITS[unit])
+    """argparse type for sizes (dchlab.units.parse_size: `10KB`, `1MiB`, `500`)."""
+    try:
+        return units.parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
