@@ -1,10 +1,12 @@
-"""Chromium page loads over the DevTools protocol (CDP, via `websockets`).
+"""Chromium page loads over the DevTools protocol (CDP): the load itself (`attach`,
+`navigate`, `finish`), shared by two drivers.
 
-Runs *inside* the namespace whose network it measures: `dchlab.workloads.pageload`
-starts `python -m dchlab.workloads.browser URL ...` on `ue` (tb.run_ue), this module
-starts Chromium next to itself, talks CDP to it over the namespace's loopback and prints
-one JSON result on stdout. (The DevTools socket lives on the ue loopback, which the
-lab's root-namespace process cannot reach — so the driver goes where the browser is.)
+- `dchlab.workloads.chromium_pipe` (what `api.load_one` uses): the lab process starts
+  Chromium on ue with --remote-debugging-pipe and drives it over the pipe.
+- this module as a program (`python -m dchlab.workloads.browser URL ...`, used by the
+  corpus probe, the local replay and DCH_BROWSER_DRIVER=subprocess): runs *inside* the
+  namespace whose network it measures, starts Chromium next to itself, talks CDP over
+  a websocket on the namespace's loopback and prints one JSON result on stdout.
 
 Per load: a fresh --user-data-dir (cold HTTP cache, cold DNS cache, no cookies or HSTS)
 and a fresh Chromium process; the testbed CA is trusted through an NSS database under
