@@ -14,6 +14,9 @@ import pkgutil
 import sys
 
 from dchlab import commands
+from dchlab.errors import UserError
+
+log = logging.getLogger("dch")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -59,7 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING - 10 * min(args.verbose, 2)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    result = args.func(args)
+    try:
+        result = args.func(args)
+    except UserError as e:
+        # The one place bad input becomes a message and an exit code (dchlab/errors.py).
+        log.debug("%s: %s", type(e).__name__, e, exc_info=True)
+        print(f"dch {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_code
     return int(result or 0)
 
 

@@ -13,9 +13,7 @@ from dchlab.paths import shared_data
 
 
 def _dch(*argv: str) -> int:
-    parser = cli.build_parser()
-    args = parser.parse_args(list(argv))
-    return int(args.func(args) or 0)
+    return cli.main(list(argv))  # the real entry: bad input becomes exit 2 there
 
 
 def test_synth_stats_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

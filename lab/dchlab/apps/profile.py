@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from dchlab.errors import UserError
+
 PROFILES_DIR = Path(__file__).parent / "profiles"
 INTERACTIONS = ("launch", "search", "item")
 KINDS = ("json", "image")
@@ -34,7 +36,7 @@ MAX_COUNT = 64
 MAX_SIZE = 20_000_000
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError, ValueError):
     """A profile file that does not follow docs/apps.md."""
 
 

@@ -41,16 +41,12 @@ def _list() -> int:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
-    from dchlab.apps.profile import INTERACTIONS, ProfileError, load_profile
+    from dchlab.apps.profile import INTERACTIONS, load_profile
     from dchlab.apps.run import app
 
     if args.list:
         return _list()
-    try:
-        profiles = [load_profile(x.strip()) for x in args.profile.split(",") if x.strip()]
-    except ProfileError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    profiles = [load_profile(x.strip()) for x in args.profile.split(",") if x.strip()]
     inters = [x.strip() for x in args.interaction.split(",") if x.strip()]
     bad = [i for i in inters if i not in INTERACTIONS]
     if bad or not inters:

@@ -223,17 +223,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(func):  # type: ignore[no-untyped-def]
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return int(func(args))
-        except CorpusError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-
-    return run
-
-
 PROBE_HELP = (
     "load every page once in headless Chromium over a local webreplay (private network "
     "namespace, no channels; needs root) and record the requests that failed as the page's "
@@ -263,7 +252,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also hash every body and ask webreplay (--check) whether it can serve the corpus",
     )
     info.add_argument("--json", action="store_true", help="one JSON object per page")
-    info.set_defaults(func=_guard(cmd_info))
+    info.set_defaults(func=cmd_info)
 
     tp = ps.add_parser(
         "import-tp5n",
@@ -279,21 +268,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     tp.add_argument("--sites", help="comma-separated site folders (default: all)")
     tp.add_argument("--json", action="store_true", help="one JSON object per page")
     tp.add_argument("--probe", action="store_true", help=PROBE_HELP)
-    tp.set_defaults(func=_guard(cmd_import_tp5n))
+    tp.set_defaults(func=cmd_import_tp5n)
 
     wa = ps.add_parser("import-warc", help="import WARC captures (one page per file)")
     wa.add_argument("src", nargs="+", help="WARC files or directories of them")
     wa.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
     wa.add_argument("--json", action="store_true", help="one JSON object per page")
     wa.add_argument("--probe", action="store_true", help=PROBE_HELP)
-    wa.set_defaults(func=_guard(cmd_import_warc))
+    wa.set_defaults(func=cmd_import_warc)
 
     ha = ps.add_parser("import-har", help="import HAR captures saved with content")
     ha.add_argument("src", nargs="+", help="HAR files or directories of them")
     ha.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
     ha.add_argument("--json", action="store_true", help="one JSON object per page")
     ha.add_argument("--probe", action="store_true", help=PROBE_HELP)
-    ha.set_defaults(func=_guard(cmd_import_har))
+    ha.set_defaults(func=cmd_import_har)
 
     pr = ps.add_parser(
         "probe",
@@ -303,7 +292,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("corpus", help="corpus directory (its manifest is updated)")
     pr.add_argument("--pages", help="comma-separated page names (default: all)")
     pr.add_argument("--json", action="store_true", help="one JSON object per page")
-    pr.set_defaults(func=_guard(cmd_probe))
+    pr.set_defaults(func=cmd_probe)
 
     ge = ps.add_parser(
         "generate",
@@ -318,4 +307,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     ge.add_argument("--seed", type=int, default=1, help="RNG seed (default 1)")
     ge.add_argument("--pages", type=int, default=20, help="number of pages (default 20)")
     ge.add_argument("--json", action="store_true", help="one JSON object per page")
-    ge.set_defaults(func=_guard(cmd_generate))
+    ge.set_defaults(func=cmd_generate)

@@ -40,10 +40,6 @@ def missing_prerequisites() -> list[str]:
     for tool, pkg in (("dnsmasq", "dnsmasq-base"), ("certutil", "libnss3-tools"), ("curl", "curl")):
         if not shutil.which(tool):
             missing.append(f"{tool}: apt-get install {pkg}")
-    try:
-        from dchlab.workloads import api  # noqa: F401
-    except ImportError as e:
-        missing.append(f"the workload layer (dchlab.workloads.api): {e}")
     return missing
 
 

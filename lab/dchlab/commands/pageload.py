@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs, specs
@@ -19,20 +18,16 @@ def _show(row: dict[str, Any]) -> str:
 
 
 def cmd_pageload(args: argparse.Namespace) -> int:
-    from dchlab.pages import CorpusError, open_corpus
+    from dchlab.pages import open_corpus
     from dchlab.workloads.api import load_one
 
-    try:
-        corpus = open_corpus(args.corpus)
-        if args.pages is None:
-            names = [p.name for p in corpus.pages]
-        elif args.pages.isdigit():
-            names = [p.name for p in corpus.pages[: int(args.pages)]]
-        else:
-            names = [corpus.page(n.strip()).name for n in args.pages.split(",") if n.strip()]
-    except CorpusError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    corpus = open_corpus(args.corpus)
+    if args.pages is None:
+        names = [p.name for p in corpus.pages]
+    elif args.pages.isdigit():
+        names = [p.name for p in corpus.pages[: int(args.pages)]]
+    else:
+        names = [corpus.page(n.strip()).name for n in args.pages.split(",") if n.strip()]
     jobs = []
     # Order: page, trial, scheme — schemes of one (page, trial) run back to back, so a
     # partial run still holds complete paired comparisons.

@@ -8,17 +8,15 @@ from dataclasses import replace
 
 from rich.console import Console
 
+from dchlab.errors import EXIT_BAD_INPUT, EXIT_STOPPED
 from dchlab.experiments import store
-from dchlab.experiments.campaign import CampaignError, load_campaign
-from dchlab.experiments.ray_backend import RayClusterError, RayDispatch  # ray imported lazily
-from dchlab.experiments.runner import WorkloadUnavailable, local_dispatch, run_campaign
+from dchlab.experiments.campaign import load_campaign
+from dchlab.experiments.ray_backend import RayDispatch  # ray imported lazily
+from dchlab.experiments.runner import local_dispatch, run_campaign
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT
 
-#: Exit statuses (also in `dch run --help`).
+#: Exit statuses (also in `dch run --help`); 2, 3 and 4 live in dchlab/errors.py.
 EXIT_FAILED_CELLS = 1
-EXIT_BAD_INPUT = 2
-EXIT_UNAVAILABLE = 3
-EXIT_STOPPED = 4
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -31,11 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     status = 0
     for path in args.files:
-        try:
-            c = load_campaign(path)
-        except CampaignError as e:
-            print(f"dch run: {e}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+        c = load_campaign(path)
         if args.quick:
             c = c.quick()
         if args.trials:
@@ -49,21 +43,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.ray:
             rev = None if args.any_revision else store.code_revision()[0]
             dispatch = RayDispatch(args.ray, slots=args.slots, revision=rev)
-        try:
-            if isinstance(dispatch, RayDispatch):
-                dispatch.connect()  # fail before the progress bar when there is no cluster
-            s = run_campaign(
-                c,
-                store_path=args.store,
-                console=console,
-                any_revision=args.any_revision,
-                fresh=args.fresh,
-                max_setup_errors=args.max_setup_errors,
-                dispatch=dispatch,
-            )
-        except (WorkloadUnavailable, RayClusterError) as e:
-            print(f"dch run: {c.name}: {e}", file=sys.stderr)
-            return EXIT_UNAVAILABLE
+        # A bad file (CampaignError, 2), a missing workload or cluster (WorkloadUnavailable,
+        # RayClusterError, 3) go up to cli.main, which prints them with their exit status.
+        if isinstance(dispatch, RayDispatch):
+            dispatch.connect()  # fail before the progress bar when there is no cluster
+        s = run_campaign(
+            c,
+            store_path=args.store,
+            console=console,
+            any_revision=args.any_revision,
+            fresh=args.fresh,
+            max_setup_errors=args.max_setup_errors,
+            dispatch=dispatch,
+        )
         console.print(
             f"{c.name}: {s.measured} measured ({s.invalid} invalid), {s.failed} failed, "
             f"{s.skipped} skipped of {s.total_cells} cells in {s.seconds:.0f} s"

@@ -24,7 +24,6 @@ from dchlab.testbed import (
 )
 
 log = logging.getLogger(__name__)
-TESTBED_FAILED = 125
 
 
 def add_testbed_args(p: argparse.ArgumentParser) -> None:
@@ -148,9 +147,6 @@ def cmd_shell(args: argparse.Namespace) -> int:
     except TestbedInterrupted as exc:
         print(f"dch shell: {exc}; testbed removed", file=sys.stderr)
         return 143
-    except TestbedError as exc:
-        print(f"dch shell: {exc}", file=sys.stderr)
-        return TESTBED_FAILED
     except KeyboardInterrupt:
         print("dch shell: interrupted; testbed removed", file=sys.stderr)
         return 130

@@ -22,19 +22,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dchlab.errors import UserError
+
 log = logging.getLogger("dch.traces")
 
 
 def _friendly(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Bad input (TraceFormatError names file/line/field) -> one message, exit 2."""
+    """Bad input -> UserError (printed by cli.main, exit 2). TraceFormatError already is
+    one; channel specs, numpy and the csv reader refuse a bad file with a plain
+    ValueError, and a missing file is an OSError, which are the user's to fix too."""
 
     @functools.wraps(func)
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
+        except UserError:
+            raise
         except (ValueError, OSError) as e:
-            print(f"dch traces: error: {e}", file=sys.stderr)
-            return 2
+            raise UserError(str(e)) from e
 
     return run
 

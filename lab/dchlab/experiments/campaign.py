@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from dchlab import units
+from dchlab.errors import UserError
 
 WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app")
 ANALYSIS_KINDS = ("gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error", "app")
@@ -39,7 +40,7 @@ _TOP_KEYS = {
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=:-]*$")
 
 
-class CampaignError(ValueError):
+class CampaignError(UserError, ValueError):
     """A campaign file that does not follow the schema."""
 
 
@@ -215,10 +216,8 @@ def _check_channel(v: _V, spec: str, where: str) -> None:
     modifiers; the base must be a built-in, `fixed:<rtt>ms/<rate>mbit`, a scenario
     name or an existing profile file (relative to the campaign file or the cwd).
     """
-    try:
-        from dchlab.traces import profiles
-    except ImportError:  # the traces layer is absent: the run will report it
-        return
+    from dchlab.traces import profiles
+
     try:
         parsed = profiles.parse_spec(spec)
     except ValueError as e:

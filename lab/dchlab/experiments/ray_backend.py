@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from dchlab.errors import EXIT_UNAVAILABLE, UserError
 from dchlab.experiments import store
 from dchlab.experiments.campaign import Campaign
 from dchlab.experiments.runner import Executor, Group, error_rows, pair_units, run_group
@@ -50,8 +51,10 @@ log = logging.getLogger(__name__)
 TESTBED_BINARIES = ("chanemu", "dchannel", "webreplay")
 
 
-class RayClusterError(RuntimeError):
+class RayClusterError(UserError, RuntimeError):
     """No usable Ray cluster: cannot connect, or no node can run the campaign."""
+
+    exit_code = EXIT_UNAVAILABLE
 
 
 def default_slots(cpus: float) -> int:

@@ -308,10 +308,6 @@ def _profile_summary(spec: str, seed: int) -> dict[str, Any]:
 
 def channel_summaries(c: Campaign) -> list[dict[str, Any]]:
     """Profile summaries (mean RTT, rates, loss, trace period) of the campaign's channel specs."""
-    try:
-        from dchlab.traces import profiles  # noqa: F401
-    except ImportError:
-        return []
     out, seen = [], set()
     for cond in c.conditions:
         for role, spec in (("HBC", cond.hbc), ("LLC", cond.llc)):

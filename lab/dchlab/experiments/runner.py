@@ -36,6 +36,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from dchlab.errors import EXIT_UNAVAILABLE, UserError
 from dchlab.experiments import store
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
@@ -44,12 +45,10 @@ from dchlab.units import format_size
 log = logging.getLogger(__name__)
 
 
-#: Pages of `synthetic:SEED` when a campaign does not say how many (the generator's default).
-SYNTHETIC_DEFAULT_PAGES = 20
+class WorkloadUnavailable(UserError, RuntimeError):
+    """A campaign's workload cannot run here (e.g. its corpus cannot be opened)."""
 
-
-class WorkloadUnavailable(RuntimeError):
-    """The workload layer (dchlab.workloads.api) is not importable or lacks a function."""
+    exit_code = EXIT_UNAVAILABLE
 
 
 @dataclass
@@ -80,41 +79,15 @@ class RunSummary:
 
 
 def corpus_page_names(corpus: str, limit: int | None = None) -> list[str]:
-    """Page names of a corpus (a directory or `synthetic[:SEED]`), in manifest order.
+    """Page names of a corpus (a directory, `synthetic[:SEED]` or `tp5n`), in manifest
+    order; WorkloadUnavailable (exit 3) names why it cannot be opened."""
+    from dchlab.pages import CorpusError, open_corpus
 
-    For the built-in generator the names come from its page plans, so nothing is
-    generated just to count pages (the workload generates the corpus when it loads).
-    """
-    import importlib
-
-    pages_mod = importlib.import_module("dchlab.pages")
-    if hasattr(pages_mod, "open_corpus"):
-        try:
-            names = [p.name for p in pages_mod.open_corpus(corpus).pages]
-        except Exception as e:  # CorpusError and friends name the problem
-            raise WorkloadUnavailable(f"corpus {corpus!r}: {e}") from e
-        return names[:limit] if limit else names
-    if corpus == "synthetic" or corpus.startswith("synthetic:"):
-        from dchlab.pages.generator import plan_page
-
-        _, _, seed_s = corpus.partition(":")
-        try:
-            seed = int(seed_s or 1)
-        except ValueError as e:
-            raise WorkloadUnavailable(
-                f"corpus {corpus!r}: expected synthetic:<integer seed>"
-            ) from e
-        return [plan_page(seed, i).name for i in range(limit or SYNTHETIC_DEFAULT_PAGES)]
-    path = Path(corpus)
-    if path.is_dir():
-        from dchlab.pages import corpus as corpus_mod
-
-        names = [p.name for p in corpus_mod.load(path, check_bodies=False).pages]
-        return names[:limit] if limit else names
-    raise WorkloadUnavailable(
-        f"cannot list the pages of corpus {corpus!r}: expected a corpus directory "
-        "(with manifest.json) or synthetic[:SEED]"
-    )
+    try:
+        names = [p.name for p in open_corpus(corpus).pages]
+    except (CorpusError, OSError) as e:
+        raise WorkloadUnavailable(f"corpus {corpus!r}: {e}") from e
+    return names[:limit] if limit else names
 
 
 def workload_items(c: Campaign) -> list[str]:
@@ -170,13 +143,9 @@ def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
 
 
 def _api() -> Any:
-    try:
-        from dchlab.workloads import api  # type: ignore[attr-defined,unused-ignore]
-    except ImportError as e:
-        raise WorkloadUnavailable(
-            f"the workload layer is not available ({e}); page loads, curl phases and bulk "
-            "transfers come from dchlab.workloads.api"
-        ) from e
+    # Imported on first use: planning and `dch run --help` need no browser plumbing.
+    from dchlab.workloads import api
+
     return api
 
 
@@ -217,15 +186,10 @@ def execute_group(c: Campaign, g: Group) -> list[dict[str, Any]]:
         if len(rows) != len(sizes):
             raise RuntimeError(f"bulk returned {len(rows)} rows for {len(sizes)} sizes")
         return rows  # one per size, in order (an invalid download has no size_bytes)
-    app = getattr(api, "app", None)
-    if app is None:
-        raise WorkloadUnavailable(
-            "dchlab.workloads.api has no app(spec, profile, interaction) yet (issue 10)"
-        )
     out = []
     for it in g.items:
         profile, _, interaction = it.partition("/")
-        out.append(dict(app(spec, profile, interaction, timeout_s=wl.timeout_s)))
+        out.append(dict(api.app(spec, profile, interaction, timeout_s=wl.timeout_s)))
     return out
 
 

@@ -17,6 +17,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from dchlab.errors import EXIT_STOPPED, UserError
+
 #: Default of `dch run --max-setup-errors`.
 DEFAULT_LIMIT = 3
 
@@ -27,8 +29,10 @@ _PATTERNS = (
 )
 
 
-class RepeatedSetupError(RuntimeError):
+class RepeatedSetupError(UserError, RuntimeError):
     """The same lab failure `count` times in a row: every further cell would fail alike."""
+
+    exit_code = EXIT_STOPPED
 
     def __init__(self, error: str, count: int, cells: list[str]) -> None:
         self.error = error

@@ -35,6 +35,7 @@ from typing import Any
 
 import duckdb
 
+from dchlab.errors import UserError
 from dchlab.paths import repo_root
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,7 @@ CORE_COLUMNS: dict[str, str] = {
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class StoreError(RuntimeError):
+class StoreError(UserError, RuntimeError):
     """A row that does not fit the store (bad key, type clash)."""
 
 

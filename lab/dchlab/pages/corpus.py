@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from dchlab.errors import UserError
 from dchlab.pages.servable import header_problem, host_name_problem
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ DROPPED_HEADERS = frozenset(
 )
 
 
-class CorpusError(ValueError):
+class CorpusError(UserError, ValueError):
     """A manifest or body that does not follow docs/formats.md."""
 
 

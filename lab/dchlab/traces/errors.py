@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dchlab.errors import UserError
 
-class TraceFormatError(ValueError):
+
+class TraceFormatError(UserError, ValueError):
     """Malformed trace or profile input."""
 
     def __init__(

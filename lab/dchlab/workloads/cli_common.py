@@ -81,11 +81,8 @@ def specs(args: argparse.Namespace, trial: int) -> list[RunSpec]:
 def store_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     if args.no_store or not rows:
         return
-    try:
-        from dchlab.experiments.store import append_rows
-    except ImportError:
-        log.warning("results store (dchlab.experiments.store) not available; rows not stored")
-        return
+    from dchlab.experiments.store import append_rows  # duckdb: only when rows are stored
+
     append_rows(rows, campaign=args.campaign, store=args.store)
 
 

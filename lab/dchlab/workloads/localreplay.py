@@ -25,14 +25,15 @@ from types import TracebackType
 from typing import Any
 
 from dchlab import REPO_ROOT
+from dchlab.errors import UserError
 from dchlab.pages.corpus import Corpus
 from dchlab.paths import binary
 
 BASE = ipaddress.ip_address("198.19.192.1")  # inside the lab's 198.18.0.0/15
 
 
-class LocalReplayError(RuntimeError):
-    pass
+class LocalReplayError(UserError, RuntimeError):
+    """The private replay namespace could not be set up (the message names the step)."""
 
 
 def _run(argv: list[str], step: str) -> None:
