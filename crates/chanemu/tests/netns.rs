@@ -768,3 +768,50 @@ fn pcap_captures_each_direction_as_raw_ipv4() {
         assert_eq!(&p[41..45], &(i as u32).to_be_bytes());
     }
 }
+
+#[test]
+fn pcap_refuses_an_unwritable_prefix_before_ready() {
+    if !can_run() {
+        return;
+    }
+    let tag = format!("dchcepc{}", std::process::id() % 100_000);
+    let (a, b) = (format!("{tag}a"), format!("{tag}b"));
+    for ns in [&a, &b] {
+        sh(&["ip", "netns", "add", ns]);
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chanemu"))
+        .args([
+            "--profile",
+            "urllc",
+            "--ns-a",
+            &a,
+            "--dev-a",
+            "emu0",
+            "--ns-b",
+            &b,
+            "--dev-b",
+            "emu0",
+            "--pcap",
+            "/nonexistent-dir/cap",
+        ])
+        .output()
+        .unwrap();
+    // the devices went with the process
+    let links = std::process::Command::new("ip")
+        .args(["-n", &a, "link", "show", "emu0"])
+        .output()
+        .unwrap();
+    for ns in [&a, &b] {
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", ns])
+            .status();
+    }
+    assert!(!out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("READY"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("/nonexistent-dir/cap-uplink.pcap"),
+        "error names the file: {err}"
+    );
+    assert!(!links.status.success(), "emu0 left behind in {a}");
+}
