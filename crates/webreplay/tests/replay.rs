@@ -221,17 +221,9 @@ fn write_corpus(dir: &Path, objs: &[CorpusObj]) -> std::path::PathBuf {
     c
 }
 
-/// Deterministic incompressible-looking bytes (xorshift), so bodies are not all alike.
+/// Deterministic incompressible-looking bytes, so bodies are not all alike.
 fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    dchannel_base::testing::pattern(n, seed)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,8 +1,11 @@
 //! Test harness: two fresh namespaces joined by a running `chanemu`, removed on drop.
 #![allow(dead_code)]
 
+// Each test binary uses its own subset of the shared harness.
+#[allow(unused_imports)]
+pub use dchannel_base::testing::{self, in_ns, sh};
+
 use std::io::{BufRead, BufReader, Read};
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -20,30 +23,9 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// None (and a note) when the prerequisites are missing.
+/// True when the prerequisites (root, /dev/net/tun, iproute2) are there; prints why not.
 pub fn can_run() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ok = root
-        && std::path::Path::new("/dev/net/tun").exists()
-        && Command::new("ip").arg("-V").output().is_ok();
-    if !ok {
-        eprintln!("skipping: needs root, /dev/net/tun and iproute2");
-    }
-    ok
-}
-
-pub fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("spawn");
-    assert!(
-        out.status.success(),
-        "{:?} failed: {}",
-        args,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testing::can_run(true)
 }
 
 pub struct Lab {
@@ -233,21 +215,6 @@ pub fn parse_log(text: &str) -> Vec<LogRow> {
             }
         })
         .collect()
-}
-
-/// Run `f` on a thread that has entered network namespace `ns` (setns is per thread).
-pub fn in_ns<T: Send + 'static>(
-    ns: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
-    let path = format!("/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).unwrap();
-        // SAFETY: setns on a valid namespace fd; affects only this thread.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns {path}: {}", std::io::Error::last_os_error());
-        f()
-    })
 }
 
 pub fn sleep_ms(ms: u64) {
