@@ -112,8 +112,17 @@ fn main() {
     let _g = serial();
     println!("chanemu benchmark (1500-byte UDP packets, namespaces, this machine)");
 
+    // extra chanemu arguments for every run, e.g. CHANEMU_BENCH_ARGS="--pcap /tmp/cap"
+    let extra: Vec<String> = std::env::var("CHANEMU_BENCH_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    println!("extra chanemu arguments: {extra:?}");
+
     // 1. unlimited link: how much gets through
-    let mut lab = Lab::start_with("fixed:0ms/unlimited", &[], false);
+    let mut lab = Lab::start_with("fixed:0ms/unlimited", &extra, false);
     let pid = lab.pid();
     let c0 = cpu_seconds(pid);
     let w0 = Instant::now();
@@ -136,14 +145,11 @@ fn main() {
         cpu_s / blast_s / gbit,
     );
 
+    if let Some(p) = stats.get("pcap") {
+        println!("pcap: {p}");
+    }
+
     // 2. release-time error at 100 Mbit/s and 1 Gbit/s, link driven at 95 % of its rate
-    let extra: Vec<String> = std::env::var("CHANEMU_BENCH_ARGS")
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(String::from)
-        .collect();
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    println!("extra chanemu arguments: {extra:?}");
     for (profile, rate) in [
         ("fixed:10ms/100mbit", 100e6),
         ("fixed:10ms/1000mbit", 1000e6),
@@ -160,5 +166,8 @@ fn main() {
             e["max"],
             stats["uplink"]["pkts_dropped_queue"]
         );
+        if let Some(p) = stats.get("pcap") {
+            println!("pcap: {p}");
+        }
     }
 }
