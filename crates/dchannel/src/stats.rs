@@ -263,42 +263,28 @@ impl Stats {
                 })
                 .collect()
         };
-        metric(
-            "tx_packets_total",
-            "Data datagrams sent",
-            "counter",
-            per_chan(&|c| c.tx_pkts.load(Relaxed)),
-        );
-        metric(
-            "tx_bytes_total",
-            "Data datagram bytes sent (header + inner packet)",
-            "counter",
-            per_chan(&|c| c.tx_bytes.load(Relaxed)),
-        );
-        metric(
-            "rx_packets_total",
-            "Data datagrams received",
-            "counter",
-            per_chan(&|c| c.rx_pkts.load(Relaxed)),
-        );
-        metric(
-            "rx_bytes_total",
-            "Data datagram bytes received",
-            "counter",
-            per_chan(&|c| c.rx_bytes.load(Relaxed)),
-        );
-        metric(
-            "probe_tx_total",
-            "Probe datagrams sent",
-            "counter",
-            per_chan(&|c| c.probe_tx.load(Relaxed)),
-        );
-        metric(
-            "probe_rx_total",
-            "Probe datagrams received",
-            "counter",
-            per_chan(&|c| c.probe_rx.load(Relaxed)),
-        );
+        type Field = fn(&ChannelCounters) -> &AtomicU64;
+        let per_channel: [(&str, &str, Field); 6] = [
+            ("tx_packets_total", "Data datagrams sent", |c| &c.tx_pkts),
+            (
+                "tx_bytes_total",
+                "Data datagram bytes sent (header + inner packet)",
+                |c| &c.tx_bytes,
+            ),
+            ("rx_packets_total", "Data datagrams received", |c| {
+                &c.rx_pkts
+            }),
+            ("rx_bytes_total", "Data datagram bytes received", |c| {
+                &c.rx_bytes
+            }),
+            ("probe_tx_total", "Probe datagrams sent", |c| &c.probe_tx),
+            ("probe_rx_total", "Probe datagrams received", |c| {
+                &c.probe_rx
+            }),
+        ];
+        for (name, help, field) in per_channel {
+            metric(name, help, "counter", per_chan(&|c| field(c).load(Relaxed)));
+        }
         let mut rows = Vec::new();
         for o in Outcome::ALL {
             for ch in Channel::ALL {
@@ -376,5 +362,53 @@ impl Stats {
             vec![(String::new(), self.flows.load(Relaxed).to_string())],
         );
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dchannel_core::endpoint::{self, Config, PeerConfig, Role, TokenAuth};
+    use dchannel_core::policy::parse_spec;
+
+    fn stats() -> Stats {
+        let peers = vec![PeerConfig {
+            name: "gateway".into(),
+            token: 1,
+            tunnel_addr: None,
+            endpoints: [None, None],
+        }];
+        let auth = TokenAuth::new(&peers).unwrap();
+        let (tx, _) = endpoint::new::<Vec<u8>, _>(Config::new(Role::Client), peers, auth, || {
+            parse_spec("all-hbc", 0.75).unwrap()
+        })
+        .unwrap();
+        Stats::new("client", "all-hbc".into(), true, Arc::clone(tx.shared()))
+    }
+
+    #[test]
+    fn prometheus_has_every_per_channel_counter() {
+        let s = stats();
+        s.chan(Channel::Llc).sent(116);
+        s.chan(Channel::Hbc).received(60);
+        s.chan(Channel::Hbc).probe_rx.fetch_add(2, Relaxed);
+        s.bad(Malformed::from(DropReason::BadToken));
+        let text = s.to_prometheus();
+        for line in [
+            "dchannel_tx_packets_total{role=\"client\",channel=\"llc\"} 1",
+            "dchannel_tx_bytes_total{role=\"client\",channel=\"llc\"} 116",
+            "dchannel_rx_packets_total{role=\"client\",channel=\"hbc\"} 1",
+            "dchannel_rx_bytes_total{role=\"client\",channel=\"hbc\"} 60",
+            "dchannel_probe_tx_total{role=\"client\",channel=\"hbc\"} 0",
+            "dchannel_probe_rx_total{role=\"client\",channel=\"hbc\"} 2",
+            "dchannel_malformed_total{role=\"client\",reason=\"bad_token\"} 1",
+            "# TYPE dchannel_tx_bytes_total counter",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+        let json = s.to_json();
+        assert_eq!(json["channels"]["llc"]["tx_bytes"], 116);
+        assert_eq!(json["rtt_ms"]["hbc"], Value::Null);
+        assert_eq!(json["peers"][0]["peer"], "gateway");
     }
 }

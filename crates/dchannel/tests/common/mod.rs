@@ -147,10 +147,7 @@ impl Topo {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        g.extend(["--stats-json".into(), gw_stats.display().to_string()]);
-        g.extend(["--decision-log".into(), gw_log.display().to_string()]);
-        g.extend(["--arrival-log".into(), gw_arr.display().to_string()]);
-        g.extend(extra.iter().map(|s| s.to_string()));
+        g.extend(output_args(&gw_stats, &gw_log, &gw_arr, extra));
         let gateway = spawn_ready(&g);
         let mut c: Vec<String> = [
             "ip",
@@ -181,10 +178,7 @@ impl Topo {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        c.extend(["--stats-json".into(), ue_stats.display().to_string()]);
-        c.extend(["--decision-log".into(), ue_log.display().to_string()]);
-        c.extend(["--arrival-log".into(), ue_arr.display().to_string()]);
-        c.extend(extra.iter().map(|s| s.to_string()));
+        c.extend(output_args(&ue_stats, &ue_log, &ue_arr, extra));
         let client = spawn_ready(&c);
         sh(&[
             "ip",
@@ -219,6 +213,20 @@ impl Drop for Topo {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `--stats-json`, `--decision-log` and `--arrival-log` to these files, then `extra`.
+fn output_args(stats: &Path, log: &Path, arrivals: &Path, extra: &[&str]) -> Vec<String> {
+    let mut a = Vec::new();
+    for (flag, p) in [
+        ("--stats-json", stats),
+        ("--decision-log", log),
+        ("--arrival-log", arrivals),
+    ] {
+        a.extend([flag.to_string(), p.display().to_string()]);
+    }
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
 }
 
 pub struct Agents {
