@@ -131,7 +131,6 @@ impl Body for ProxyBody {
 
 pub type ProxyResponse = Response<ProxyBody>;
 
-
 pub fn strip_hop_by_hop(h: &mut HeaderMap) {
     // Headers named in Connection are hop-by-hop too.
     let named: Vec<HeaderName> = h
