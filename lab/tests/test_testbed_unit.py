@@ -200,7 +200,7 @@ def test_run_spec_passes_per_role_flags_to_the_testbed() -> None:
     spec = api.RunSpec(
         scheme="dchannel", hbc="embb", llc="urllc", gateway_args=("--reorder", "off")
     )
-    cfg = api._config(spec, "site0")
+    cfg = api.testbed_config(spec, "site0")
     assert list(cfg.gateway_args) == ["--reorder", "off"]
     assert list(cfg.client_args) == [] and cfg.agent_args == []
     assert api.RunSpec(scheme="all-hbc", hbc="embb", llc="urllc").client_args == ()

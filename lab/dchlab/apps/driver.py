@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dchlab.workloads.browser import CDP, _launch, _stop
+from dchlab.workloads.browser import CDP, launch_chromium, stop_chromium
 
 PAUSE_S = 0.5  # a user looks at the screen before the next interaction
 
@@ -143,7 +143,7 @@ def run_session(
     res: dict[str, Any] = {"url": url, "session": session, "interactions": [], "error": ""}
     try:
         extra = [f"--host-resolver-rules={host_rules}"] if host_rules else []
-        proc, ws_url = _launch(work / "profile", home or work, extra)
+        proc, ws_url = launch_chromium(work / "profile", home or work, extra)
         budget = timeout_s * (len(session) + 1) + 15
         res.update(asyncio.run(asyncio.wait_for(_session(ws_url, url, session, timeout_s), budget)))
     except TimeoutError:
@@ -152,7 +152,7 @@ def run_session(
         res["error"] = res["error"] or f"driver error: {type(e).__name__}: {e}"
     finally:
         if proc is not None:
-            _stop(proc)
+            stop_chromium(proc)
         shutil.rmtree(work, ignore_errors=True)
     res["driver_ms"] = (time.monotonic() - start) * 1000
     return res

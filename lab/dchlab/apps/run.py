@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 from dchlab import REPO_ROOT
 from dchlab.apps.compile import cached_corpus, request_url, shell_url
 from dchlab.apps.profile import AppProfile, load_profile, session_for
-from dchlab.workloads.api import RunSpec, _config, _measure, _row
+from dchlab.workloads.measure import RunSpec, measure, new_row, testbed_config
 
-#: Row keys this workload adds to dchlab.workloads.api.ROW_KEYS.
+#: Row keys this workload adds to dchlab.workloads.measure.ROW_KEYS.
 APP_KEYS = [
     "app_profile",
     "interaction",
@@ -214,7 +214,7 @@ def app(
     session = session_for(interaction)
     corpus = cached_corpus(p)
     key = item_key(p.name, interaction)
-    row = _row(spec, "app", key)
+    row = new_row(spec, "app", key)
     row.update(dict.fromkeys(APP_KEYS))
 
     def body(tb: Any) -> None:
@@ -226,7 +226,7 @@ def app(
         if str(out.get("error", "")).startswith("driver exited"):
             row["invalid_reason"] = str(out["error"])  # the lab failed (runner retries)
 
-    _measure(row, _config(spec, f"app:{key}", corpus.root), body)
+    measure(row, testbed_config(spec, f"app:{key}", corpus.root), body)
     driver = row.pop("_driver", {})
     extra = row.pop("stats_app", None) or {}
     row["stats"] = {**row["stats"], "app": {**extra, "session": driver}}

@@ -12,149 +12,32 @@ scheme of a comparison sees the same trace sub-sequence for a given page and tri
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from dchlab import REPO_ROOT
 
+# ROW_KEYS, channel_counters, paired_seed: re-exported (callers of this API use them).
+from dchlab.workloads.measure import (  # noqa: F401
+    ROW_KEYS,
+    RunSpec,
+    channel_counters,
+    measure,
+    new_row,
+    paired_seed,
+    testbed_config,
+)
+
 log = logging.getLogger(__name__)
 
-ROW_KEYS = [
-    "workload",
-    "scheme",
-    "hbc",
-    "llc",
-    "cc",
-    "seed",
-    "trial",
-    "trace_offset_ms",
-    "page",
-    "plt_ms",
-    "valid",
-    "invalid_reason",
-    "resources_loaded",
-    "resources_failed",
-    "resources_failed_unexpected",  # failed requests outside the page's expected-missing set
-    "missing_expected",  # pageload: how many requests the corpus records it cannot answer
-    "dns_ms",
-    "connect_ms",
-    "tls_ms",
-    "ttfb_ms",
-    "transfer_ms",
-    "total_ms",
-    "size_bytes",
-    "bytes_hbc",
-    "bytes_llc",
-    "pkts_hbc",
-    "pkts_llc",
-    "stats",
-]
 # ~200 KB: the transfer times of the paper's Table 2 (809 ms at 2 Mbit/s) imply a page this size.
 DEFAULT_CURL_URL = "https://server.test/bytes/200000"
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    scheme: str
-    hbc: str
-    llc: str
-    seed: int = 1
-    trial: int = 0
-    cc: str = "cubic"
-    server_delay_ms: float = 0.0
-    agent_args: tuple[str, ...] = field(default_factory=tuple)  # both agents
-    client_args: tuple[str, ...] = ()  # `dchannel client` only, after agent_args
-    gateway_args: tuple[str, ...] = ()  # `dchannel gateway` only, after agent_args
-    decision_logs: bool = False  # agents' decision/arrival logs -> reward error (Fig. 11)
-
-
-def paired_seed(seed: int, item: str, trial: int) -> int:
-    """Testbed seed for (seed, page/URL, trial): independent of the scheme (paired runs)."""
-    h = hashlib.sha256(f"{seed}\x00{item}\x00{trial}".encode()).digest()
-    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
-
-
-def _row(spec: RunSpec, workload: str, page: str) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
-    row.update(
-        workload=workload,
-        scheme=spec.scheme,
-        hbc=spec.hbc,
-        llc=spec.llc,
-        cc=spec.cc,
-        seed=spec.seed,
-        trial=spec.trial,
-        page=page,
-        valid=False,
-        invalid_reason="",
-        stats={},
-    )
-    return row
-
-
-def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
-    """Bytes and packets (both directions) on the ue side of each channel's link."""
-    ue = (stats.get("interfaces") or {}).get("ue") or {}
-    out: dict[str, int | None] = {}
-    for ch in ("hbc", "llc"):
-        c = ue.get(ch)
-        out[f"bytes_{ch}"] = c["rx_bytes"] + c["tx_bytes"] if c else None
-        out[f"pkts_{ch}"] = c["rx_packets"] + c["tx_packets"] if c else None
-    return out
-
-
-def _config(spec: RunSpec, item: str, corpus: Path | None = None):  # type: ignore[no-untyped-def]
-    from dchlab.testbed import TestbedConfig
-
-    return TestbedConfig(
-        scheme=spec.scheme,
-        hbc=spec.hbc,
-        llc=spec.llc,
-        cc=spec.cc,
-        seed=paired_seed(spec.seed, item, spec.trial),
-        server_delay_ms=spec.server_delay_ms,
-        corpus=corpus,
-        agent_args=list(spec.agent_args),
-        client_args=list(spec.client_args),
-        gateway_args=list(spec.gateway_args),
-        decision_logs=spec.decision_logs,
-    )
-
-
-def _measure(
-    row: dict[str, Any],
-    cfg: Any,
-    body: Callable[[Any], None],
-    prepare: Callable[[Any], None] | None = None,
-    tb: Any = None,
-) -> dict[str, Any]:
-    """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters.
-    `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue hooks);
-    `tb`: a prepared testbed (dchlab.workloads.ahead) to start instead of a new one."""
-    from dchlab.testbed import Testbed, TestbedError
-
-    tb = tb or Testbed(cfg)
-    if prepare is not None:
-        prepare(tb)
-    try:
-        with tb:
-            row["trace_offset_ms"] = tb.offset_ms
-            body(tb)
-    except TestbedError as e:
-        row["valid"] = False
-        row["invalid_reason"] = f"testbed: {e}"
-    stats = tb.stats()
-    row["stats"] = stats
-    row.update(channel_counters(stats))
-    return row
 
 
 # --- Chromium page loads ---------------------------------------------------------------
@@ -204,7 +87,7 @@ def load_one(
 
     t_start = time.monotonic()
     entry = corpus.page(page)
-    row = _row(spec, "pageload", page)
+    row = new_row(spec, "pageload", page)
     timing: dict[str, float] = {}
     # Requests the corpus itself cannot answer (importer/probe): failing exactly those is
     # the page as recorded (valid); any other failure is not (dchlab.workloads.validity).
@@ -213,7 +96,7 @@ def load_one(
     pipe = os.environ.get("DCH_BROWSER_DRIVER", "pipe") != "subprocess"
     early = pipe and os.environ.get("DCH_BROWSER_EARLY", "1") != "0"
     use_ahead = early and ahead.enabled()
-    cfg = _config(spec, page, corpus.root)
+    cfg = testbed_config(spec, page, corpus.root)
     browsers: list[Any] = []
     prepared = ahead.take(cfg) if use_ahead else None
     if prepared is not None:
@@ -273,7 +156,7 @@ def load_one(
         row["_browser"] = res
 
     try:
-        _measure(
+        measure(
             row,
             cfg,
             body,
@@ -389,14 +272,14 @@ def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = N
 
 def curl_phases(spec: RunSpec, url: str = DEFAULT_CURL_URL) -> dict[str, Any]:
     """One curl fetch of `url` on ue with its phase breakdown (the paper's Table 2)."""
-    row = _row(spec, "curl-phases", url)
+    row = new_row(spec, "curl-phases", url)
 
     def body(tb: Any) -> None:
         w = run_curl(tb, url)
         curl_row(row, w)
         row["_curl"] = w
 
-    _measure(row, _config(spec, url), body)
+    measure(row, testbed_config(spec, url), body)
     row["stats"] = {**row["stats"], "curl": row.pop("_curl", {})}
     return row
 
@@ -406,14 +289,14 @@ def bulk(spec: RunSpec, sizes: list[int]) -> list[dict[str, Any]]:
     rows = []
     for n in sizes:
         url = f"https://server.test/bytes/{n}"
-        row = _row(spec, "bulk", url)
+        row = new_row(spec, "bulk", url)
 
         def body(tb: Any, url: str = url, n: int = n, row: dict[str, Any] = row) -> None:
             w = run_curl(tb, url)
             curl_row(row, w, expect_size=n)
             row["_curl"] = w
 
-        _measure(row, _config(spec, f"bulk:{n}"), body)
+        measure(row, testbed_config(spec, f"bulk:{n}"), body)
         row["stats"] = {**row["stats"], "curl": row.pop("_curl", {})}
         rows.append(row)
     return rows

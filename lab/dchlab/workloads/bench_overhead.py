@@ -229,14 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.evidence:
         from dchlab.workloads import api
 
-        config = api._config
+        config = api.testbed_config
 
         def keep(*a: Any, **kw: Any) -> Any:
             cfg = config(*a, **kw)
             cfg.keep_logs = True
             return cfg
 
-        api._config = keep  # type: ignore[assignment]
+        api.testbed_config = keep  # type: ignore[assignment]
     if args.compare:
         return run_compare(args)
     return run_cli(args) if args.cli else run_inproc(args)

@@ -157,7 +157,7 @@ class CDP:
         return dict(reply.get("result", {}))
 
 
-def _launch(
+def launch_chromium(
     profile: Path, home: Path, extra: list[str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     env = {**os.environ, "HOME": str(home)}
@@ -191,7 +191,7 @@ def _launch(
         if m:
             return proc, m.group(1)
         time.sleep(0.02)
-    _stop(proc)
+    stop_chromium(proc)
     raise RuntimeError(f"chromium did not open DevTools within 20 s: {buf.decode()[-800:]}")
 
 
@@ -205,7 +205,7 @@ def prepare_profile(profile: Path) -> None:
     )
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def stop_chromium(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -423,7 +423,7 @@ def load_page(
     try:
         extra = [f"--host-resolver-rules={host_rules}"] if host_rules else []
         t0 = time.monotonic()
-        proc, ws_url = _launch(work / "profile", home, extra)
+        proc, ws_url = launch_chromium(work / "profile", home, extra)
         res.timing["launch"] = round((time.monotonic() - t0) * 1000, 1)
         try:
             asyncio.run(asyncio.wait_for(_load(ws_url, url, res, timeout_s), timeout_s + 15))
@@ -434,7 +434,7 @@ def load_page(
     finally:
         t0 = time.monotonic()
         if proc is not None:
-            _stop(proc)
+            stop_chromium(proc)
         t1 = time.monotonic()
         shutil.rmtree(work, ignore_errors=True)
         res.timing["stop"] = round((t1 - t0) * 1000, 1)

@@ -1,0 +1,142 @@
+"""What every workload on the testbed shares: the run spec, the row it fills, the
+testbed configuration of a run (with the paired seed, applied here only) and the
+frame that measures one run in a fresh testbed.
+
+workloads.api (page loads, curl phases, bulk) and apps.run (app interactions) both
+build on it; it imports neither, so the two do not import each other's internals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROW_KEYS = [
+    "workload",
+    "scheme",
+    "hbc",
+    "llc",
+    "cc",
+    "seed",
+    "trial",
+    "trace_offset_ms",
+    "page",
+    "plt_ms",
+    "valid",
+    "invalid_reason",
+    "resources_loaded",
+    "resources_failed",
+    "resources_failed_unexpected",  # failed requests outside the page's expected-missing set
+    "missing_expected",  # pageload: how many requests the corpus records it cannot answer
+    "dns_ms",
+    "connect_ms",
+    "tls_ms",
+    "ttfb_ms",
+    "transfer_ms",
+    "total_ms",
+    "size_bytes",
+    "bytes_hbc",
+    "bytes_llc",
+    "pkts_hbc",
+    "pkts_llc",
+    "stats",
+]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    scheme: str
+    hbc: str
+    llc: str
+    seed: int = 1
+    trial: int = 0
+    cc: str = "cubic"
+    server_delay_ms: float = 0.0
+    agent_args: tuple[str, ...] = field(default_factory=tuple)  # both agents
+    client_args: tuple[str, ...] = ()  # `dchannel client` only, after agent_args
+    gateway_args: tuple[str, ...] = ()  # `dchannel gateway` only, after agent_args
+    decision_logs: bool = False  # agents' decision/arrival logs -> reward error (Fig. 11)
+
+
+def paired_seed(seed: int, item: str, trial: int) -> int:
+    """Testbed seed for (seed, page/URL, trial): independent of the scheme (paired runs)."""
+    h = hashlib.sha256(f"{seed}\x00{item}\x00{trial}".encode()).digest()
+    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
+
+
+def new_row(spec: RunSpec, workload: str, page: str) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
+    row.update(
+        workload=workload,
+        scheme=spec.scheme,
+        hbc=spec.hbc,
+        llc=spec.llc,
+        cc=spec.cc,
+        seed=spec.seed,
+        trial=spec.trial,
+        page=page,
+        valid=False,
+        invalid_reason="",
+        stats={},
+    )
+    return row
+
+
+def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
+    """Bytes and packets (both directions) on the ue side of each channel's link."""
+    ue = (stats.get("interfaces") or {}).get("ue") or {}
+    out: dict[str, int | None] = {}
+    for ch in ("hbc", "llc"):
+        c = ue.get(ch)
+        out[f"bytes_{ch}"] = c["rx_bytes"] + c["tx_bytes"] if c else None
+        out[f"pkts_{ch}"] = c["rx_packets"] + c["tx_packets"] if c else None
+    return out
+
+
+def testbed_config(spec: RunSpec, item: str, corpus: Path | None = None):  # type: ignore[no-untyped-def]
+    from dchlab.testbed import TestbedConfig
+
+    return TestbedConfig(
+        scheme=spec.scheme,
+        hbc=spec.hbc,
+        llc=spec.llc,
+        cc=spec.cc,
+        seed=paired_seed(spec.seed, item, spec.trial),
+        server_delay_ms=spec.server_delay_ms,
+        corpus=corpus,
+        agent_args=list(spec.agent_args),
+        client_args=list(spec.client_args),
+        gateway_args=list(spec.gateway_args),
+        decision_logs=spec.decision_logs,
+    )
+
+
+def measure(
+    row: dict[str, Any],
+    cfg: Any,
+    body: Callable[[Any], None],
+    prepare: Callable[[Any], None] | None = None,
+    tb: Any = None,
+) -> dict[str, Any]:
+    """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters.
+    `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue hooks);
+    `tb`: a prepared testbed (dchlab.workloads.ahead) to start instead of a new one."""
+    from dchlab.testbed import Testbed, TestbedError
+
+    tb = tb or Testbed(cfg)
+    if prepare is not None:
+        prepare(tb)
+    try:
+        with tb:
+            row["trace_offset_ms"] = tb.offset_ms
+            body(tb)
+    except TestbedError as e:
+        row["valid"] = False
+        row["invalid_reason"] = f"testbed: {e}"
+    stats = tb.stats()
+    row["stats"] = stats
+    row.update(channel_counters(stats))
+    return row
