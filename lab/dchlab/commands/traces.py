@@ -87,17 +87,10 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
+    from dchlab.traces.stats import COLUMNS as keys
+
+    # headings of "file" and then of each of `keys`, in that order
     head = ["file", "span(min)", "RTT min", "p50", "p98", "mean", "CV", "up Mbit/s", "down Mbit/s"]
-    keys = [
-        "span_min",
-        "rtt_min",
-        "rtt_p50",
-        "rtt_p98",
-        "rtt_mean",
-        "rtt_cv",
-        "up_mbit",
-        "down_mbit",
-    ]
     table = [head]
     for r in rows:
         table.append([r["file"]] + [_fmt(r[k], 3 if k == "rtt_cv" else 2) for k in keys])
