@@ -85,7 +85,10 @@ def nominal_mbit(resolved: str, direction: str) -> float:
             stamps = [int(x) for x in Path(rate["mahimahi"]).read_text().split()]
             if stamps and stamps[-1] > 0:
                 return len(stamps) * 1500 * 8 / (stamps[-1] * 1000.0)
-    raise TestbedError(f"channel {resolved}: {direction} rate {rate!r} has no nominal Mbit/s")
+    raise TestbedError(
+        f"channel {resolved}: {direction} rate {rate!r} has no nominal Mbit/s (the agents' "
+        "--llc-mbit and objproxy's rates need one: give the channel a rate, e.g. fixed:5ms/2mbit)"
+    )
 
 
 def _toml_value(v: Any) -> str:
