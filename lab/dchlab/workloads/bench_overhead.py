@@ -106,6 +106,15 @@ def run_inproc(args: argparse.Namespace) -> int:
                     flush=True,
                 )
     wall = time.monotonic() - t_start
+    if args.evidence:  # the testbed prepared for a next load keeps its logs too: remove it
+        import shutil
+
+        from dchlab.workloads import ahead
+
+        kept = [item[0].run_dir for item in ahead._NEXT.values()]
+        ahead.discard()
+        for d in kept:
+            shutil.rmtree(d, ignore_errors=True)
     print(summarize(wall, rows, overheads))
     print("median per phase (ms):")
     for k, v in sorted(phase_medians(rows).items()):
