@@ -43,9 +43,9 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 }
 
 /// Client start-up: waits (at most `timeout`) until the first probe round has
-/// given one-way delays for both channels, then one more HBC one-way delay plus
-/// two publication periods, by which time the gateway has had the D-ACK and
-/// published its own estimates too. Without this, the very first packets
+/// given one-way delays for both channels, then one more HBC one-way delay (and a
+/// small margin), by which time the gateway has had the D-ACK and published its own
+/// estimates too (a first sample is published at once, see the receive half). Without this, the very first packets
 /// (typically the application's DNS query) see no estimate and take the HBC
 /// (`no_estimate`), which costs a whole HBC RTT on the first lookup.
 fn wait_for_estimates(shared: &Shared, timeout: Duration) -> bool {
@@ -53,8 +53,7 @@ fn wait_for_estimates(shared: &Shared, timeout: Duration) -> bool {
     while start.elapsed() < timeout {
         if shared.all_estimated() {
             std::thread::sleep(
-                Duration::from_nanos(shared.max_hbc_owd() + 2 * endpoint::PUBLISH_PERIOD)
-                    + Duration::from_millis(10),
+                Duration::from_nanos(shared.max_hbc_owd()) + Duration::from_millis(5),
             );
             return true;
         }

@@ -15,6 +15,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import select
 import shlex
 import signal
 import subprocess
@@ -211,6 +212,7 @@ class Supervisor:
                     os.kill(d.pid, signal.SIGTERM)
                 live.append(d)
         deadline = t0 + timeout
+        _wait_exits([d.proc for d in live], deadline)
         for d in live:
             try:
                 d.proc.wait(max(0.0, deadline - time.monotonic()))
@@ -231,3 +233,34 @@ class Supervisor:
                 if rc is not None:
                     d.stopping = True
                     self._on_failure(d, rc)
+
+
+def _wait_exits(procs: Sequence[subprocess.Popen[bytes]], deadline: float) -> None:
+    """Return as soon as every process in `procs` has exited, or at `deadline`.
+
+    `Popen.wait(timeout)` polls with sleeps that grow to 50 ms, which added up to
+    50 ms to every testbed teardown; a pidfd becomes readable the moment its process
+    exits. Reaping is left to the caller (`Popen.wait`, immediate after this)."""
+    poller = select.poll()
+    fds: dict[int, subprocess.Popen[bytes]] = {}
+    try:
+        for p in procs:
+            if p.poll() is not None:
+                continue
+            try:
+                fd = os.pidfd_open(p.pid)
+            except OSError:  # no pidfd support, or already reaped: Popen.wait copes
+                continue
+            fds[fd] = p
+            poller.register(fd, select.POLLIN)
+        while fds:
+            left_ms = (deadline - time.monotonic()) * 1000
+            if left_ms <= 0:
+                return
+            for fd, _ in poller.poll(left_ms):
+                poller.unregister(fd)
+                os.close(fd)
+                del fds[fd]
+    finally:
+        for fd in fds:
+            os.close(fd)

@@ -244,8 +244,16 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         p.rtt.heard(now, ch);
         match datagram {
             Datagram::Probe { header, kind, .. } => {
+                let had_sample = p.rtt.measured(ch, now).is_some();
                 if let Some(reply) = p.rtt.handle_probe(now, ch, kind, header.seq) {
                     self.probes.push_back((peer, reply, from));
+                }
+                // A channel's first RTT sample is published at once, not at the next
+                // 50 ms publication: until then the send half has no estimate and
+                // every packet takes the HBC, and the client agent holds READY until
+                // both agents have one (start-up cost of every lab run).
+                if !had_sample && p.rtt.measured(ch, now).is_some() {
+                    self.publish(now);
                 }
                 Ok(Admitted::Probe { peer })
             }

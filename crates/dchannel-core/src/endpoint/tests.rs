@@ -389,11 +389,9 @@ fn probes_every_500_ms_give_both_ends_both_rtts() {
             1
         );
     }
-    // Nothing published before the publication timer fires.
-    crx.handle_timeout(40 * MS);
-    assert_eq!(ctx.shared().peers()[0].rtt(Channel::Hbc), None);
-    crx.handle_timeout(50 * MS);
-    grx.handle_timeout(100 * MS);
+    // A channel's first sample is published at once, without waiting for the 50 ms
+    // publication timer: the client has both RTTs after the HBC D-SYN-ACK (40 ms),
+    // the gateway after the HBC D-ACK (60 ms), and no timer has run since t = 0.
     for (shared, who) in [(crx.shared(), "client"), (grx.shared(), "gateway")] {
         let p = &shared.peers()[0];
         assert_eq!(p.rtt(Channel::Hbc), Some(40 * MS), "{who}");
