@@ -125,7 +125,9 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
         log: log.clone(),
         arrivals: arrivals.clone(),
         max_datagram: common.outer_mtu.max(1500) + 64,
+        final_publish: agent::FinalPublish::new().context("eventfd")?,
     });
+    let io_stats = Arc::clone(&io);
     let sigs = block_signals();
     let io_tx = Arc::clone(&io);
     std::thread::Builder::new()
@@ -157,8 +159,13 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
     }
     let sig = wait_for_signal(&sigs);
     tracing::info!("signal {sig}: writing stats and exiting");
-    // Give the receive thread's 50 ms publication a chance to include the last packets.
-    std::thread::sleep(Duration::from_millis(60));
+    // Datagrams the peer sent just before it was stopped too (the lab stops both
+    // agents together) land within a few ms on any path the lab uses; then the
+    // receive thread drains its sockets and publishes its reorder stats once more.
+    std::thread::sleep(Duration::from_millis(5));
+    if !io_stats.final_publish.request(Duration::from_millis(200)) {
+        tracing::warn!("receive thread did not publish within 200 ms: stats may be stale");
+    }
     if let Some(l) = &log {
         l.flush();
     }

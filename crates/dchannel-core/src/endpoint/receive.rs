@@ -346,6 +346,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         }
     }
 
+    /// Publishes estimates, liveness and reorder stats to [`Shared`] now, outside
+    /// the 50 ms rhythm (the driver's last act before the stats are written).
+    pub fn publish_now(&mut self, now: Nanos) {
+        self.publish(now);
+    }
+
     fn publish(&mut self, now: Nanos) {
         for (p, link) in self.peers.iter_mut().zip(self.shared.peers()) {
             for ch in Channel::ALL {
