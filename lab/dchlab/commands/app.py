@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs, specs
+from dchlab.run_options import run_specs
+from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
 
 
 def _show(row: dict[str, Any]) -> str:
@@ -65,7 +66,7 @@ def cmd_app(args: argparse.Namespace) -> int:
     for p in profiles:
         for inter in inters:
             for trial in range(args.trials):
-                for spec in specs(args, trial):
+                for spec in run_specs(args, trial):
                     label = f"{spec.scheme} {p.name}/{inter} #{trial}"
                     jobs.append((label, lambda s=spec, p=p, i=inter: [app(s, p, i, args.timeout)]))
     return run_jobs(jobs, args, _show)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dchlab.workloads.cli_common import add_common, fmt_ms, parse_size, run_jobs, specs
+from dchlab.run_options import run_specs
+from dchlab.workloads.cli_common import add_common, fmt_ms, parse_size, run_jobs
 
 DEFAULT_SIZES = "10KB,100KB,1MB,10MB,100MB"
 
@@ -27,7 +28,7 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     jobs = []
     for size in sizes:
         for trial in range(args.trials):
-            for spec in specs(args, trial):
+            for spec in run_specs(args, trial):
                 jobs.append(
                     (f"{spec.scheme} {size} B #{trial}", lambda s=spec, n=size: bulk(s, [n]))
                 )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs, specs
+from dchlab.run_options import run_specs
+from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
 
 
 def _show(row: dict[str, Any]) -> str:
@@ -25,7 +26,7 @@ def cmd_curl_phases(args: argparse.Namespace) -> int:
 
     jobs = []
     for trial in range(args.trials):
-        for spec in specs(args, trial):
+        for spec in run_specs(args, trial):
             jobs.append((f"{spec.scheme} #{trial}", lambda s=spec: [curl_phases(s, args.url)]))
     return run_jobs(jobs, args, _show)
 

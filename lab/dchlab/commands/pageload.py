@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs, specs
+from dchlab.run_options import run_specs
+from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
 
 
 def _show(row: dict[str, Any]) -> str:
@@ -32,7 +33,7 @@ def cmd_pageload(args: argparse.Namespace) -> int:
     # Order: page, trial, scheme — schemes of one (page, trial) run back to back, so a
     # partial run still holds complete paired comparisons.
     todo = [(name, trial, spec) for name in names for trial in range(args.trials)
-            for spec in specs(args, trial)]  # fmt: skip
+            for spec in run_specs(args, trial)]  # fmt: skip
     for i, (name, trial, spec) in enumerate(todo):
         label = f"{spec.scheme} {name} #{trial}"
         more = i + 1 < len(todo)  # the last load prepares no testbed for a next one

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 
+from dchlab import run_options
 from dchlab.testbed import (
     Testbed,
     TestbedConfig,
@@ -27,48 +28,13 @@ log = logging.getLogger(__name__)
 
 
 def add_testbed_args(p: argparse.ArgumentParser) -> None:
-    """The options every command that builds a testbed shares."""
-    p.add_argument(
-        "--scheme",
-        default="dchannel",
-        help="what runs on ue/gw (default dchannel; `dch shell --list` lists all)",
-    )
-    p.add_argument(
-        "--hbc",
-        default="fixed:40ms/200mbit",
-        metavar="CH",
-        help="high-bandwidth channel: preset, profile .toml, or fixed:<rtt>ms/<rate>mbit (default %(default)s)",
-    )
-    p.add_argument(
-        "--llc",
-        default="urllc",
-        metavar="CH",
-        help="low-latency channel (default %(default)s = 5 ms RTT, 2 Mbit/s)",
-    )
-    p.add_argument(
-        "--cc",
-        default="cubic",
-        choices=["cubic", "bbr"],
-        help="TCP congestion control in every namespace (default cubic)",
-    )
-    p.add_argument(
-        "--seed", type=int, default=1, help="trace start offset and emulator randomness (default 1)"
-    )
-    p.add_argument(
-        "--server-delay-ms",
-        type=float,
-        default=0.0,
-        metavar="X",
-        help="extra one-way delay between gw and srv (default 0)",
-    )
+    """The testbed options (dchlab.run_options) and the shell's own --corpus/--host."""
+    run_options.add_testbed_args(p)
     p.add_argument(
         "--corpus",
         help="page corpus directory: its origins get addresses and DNS records, webreplay serves it",
     )
     p.add_argument("--host", action="append", default=[], metavar="NAME", help="extra host name for DNS and webreplay (repeatable; next free address in 198.19.128.0/17)")  # fmt: skip
-    p.add_argument("--agent-arg", action="append", default=[], metavar="ARG", help="extra argument for both agents (repeatable), e.g. --agent-arg=--reorder --agent-arg=off")  # fmt: skip
-    p.add_argument("--client-arg", action="append", default=[], metavar="ARG", help="extra argument for the client agent on ue only, after the --agent-arg ones (repeatable), e.g. --client-arg=--reorder --client-arg=off")  # fmt: skip
-    p.add_argument("--gateway-arg", action="append", default=[], metavar="ARG", help="extra argument for the gateway agent on gw only, after the --agent-arg ones (repeatable); --gateway-arg=--reorder --gateway-arg=off keeps the reorder buffer at the client only. Give a value that starts with - as --X-arg=VALUE; a flag may reach an agent once (not in --agent-arg and per role too)")  # fmt: skip
 
 
 def config_from_args(args: argparse.Namespace) -> TestbedConfig:
@@ -82,8 +48,8 @@ def config_from_args(args: argparse.Namespace) -> TestbedConfig:
         corpus=args.corpus,
         hosts=list(args.host) or None,
         agent_args=list(args.agent_arg),
-        client_args=list(getattr(args, "client_arg", [])),
-        gateway_args=list(getattr(args, "gateway_arg", [])),
+        client_args=list(args.client_arg),
+        gateway_args=list(args.gateway_arg),
         stats_path=getattr(args, "stats", None),
         keep_logs=getattr(args, "keep_logs", False),
         pcap_dir=getattr(args, "pcap", None),

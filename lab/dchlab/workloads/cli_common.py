@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dchlab import units
-from dchlab.workloads.api import RunSpec
+from dchlab.run_options import add_testbed_args
 
 log = logging.getLogger(__name__)
 
@@ -25,21 +25,8 @@ def parse_size(text: str) -> int:
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--scheme",
-        default="dchannel",
-        help="comma-separated schemes, e.g. all-hbc,dchannel,mptcp (default dchannel; "
-        "`dch shell --help` lists them)",
-    )
-    p.add_argument("--hbc", default="fixed:40ms/200mbit", help="HBC channel (default embb)")
-    p.add_argument("--llc", default="urllc", help="LLC channel (default urllc)")
-    p.add_argument("--cc", default="cubic", choices=["cubic", "bbr"], help="TCP congestion control")
-    p.add_argument("--seed", type=int, default=1, help="seed of the trace offsets (paired runs)")
+    add_testbed_args(p, several_schemes=True)
     p.add_argument("--trials", type=int, default=1, help="trials per item (default 1)")
-    p.add_argument(
-        "--server-delay-ms", type=float, default=0.0, help="extra one-way gw<->srv delay"
-    )
-    p.add_argument("--agent-arg", action="append", default=[], help="extra agent argument")
     p.add_argument("--json", action="store_true", help="one JSON object per measurement")
     p.add_argument("--no-store", action="store_true", help="do not append to the results store")
     p.add_argument("--store", help="results store path (default: the lab's store)")
@@ -59,23 +46,6 @@ def check_schemes(args: argparse.Namespace) -> str | None:
     except TestbedError as e:
         return str(e)
     return None
-
-
-def specs(args: argparse.Namespace, trial: int) -> list[RunSpec]:
-    return [
-        RunSpec(
-            scheme=s.strip(),
-            hbc=args.hbc,
-            llc=args.llc,
-            seed=args.seed,
-            trial=trial,
-            cc=args.cc,
-            server_delay_ms=args.server_delay_ms,
-            agent_args=tuple(args.agent_arg),
-        )
-        for s in args.scheme.split(",")
-        if s.strip()
-    ]
 
 
 def store_rows(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
