@@ -20,7 +20,7 @@ use dchannel_core::{Channel, Nanos, MS};
 use std::fs::File;
 use std::io::ErrorKind;
 use std::net::UdpSocket;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
@@ -42,48 +42,7 @@ pub struct Io {
     /// Largest datagram we expect (outer MTU minus outer IP/UDP headers, with margin).
     pub max_datagram: usize,
     /// Asks the receive thread for a last publication before the stats are written.
-    pub final_publish: FinalPublish,
-}
-
-/// The main thread's request for a last publication of the receive half's state
-/// (reorder stats), answered by the receive thread at once: an eventfd in its
-/// poll set, and a flag it sets when done. Without it the stats written at exit
-/// could miss up to one 50 ms publication period, and waiting that long cost
-/// every lab run 60 ms of teardown.
-pub struct FinalPublish {
-    wake: std::os::fd::OwnedFd,
-    done: std::sync::atomic::AtomicBool,
-}
-
-impl FinalPublish {
-    /// A new request channel (an eventfd).
-    pub fn new() -> std::io::Result<Self> {
-        // SAFETY: plain syscall; the fd is owned below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Self {
-            // SAFETY: fd is a fresh descriptor that nothing else owns.
-            wake: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
-            done: std::sync::atomic::AtomicBool::new(false),
-        })
-    }
-
-    /// Main thread: asks for the publication and waits for it (at most `timeout`).
-    pub fn request(&self, timeout: std::time::Duration) -> bool {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writing 8 bytes from a valid buffer to our eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
-        let start = Instant::now();
-        while !self.done.load(std::sync::atomic::Ordering::Acquire) {
-            if start.elapsed() >= timeout {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_micros(200));
-        }
-        true
-    }
+    pub final_publish: crate::final_publish::FinalPublish,
 }
 
 impl Io {
@@ -164,7 +123,7 @@ pub fn run_receiver(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, TokenAuth>) {
     let mut pfds = [
         pollfd(io.socks[0].as_raw_fd()),
         pollfd(io.socks[1].as_raw_fd()),
-        pollfd(io.final_publish.wake.as_raw_fd()),
+        pollfd(io.final_publish.fd()),
     ];
     loop {
         let now = io.now();
@@ -216,13 +175,8 @@ pub fn run_receiver(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, TokenAuth>) {
         }
         // After the sockets were drained, so that what had arrived is counted.
         if pfds[2].revents != 0 {
-            let mut v = [0u8; 8];
-            // SAFETY: reading 8 bytes into a valid buffer from our eventfd.
-            unsafe { libc::read(pfds[2].fd, v.as_mut_ptr().cast(), 8) };
             rx.publish_now(io.now());
-            io.final_publish
-                .done
-                .store(true, std::sync::atomic::Ordering::Release);
+            io.final_publish.answer();
         }
     }
 }

@@ -5,6 +5,7 @@ mod arrival_log;
 mod cli;
 mod config;
 mod decision_log;
+mod final_publish;
 mod metrics;
 mod net;
 mod stats;
@@ -125,7 +126,7 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
         log: log.clone(),
         arrivals: arrivals.clone(),
         max_datagram: common.outer_mtu.max(1500) + 64,
-        final_publish: agent::FinalPublish::new().context("eventfd")?,
+        final_publish: final_publish::FinalPublish::new().context("eventfd")?,
     });
     let io_stats = Arc::clone(&io);
     let sigs = block_signals();
