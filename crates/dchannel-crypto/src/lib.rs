@@ -84,43 +84,12 @@ pub use keys::{PrivateKey, PublicKey};
 pub use peers::{Config, Limits, Opened, PeerId, Peers, Transmit};
 
 /// Monotonic time in nanoseconds since an epoch the driver picks (it never goes back).
-pub type Nanos = u64;
+pub use dchannel_base::Nanos;
 
 /// Nanoseconds per second.
 pub const SECOND: Nanos = 1_000_000_000;
 
-/// The channel a datagram travels on. Part of every transport nonce, so a datagram
-/// moved from one channel to the other fails authentication.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Channel {
-    /// The high-bandwidth channel.
-    Hbc = 0,
-    /// The low-latency channel.
-    Llc = 1,
-}
-
-impl Channel {
-    /// Both channels, in index order.
-    pub const ALL: [Channel; 2] = [Channel::Hbc, Channel::Llc];
-
-    /// 0 for the HBC, 1 for the LLC.
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The other channel.
-    pub fn other(self) -> Channel {
-        match self {
-            Channel::Hbc => Channel::Llc,
-            Channel::Llc => Channel::Hbc,
-        }
-    }
-
-    /// Lower-case name (`hbc`, `llc`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Channel::Hbc => "hbc",
-            Channel::Llc => "llc",
-        }
-    }
-}
+/// The channel a datagram travels on (the project's one definition). Part of every
+/// transport nonce, so a datagram moved from one channel to the other fails
+/// authentication.
+pub use dchannel_base::Channel;
