@@ -179,6 +179,10 @@ def with_provenance(row: dict[str, Any], campaign: str | None) -> dict[str, Any]
     out["row_id"] = uuid.uuid4().hex
     out["ts"] = _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
     out["campaign"] = campaign
+    # How busy the machine was when the row was stored: a campaign that shared the
+    # machine with other work can be told apart (and filtered) afterwards.
+    out["host_load1"] = os.getloadavg()[0]
+    out["host_cpus"] = os.cpu_count()
     scheme = row.get("scheme")
     if isinstance(scheme, str):
         name, params = parse_scheme(scheme)
