@@ -121,6 +121,8 @@ impl DirectionIo {
                         match reason {
                             chanemu::pipeline::DropReason::Loss => stats.pkts_dropped_loss += 1,
                             chanemu::pipeline::DropReason::Queue => stats.pkts_dropped_queue += 1,
+                            chanemu::pipeline::DropReason::Outage => stats.pkts_dropped_outage += 1,
+                            chanemu::pipeline::DropReason::Burst => stats.pkts_dropped_burst += 1,
                         }
                         if let Some(log) = &self.log {
                             let depth = self.pipe.queue_depth(t);

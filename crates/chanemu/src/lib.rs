@@ -11,6 +11,7 @@
 pub mod delay;
 pub mod drx;
 pub mod loss;
+pub mod outage;
 pub mod pipeline;
 pub mod profile;
 pub mod queue;

@@ -1,4 +1,8 @@
-//! One direction of a channel: loss → rate/queue → delay → radio sleep.
+//! One direction of a channel: faults → loss → rate/queue → delay → radio sleep.
+//!
+//! The fault stage (outages, loss bursts) judges a packet twice: when it enters
+//! (nothing enters a dead link) and once its release time is known (nothing leaves
+//! a dead link); see `outage.rs`.
 //!
 //! `push` runs a packet through every stage at its arrival and fixes its release
 //! time (each stage's output depends only on earlier packets, so nothing is
@@ -10,6 +14,7 @@
 use crate::delay::DelayStage;
 use crate::drx::Drx;
 use crate::loss::Loss;
+use crate::outage::{FaultDrop, Faults};
 use crate::queue::RateQueue;
 use crate::time::Nanos;
 use std::collections::VecDeque;
@@ -21,6 +26,10 @@ pub enum DropReason {
     Loss,
     /// The queue was full (drop-tail).
     Queue,
+    /// The link was down when the packet entered or would have left it.
+    Outage,
+    /// A loss burst drew it.
+    Burst,
 }
 
 impl DropReason {
@@ -29,6 +38,8 @@ impl DropReason {
         match self {
             DropReason::Loss => "drop_loss",
             DropReason::Queue => "drop_queue",
+            DropReason::Outage => "drop_outage",
+            DropReason::Burst => "drop_burst",
         }
     }
 }
@@ -48,8 +59,18 @@ pub struct Scheduled<P> {
     pub depth: u32,
 }
 
-/// One direction of a channel: loss, rate/queue, delay, radio sleep.
+impl From<FaultDrop> for DropReason {
+    fn from(f: FaultDrop) -> Self {
+        match f {
+            FaultDrop::Outage => DropReason::Outage,
+            FaultDrop::Burst => DropReason::Burst,
+        }
+    }
+}
+
+/// One direction of a channel: faults, loss, rate/queue, delay, radio sleep.
 pub struct Pipeline<P> {
+    faults: Option<Faults>,
     loss: Loss,
     queue: RateQueue,
     delay: DelayStage,
@@ -65,8 +86,15 @@ impl<P> Pipeline<P> {
             queue,
             delay,
             drx,
+            faults: None,
             out: VecDeque::with_capacity(1024),
         }
+    }
+
+    /// The same pipeline with a fault stage in front (outages, loss bursts).
+    pub fn with_faults(mut self, faults: Faults) -> Self {
+        self.faults = Some(faults);
+        self
     }
 
     /// A packet of `size` bytes arrives at `now`. On drop the payload is handed back.
@@ -76,6 +104,11 @@ impl<P> Pipeline<P> {
         size: u32,
         payload: P,
     ) -> Result<(Nanos, u32), (DropReason, P)> {
+        if let Some(f) = &mut self.faults {
+            if let Err(why) = f.admit(now) {
+                return Err((why.into(), payload));
+            }
+        }
         if self.loss.drop_next() {
             return Err((DropReason::Loss, payload));
         }
@@ -88,6 +121,12 @@ impl<P> Pipeline<P> {
             // max keeps them ordered after DRX too.
             let prev = self.out.back().map_or(0, |p| p.release);
             release = drx.deliver(release).max(prev);
+        }
+        if let Some(f) = &self.faults {
+            // it took its place in the queue, but the link is dead when it would leave
+            if !f.delivers(release) {
+                return Err((DropReason::Outage, payload));
+            }
         }
         self.out.push_back(Scheduled {
             payload,
@@ -209,6 +248,38 @@ mod tests {
         assert_eq!(p.push(101 * MS, 100, 3).unwrap().0, 115 * MS);
         p.note_peer_activity(300 * MS);
         assert_eq!(p.push(310 * MS, 100, 4).unwrap().0, 315 * MS);
+    }
+
+    #[test]
+    fn outage_drops_what_enters_or_would_leave_while_down() {
+        use crate::outage::{FaultSpec, Window};
+        // 12 Mbit/s (1 ms per 1500 B) + 20 ms one-way; down from 100 to 200 ms
+        let down = Window {
+            from: 100 * MS,
+            to: 200 * MS,
+        };
+        let mut p = pipe(
+            Capacity::Constant(12_000_000),
+            QueueLimit::Packets(800),
+            20 * MS,
+            0.0,
+            None,
+        )
+        .with_faults(Faults::new(
+            FaultSpec::new(vec![down], vec![], None).unwrap(),
+            1,
+            3,
+        ));
+        // leaves at 58 + 1 + 20 = 79 ms: delivered
+        assert_eq!(p.push(58 * MS, 1500, 2), Ok((79 * MS, 0)));
+        // leaves at 80 + 1 + 20 = 101 ms: inside → lost in flight
+        assert_eq!(p.push(80 * MS, 1500, 1), Err((DropReason::Outage, 1)));
+        // enters while down
+        assert_eq!(p.push(150 * MS, 1500, 3), Err((DropReason::Outage, 3)));
+        assert_eq!(p.push(199 * MS, 1500, 4), Err((DropReason::Outage, 4)));
+        // the first packet after the outage goes through: 200 + 1 + 20
+        assert_eq!(p.push(200 * MS, 1500, 5), Ok((221 * MS, 0)));
+        assert_eq!(p.in_flight(), 2);
     }
 
     #[test]

@@ -5,10 +5,11 @@
 use crate::delay::{DelayModel, DelayStage};
 use crate::drx::Drx;
 use crate::loss::Loss;
+use crate::outage::{Burst, FaultSpec, Faults, Window};
 use crate::pipeline::Pipeline;
 use crate::queue::{QueueLimit, RateQueue};
 use crate::rate::{Capacity, RateSchedule};
-use crate::time::{ms_f64, Nanos};
+use crate::time::{ms_f64, to_ms, Nanos};
 use crate::trace::capacity::CapacitySeries;
 use crate::trace::mahimahi::MahimahiTrace;
 use crate::trace::read_text;
@@ -81,6 +82,8 @@ pub struct DirSpec {
     pub loss: f64,
     /// (inactivity_ms, wake_period_ms)
     pub drx: Option<(f64, f64)>,
+    /// Outages and loss bursts (run time; empty: none).
+    pub faults: FaultSpec,
 }
 
 /// A channel profile (docs/formats.md).
@@ -129,6 +132,32 @@ struct RawDir {
     queue: Option<Spanned<toml::Value>>,
     loss: Option<Spanned<f64>>,
     drx: Option<Spanned<RawDrx>>,
+    faults: Option<Spanned<RawFaults>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFaults {
+    repeat_ms: Option<f64>,
+    #[serde(default)]
+    down: Vec<RawWindow>,
+    #[serde(default)]
+    loss_bursts: Vec<RawBurst>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWindow {
+    from_ms: f64,
+    to_ms: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBurst {
+    from_ms: f64,
+    to_ms: f64,
+    loss: f64,
 }
 
 #[derive(Deserialize)]
@@ -224,6 +253,7 @@ impl Profile {
             queue: QueueLimit::default(),
             loss: 0.0,
             drx: None,
+            faults: FaultSpec::default(),
         };
         Ok(Some(Profile {
             name: arg.to_string(),
@@ -297,12 +327,17 @@ impl Profile {
             (Direction::Downlink, Some((i, w))) => Some(Drx::new(ms_f64(i), ms_f64(w))),
             _ => None,
         };
-        Pipeline::new(
+        let pipe = Pipeline::new(
             Loss::new(spec.loss, seed, sid),
             RateQueue::new(spec.queue, RateSchedule::new(spec.rate.clone(), offset)),
             DelayStage::new(model),
             drx,
-        )
+        );
+        if spec.faults.is_empty() {
+            pipe
+        } else {
+            pipe.with_faults(Faults::new(spec.faults.clone(), seed, 20 + sid))
+        }
     }
 
     /// The resolved profile as JSON (for `chanemu check-profile` and logs).
@@ -341,13 +376,30 @@ impl Profile {
             let drx = d
                 .drx
                 .map(|(i, w)| json!({"inactivity_ms": i, "wake_period_ms": w}));
-            json!({"rate": rate, "queue": queue, "loss": d.loss, "drx": drx})
+            json!({"rate": rate, "queue": queue, "loss": d.loss, "drx": drx, "faults": faults_json(&d.faults)})
         };
         json!({
             "name": self.name, "description": self.description, "delay": delay,
             "uplink": dir(&self.uplink), "downlink": dir(&self.downlink)
         })
     }
+}
+
+/// `null` without faults, else the schedule in ms (what `check-profile` prints).
+fn faults_json(f: &FaultSpec) -> serde_json::Value {
+    if f.is_empty() && f.repeat.is_none() {
+        return serde_json::Value::Null;
+    }
+    let w = |w: &Window| json!({"from_ms": to_ms(w.from), "to_ms": to_ms(w.to)});
+    json!({
+        "repeat_ms": f.repeat.map(to_ms),
+        "down": f.down.iter().map(w).collect::<Vec<_>>(),
+        "loss_bursts": f.bursts.iter().map(|b| {
+            let mut j = w(&b.window);
+            j["loss"] = json!(b.loss);
+            j
+        }).collect::<Vec<_>>(),
+    })
 }
 
 fn trace_err(e: crate::trace::TraceError) -> ProfileError {
@@ -483,12 +535,60 @@ fn parse_dir(cx: &Ctx, dir: &str, d: &RawDir) -> Result<DirSpec, ProfileError> {
             Some((r.inactivity_ms, r.wake_period_ms))
         }
     };
+    let faults = match &d.faults {
+        None => FaultSpec::default(),
+        Some(f) => parse_faults(cx, dir, f)?,
+    };
     Ok(DirSpec {
         rate,
         rate_source,
         queue,
         loss,
         drx,
+        faults,
+    })
+}
+
+/// `<dir>.faults`: times in ms ≥ 0 (run time), checked by [`FaultSpec::new`].
+fn parse_faults(cx: &Ctx, dir: &str, f: &Spanned<RawFaults>) -> Result<FaultSpec, ProfileError> {
+    let field = format!("{dir}.faults");
+    let r = f.get_ref();
+    let ms = |v: f64, name: String| -> Result<Nanos, ProfileError> {
+        // 1e12 ms (31 years) keeps the ns in u64 with room to spare
+        if v.is_finite() && (0.0..=1e12).contains(&v) {
+            Ok(ms_f64(v))
+        } else {
+            cx.err(
+                f.span(),
+                &format!("{field}.{name}"),
+                format!("expected ms in [0, 1e12], got {v}"),
+            )
+        }
+    };
+    let mut down = Vec::new();
+    for (i, w) in r.down.iter().enumerate() {
+        down.push(Window {
+            from: ms(w.from_ms, format!("down[{i}].from_ms"))?,
+            to: ms(w.to_ms, format!("down[{i}].to_ms"))?,
+        });
+    }
+    let mut bursts = Vec::new();
+    for (i, b) in r.loss_bursts.iter().enumerate() {
+        bursts.push(Burst {
+            window: Window {
+                from: ms(b.from_ms, format!("loss_bursts[{i}].from_ms"))?,
+                to: ms(b.to_ms, format!("loss_bursts[{i}].to_ms"))?,
+            },
+            loss: b.loss,
+        });
+    }
+    let repeat = match r.repeat_ms {
+        None => None,
+        Some(v) => Some(ms(v, "repeat_ms".into())?),
+    };
+    FaultSpec::new(down, bursts, repeat).or_else(|msg| {
+        let (name, what) = msg.split_once(": ").unwrap_or(("", &msg));
+        cx.err(f.span(), &format!("{field}.{name}"), what)
     })
 }
 
@@ -768,6 +868,77 @@ drx = { inactivity_ms = 30, wake_period_ms = 40 }
             .unwrap_err()
             .to_string();
         assert!(e.contains("x.rtt.csv:4: field `t_ms`"), "{e}");
+    }
+
+    #[test]
+    fn faults_parse_run_and_print() {
+        let d = fixture();
+        let text = FULL.replace(
+            "drx = { inactivity_ms = 30, wake_period_ms = 40 }\n",
+            "drx = { inactivity_ms = 30, wake_period_ms = 40 }\n\
+             faults = { repeat_ms = 10000, down = [{ from_ms = 2000, to_ms = 4000 }], \
+             loss_bursts = [{ from_ms = 5000, to_ms = 5500.5, loss = 1.0 }] }\n",
+        );
+        let p = Profile::resolve(write(d.path(), "f.toml", &text).to_str().unwrap()).unwrap();
+        assert!(p.uplink.faults.is_empty());
+        let f = &p.downlink.faults;
+        assert_eq!(
+            f.down,
+            vec![Window {
+                from: 2000 * MS,
+                to: 4000 * MS
+            }]
+        );
+        assert_eq!(f.bursts[0].window.to, 5_500_500_000);
+        assert_eq!(f.repeat, Some(10_000 * MS));
+        let mut down = p.pipeline::<u8>(Direction::Downlink, 1, 0);
+        assert!(down.push(100 * MS, 100, 0).is_ok());
+        assert_eq!(
+            down.push(2100 * MS, 100, 1).unwrap_err().0.as_str(),
+            "drop_outage"
+        );
+        assert_eq!(
+            down.push(5100 * MS, 100, 2).unwrap_err().0.as_str(),
+            "drop_burst"
+        );
+        assert_eq!(
+            down.push(12_100 * MS, 100, 3).unwrap_err().0.as_str(),
+            "drop_outage"
+        );
+        let mut up = p.pipeline::<u8>(Direction::Uplink, 1, 0);
+        assert!(up.push(2100 * MS, 100, 0).is_ok());
+        let j = p.to_json();
+        assert_eq!(j["uplink"]["faults"], serde_json::Value::Null);
+        assert_eq!(j["downlink"]["faults"]["down"][0]["to_ms"], 4000.0);
+        assert_eq!(j["downlink"]["faults"]["loss_bursts"][0]["to_ms"], 5500.5);
+        assert_eq!(j["downlink"]["faults"]["repeat_ms"], 10000.0);
+    }
+
+    #[test]
+    fn refuses_bad_faults_naming_the_entry() {
+        let with = |faults: &str| {
+            refuse(&FULL.replace("[downlink]\n", &format!("[downlink]\nfaults = {faults}\n")))
+        };
+        let e = with("{ down = [{ from_ms = 4000, to_ms = 2000 }] }");
+        assert!(
+            e.contains("p.toml:15: field `downlink.faults.down[0]`: expected to_ms > from_ms"),
+            "{e}"
+        );
+        let e = with("{ down = [{ from_ms = 0, to_ms = 10 }, { from_ms = 5, to_ms = 20 }] }");
+        assert!(
+            e.contains("`downlink.faults.down[1]`") && e.contains("overlap"),
+            "{e}"
+        );
+        let e = with("{ down = [{ from_ms = -1, to_ms = 10 }] }");
+        assert!(e.contains("`downlink.faults.down[0].from_ms`"), "{e}");
+        let e = with("{ loss_bursts = [{ from_ms = 0, to_ms = 10, loss = 2 }] }");
+        assert!(e.contains("`downlink.faults.loss_bursts[0].loss`"), "{e}");
+        let e = with("{ repeat_ms = 5, down = [{ from_ms = 0, to_ms = 10 }] }");
+        assert!(e.contains("after repeat_ms"), "{e}");
+        let e = with("{ down = [{ from_ms = 0, until_ms = 10 }] }");
+        assert!(e.contains("unknown field `until_ms`"), "{e}");
+        let e = with("{ outages = [] }");
+        assert!(e.contains("unknown field `outages`"), "{e}");
     }
 
     #[test]

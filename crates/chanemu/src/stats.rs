@@ -105,6 +105,10 @@ pub struct DirStats {
     pub pkts_dropped_queue: u64,
     /// Packets dropped by the loss stage.
     pub pkts_dropped_loss: u64,
+    /// Packets lost to an outage (sent into, or in flight on, a dead link).
+    pub pkts_dropped_outage: u64,
+    /// Packets dropped by a loss burst.
+    pub pkts_dropped_burst: u64,
     /// Emulated delay (release − arrival), µs.
     pub delay_us: Histogram,
     /// Actual write time − scheduled release, µs (driver precision).
@@ -121,6 +125,7 @@ impl DirStats {
             "pkts_in": self.pkts_in, "bytes_in": self.bytes_in,
             "pkts_out": self.pkts_out, "bytes_out": self.bytes_out,
             "pkts_dropped_queue": self.pkts_dropped_queue, "pkts_dropped_loss": self.pkts_dropped_loss,
+            "pkts_dropped_outage": self.pkts_dropped_outage, "pkts_dropped_burst": self.pkts_dropped_burst,
             "delay_ms": {"p50": ms(d, 0.5), "p90": ms(d, 0.9), "p99": ms(d, 0.99), "max": d.max() as f64 / 1000.0},
             "release_error_ms": {"p50": ms(e, 0.5), "p99": ms(e, 0.99), "max": e.max() as f64 / 1000.0},
         })
@@ -130,8 +135,9 @@ impl DirStats {
     pub fn human(&self, name: &str) -> String {
         let d = &self.delay_us;
         format!(
-            "{name:>8}: in {} pkts / {} B, out {} pkts / {} B, dropped {} (queue) + {} (loss); delay ms p50 {:.3} p99 {:.3} max {:.3}; release error ms p99 {:.3}",
+            "{name:>8}: in {} pkts / {} B, out {} pkts / {} B, dropped {} (queue) + {} (loss) + {} (outage) + {} (burst); delay ms p50 {:.3} p99 {:.3} max {:.3}; release error ms p99 {:.3}",
             self.pkts_in, self.bytes_in, self.pkts_out, self.bytes_out, self.pkts_dropped_queue, self.pkts_dropped_loss,
+            self.pkts_dropped_outage, self.pkts_dropped_burst,
             d.quantile(0.5) as f64 / 1e3, d.quantile(0.99) as f64 / 1e3, d.max() as f64 / 1e3,
             self.release_error_us.quantile(0.99) as f64 / 1e3,
         )
