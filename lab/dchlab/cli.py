@@ -69,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         log.debug("%s: %s", type(e).__name__, e, exc_info=True)
         print(f"dch {args.command}: error: {e}", file=sys.stderr)
         return e.exit_code
+    except KeyboardInterrupt:
+        # Ctrl-C: whatever was running has cleaned up on its way out; no traceback.
+        print(f"dch {args.command}: interrupted", file=sys.stderr)
+        return 130
     return int(result or 0)
 
 

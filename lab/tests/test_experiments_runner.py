@@ -65,3 +65,52 @@ def test_interrupted_run_keeps_what_it_measured(campaign, tmp_path):
     assert stored == set(calls[:4])
     s = runner.run_campaign(campaign, store_path=db, executor=fake)  # resume
     assert (s.skipped, s.measured) == (4, 8)
+
+
+def test_testbed_interrupted_stops_the_campaign_without_error_rows(campaign, tmp_path):
+    """SIGTERM during a load (the testbed raises TestbedInterrupted) stops the run; it
+    is not recorded as a failed cell and the campaign does not go on to the next one."""
+    from dchlab.testbed import TestbedInterrupted
+
+    calls = []
+
+    def terminated(c, g):
+        calls.append(g.cells[0])
+        if len(calls) == 4:  # the first scheme of the second pair
+            raise TestbedInterrupted("testbed dtb0 interrupted by SIGTERM")
+        return fake(c, g)
+
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(TestbedInterrupted) as exc:
+        runner.run_campaign(campaign, store_path=db, executor=terminated)
+    assert exc.value.exit_code == 143
+    assert len(calls) == 4  # nothing ran after the signal
+    rows = store.load_rows("runner-test", store=db)
+    assert {r["cell"] for r in rows} == set(calls[:3])
+    assert not [r for r in rows if r.get("error")]
+
+
+def test_sigterm_between_loads_stores_rows_and_resumes(campaign, tmp_path):
+    """SIGTERM with no testbed open reaches the runner's own handler: the buffered
+    pair is stored (no silent death) and the same command resumes where it stopped."""
+    import os
+    import signal
+
+    calls = []
+
+    def signalled(c, g):
+        calls.append(g.cells[0])
+        if len(calls) == 5:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled before this returns
+        return fake(c, g)
+
+    db = tmp_path / "s.duckdb"
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(runner.CampaignStopped) as exc:
+        runner.run_campaign(campaign, store_path=db, executor=signalled)
+    assert exc.value.exit_code == 143
+    assert signal.getsignal(signal.SIGTERM) is before  # handler restored
+    stored = {r["cell"] for r in store.load_rows("runner-test", store=db)}
+    assert stored == set(calls[:4])
+    s = runner.run_campaign(campaign, store_path=db, executor=fake)
+    assert (s.skipped, s.measured) == (4, 8)

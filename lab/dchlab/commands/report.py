@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
-from dchlab.experiments import store
+from dchlab.experiments import publish, store
 from dchlab.experiments.report import build_report, campaign_files, default_output
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     files = [Path(f) for f in args.files] if args.files else campaign_files()
+    if args.published:
+        return _report_published(args, files)
     if not store.resolve_path(args.store).exists():
         print(
             f"dch report: note: no results store at {store.resolve_path(args.store)}; "
@@ -19,6 +22,34 @@ def cmd_report(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     out = build_report(args.store, args.output, files, with_channels=not args.no_channels)
+    print(out)
+    return 0
+
+
+def _report_published(args: argparse.Namespace, files: list[Path]) -> int:
+    """The report from results/published/*.parquet alone: nothing runs, no store needed."""
+    if args.store:
+        print("dch report: --published and --store exclude each other", file=sys.stderr)
+        return 2
+    parquet = publish.published_files()
+    if not parquet:
+        print(
+            f"dch report: note: nothing published in {publish.published_dir()} yet "
+            "(`dch publish CAMPAIGN` or `dch run --publish FILE` writes it)",
+            file=sys.stderr,
+        )
+    db = publish.published_store(parquet)
+    try:
+        names = ", ".join(p.name for p in parquet) or "none"
+        out = build_report(
+            db,
+            args.output,
+            files,
+            with_channels=not args.no_channels,
+            source=f"{publish.published_dir()} ({names})",
+        )
+    finally:
+        shutil.rmtree(db.parent, ignore_errors=True)
     print(out)
     return 0
 
@@ -37,4 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
     p.add_argument("-o", "--output", default=None, help=f"output file (default {default_output()})")
     p.add_argument("--no-channels", action="store_true", help="skip the channel profile summaries")
+    p.add_argument(
+        "--published",
+        action="store_true",
+        help="build from the committed results/published/*.parquet instead of the store "
+        "(works on a fresh clone; runs nothing)",
+    )
     p.set_defaults(func=cmd_report)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from rich.console import Console
 
 from dchlab.errors import EXIT_BAD_INPUT, EXIT_STOPPED
-from dchlab.experiments import store
+from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import load_campaign
 from dchlab.experiments.ray_backend import RayDispatch  # ray imported lazily
 from dchlab.experiments.runner import local_dispatch, run_campaign
@@ -47,15 +47,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         # RayClusterError, 3) go up to cli.main, which prints them with their exit status.
         if isinstance(dispatch, RayDispatch):
             dispatch.connect()  # fail before the progress bar when there is no cluster
-        s = run_campaign(
-            c,
-            store_path=args.store,
-            console=console,
-            any_revision=args.any_revision,
-            fresh=args.fresh,
-            max_setup_errors=args.max_setup_errors,
-            dispatch=dispatch,
-        )
+        try:
+            s = run_campaign(
+                c,
+                store_path=args.store,
+                console=console,
+                any_revision=args.any_revision,
+                fresh=args.fresh,
+                max_setup_errors=args.max_setup_errors,
+                dispatch=dispatch,
+            )
+        finally:
+            # also after Ctrl-C/SIGTERM: a partial campaign is published as far as it got
+            if args.publish and not c.is_quick:
+                _publish(c.name, args.store, console)
         console.print(
             f"{c.name}: {s.measured} measured ({s.invalid} invalid), {s.failed} failed, "
             f"{s.skipped} skipped of {s.total_cells} cells in {s.seconds:.0f} s"
@@ -74,6 +79,15 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print("  failed cells are retried by running the same command again")
             status = EXIT_FAILED_CELLS
     return status
+
+
+def _publish(campaign: str, store_path: str | None, console: Console) -> None:
+    try:
+        path, n = publish.export(campaign, store_path)
+    except publish.PublishError as e:
+        console.print(f"[yellow]not published[/]: {e}")
+        return
+    console.print(f"{campaign}: {n} rows published to {path} (commit it)")
 
 
 def _non_negative(text: str) -> int:
@@ -122,7 +136,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also skip cells measured at other code revisions (with --ray: also use nodes "
         "at another revision)",
     )
-    p.add_argument("--fresh", action="store_true", help="measure every cell again")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="measure every cell again (also those already published)",
+    )
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="when the run ends (finished, failed or interrupted), export the campaign to "
+        "results/published/<campaign>.parquet: its published rows plus the new ones, one "
+        "per cell. Published cells are always skipped (any revision) unless --fresh",
+    )
     p.add_argument(
         "--max-setup-errors",
         type=_non_negative,

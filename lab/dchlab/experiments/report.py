@@ -447,8 +447,10 @@ def build_report(
     out: str | Path | None = None,
     files: Sequence[Path] | None = None,
     with_channels: bool = True,
+    source: str | None = None,
 ) -> Path:
-    """Write the HTML report; returns its path."""
+    """Write the HTML report; returns its path. `source` names where the rows came
+    from when that is not the store file itself (e.g. the published Parquet files)."""
     from dchlab.experiments.analysis import DEFAULT_SEED
 
     out_path = Path(out) if out else default_output()
@@ -478,7 +480,7 @@ def build_report(
             sections.append(orphan)
     page = _TEMPLATE.render(
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        store_path=store.resolve_path(store_path),
+        store_path=source or store.resolve_path(store_path),
         boot_seed=DEFAULT_SEED,
         sections=sections,
     )

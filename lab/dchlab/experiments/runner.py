@@ -18,7 +18,10 @@ Either way the rows come back here and only this process writes the store.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -37,12 +40,45 @@ from rich.progress import (
 )
 
 from dchlab.errors import EXIT_UNAVAILABLE, UserError
-from dchlab.experiments import store
+from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
 from dchlab.units import format_size
 
 log = logging.getLogger(__name__)
+
+
+class CampaignStopped(UserError):
+    """`dch run` got SIGTERM or SIGHUP between two loads (during a load the testbed's
+    own handler raises TestbedInterrupted): rows measured so far are stored, and the
+    same command resumes. Exit status 143, as after a SIGTERM."""
+
+    exit_code = 143
+
+
+def _raise_stopped(signum: int, frame: Any) -> None:
+    raise CampaignStopped(
+        f"stopped by {signal.Signals(signum).name}; run the same command to resume"
+    )
+
+
+@contextlib.contextmanager
+def _stop_on_term() -> Iterator[None]:
+    """SIGTERM/SIGHUP stop the campaign like Ctrl-C does: an exception that unwinds
+    through the runner's `finally` (which stores the buffered rows), not a silent
+    death that loses them. Testbeds open during a load install their own handlers on
+    top and restore these afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    # A signal ignored on entry stays ignored (`nohup dch run` must survive a hangup).
+    sigs = [s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN]
+    old = {s: signal.signal(s, _raise_stopped) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 class WorkloadUnavailable(UserError, RuntimeError):
@@ -248,10 +284,12 @@ def error_rows(c: Campaign, g: Group, exc: BaseException) -> list[dict[str, Any]
 
 def run_group(c: Campaign, g: Group, executor: Executor = execute_group) -> list[dict[str, Any]]:
     """The annotated rows of one group; an exception becomes error rows (the run goes on)."""
+    from dchlab.testbed import TestbedInterrupted
+
     try:
         return annotate(c, g, executor(c, g))
-    except KeyboardInterrupt:
-        raise
+    except (KeyboardInterrupt, TestbedInterrupted, CampaignStopped):
+        raise  # the user stopped the campaign (Ctrl-C, SIGTERM, SIGHUP): not a failed cell
     except Exception as e:
         log.debug("group failed:\n%s", traceback.format_exc())
         return error_rows(c, g, e)
@@ -283,22 +321,29 @@ def run_campaign(
     fresh: bool = False,
     max_setup_errors: int = DEFAULT_LIMIT,
     dispatch: Dispatcher = local_dispatch,
+    published: Path | None = None,
 ) -> RunSummary:
     """Run every pending cell of `c`, appending rows to the store; returns a summary.
 
     Stops early (`summary.stopped` says why) when the same setup error repeats
-    `max_setup_errors` times in a row (0: never).
+    `max_setup_errors` times in a row (0: never). Cells in the campaign's published
+    file (`published`: a directory, default results/published/) count as done.
     """
     console = console or Console(stderr=True)
     guard = SetupErrorGuard(max_setup_errors)
     rev = None if any_revision else store.code_revision()[0]
     done = set() if fresh else store.done_cells(c.name, rev, store_path)
+    if not fresh and not c.is_quick:
+        # Published cells (results/published/, committed) are done at any revision: a
+        # long campaign resumes from the repository on any machine.
+        done |= publish.published_cells(c.name, published)
     groups, total = plan(c, done)
     pending = sum(len(g.items) for g in groups)
     summary = RunSummary(campaign=c.name, total_cells=total, skipped=total - pending)
     if summary.skipped:
         console.print(
-            f"[dim]{c.name}: {summary.skipped}/{total} cells already in the store, skipped[/]"
+            f"[dim]{c.name}: {summary.skipped}/{total} cells already in the store or "
+            "published, skipped[/]"
         )
     start = time.monotonic()
     columns = (
@@ -310,7 +355,7 @@ def run_campaign(
         TimeRemainingColumn(),
         TextColumn("{task.fields[status]}"),
     )
-    with Progress(*columns, console=console, transient=False) as progress:
+    with _stop_on_term(), Progress(*columns, console=console, transient=False) as progress:
         task = progress.add_task(c.name, total=pending, status="")
         outcomes = dispatch(c, groups, executor, lambda s: progress.update(task, status=s))
         # One store write per (condition, trial, item) — all its schemes — instead of one

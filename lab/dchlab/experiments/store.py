@@ -102,7 +102,10 @@ def resolve_path(store: str | os.PathLike[str] | None) -> Path:
 
 @functools.cache
 def code_revision() -> tuple[str, bool]:
-    """(`git rev-parse HEAD`, working tree dirty?) of the repository; ("unknown", True) without git."""
+    """(`git rev-parse HEAD`, working tree dirty?) of the repository; ("unknown", True) without git.
+
+    Dirty means a tracked file differs from HEAD: untracked files (a log, a scratch
+    script, a venv symlink) do not change what the committed code measures."""
     root = repo_root()
     try:
         rev = subprocess.run(
@@ -111,7 +114,7 @@ def code_revision() -> tuple[str, bool]:
         if rev.returncode != 0:
             return "unknown", True
         status = subprocess.run(
-            ["git", "status", "--porcelain"],
+            ["git", "status", "--porcelain", "--untracked-files=no"],
             cwd=root,
             capture_output=True,
             text=True,

@@ -641,6 +641,8 @@ class Testbed:
             return
         if not _LIVE:
             for sig in (signal.SIGTERM, signal.SIGHUP):
+                if signal.getsignal(sig) is signal.SIG_IGN:
+                    continue  # ignored on entry (nohup): stays ignored
                 _SAVED_HANDLERS[sig] = signal.signal(sig, _on_signal)
         _LIVE.append(self)
         self._old_handlers = dict(_SAVED_HANDLERS)
@@ -694,7 +696,14 @@ def _corpus_hosts(manifest: Path) -> list[str]:
 
 
 class TestbedInterrupted(TestbedError):
-    """The run was stopped by SIGTERM/SIGHUP (SIGINT raises KeyboardInterrupt)."""
+    """The run was stopped by SIGTERM/SIGHUP (SIGINT raises KeyboardInterrupt).
+
+    Not a failed measurement: whoever owns the run (a workload, the campaign runner)
+    lets it through so the process stops, instead of recording it and going on.
+    Exit status 143 (128 + SIGTERM), as a process killed by SIGTERM would have.
+    """
+
+    exit_code = 143
 
 
 def _terminate(p: subprocess.Popen[Any], grace: float = 2.0) -> None:

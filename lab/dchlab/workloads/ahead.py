@@ -39,7 +39,7 @@ def prepare_next(cfg: Any, launch: Callable[[Any, dict[str, float]], Any]) -> No
     """Prepare a testbed (scheme and keep_logs of `cfg`; the rest is set when taken)
     with `launch(tb, timing)` run in its ue (returns the browser). Replaces any
     testbed this thread prepared before."""
-    from dchlab.testbed import Testbed, TestbedError
+    from dchlab.testbed import Testbed, TestbedError, TestbedInterrupted
 
     discard()
     tb = Testbed(cfg)
@@ -48,6 +48,10 @@ def prepare_next(cfg: Any, launch: Callable[[Any, dict[str, float]], Any]) -> No
     tb.on_ue(lambda t: browsers.append(launch(t, timing)))
     try:
         tb.prepare()
+    except TestbedInterrupted:
+        for b in browsers:
+            b.close()
+        raise
     except (TestbedError, OSError) as e:
         log.warning(
             "could not prepare the next testbed ahead (the next load builds its own): %s", e

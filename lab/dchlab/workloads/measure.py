@@ -124,7 +124,7 @@ def measure(
     """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters.
     `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue hooks);
     `tb`: a prepared testbed (dchlab.workloads.ahead) to start instead of a new one."""
-    from dchlab.testbed import Testbed, TestbedError
+    from dchlab.testbed import Testbed, TestbedError, TestbedInterrupted
 
     tb = tb or Testbed(cfg)
     if prepare is not None:
@@ -133,6 +133,8 @@ def measure(
         with tb:
             row["trace_offset_ms"] = tb.offset_ms
             body(tb)
+    except TestbedInterrupted:
+        raise  # SIGTERM/SIGHUP: the owner stops, this is not an invalid load
     except TestbedError as e:
         row["valid"] = False
         row["invalid_reason"] = f"testbed: {e}"

@@ -1,0 +1,43 @@
+"""`dch publish`: export campaigns from the results store to results/published/*.parquet."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+
+from dchlab.experiments import publish, store
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    names = list(args.campaigns)
+    if args.all:
+        names = store.campaigns(args.store)
+    if not names:
+        print("dch publish: name a campaign (or --all)", file=sys.stderr)
+        return 2
+    console = Console(stderr=True)
+    for name in names:
+        # PublishError (a UserError) goes up to cli.main: message and exit status 2
+        path, n = publish.export(name, args.store)
+        console.print(f"{name}: {n} rows -> {path}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="export campaigns to results/published/<campaign>.parquet (commit them)",
+        description=(
+            "Write each campaign's measurements to results/published/<campaign>.parquet: "
+            "the latest finished row of every cell (no failed runs, no quick subsets), with "
+            "its full provenance, merged with what the file already holds (rows measured "
+            "on other machines are kept). Commit the files: `dch report --published` builds "
+            "the report from them on a fresh clone, and `dch run` skips published cells."
+        ),
+    )
+    p.add_argument("campaigns", nargs="*", metavar="CAMPAIGN", help="campaign names (e.g. fig3)")
+    p.add_argument("--all", action="store_true", help="every campaign in the store")
+    p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
+    p.set_defaults(func=cmd_publish)
