@@ -194,6 +194,8 @@ def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
         s.tables.append(t)
         if kind == "reorder":
             s.tables.append(_stats_table(c, rows))
+        if any(r.get("fcp_ms") is not None for r in rows):
+            s.tables.append(_page_metrics_table(c, rows))
     elif kind == "phases":
         metrics = list(
             c.analysis.get("metrics", ["dns_ms", "connect_ms", "tls_ms", "transfer_ms", "total_ms"])
@@ -318,6 +320,26 @@ def _plt_table(c: Campaign, rows: list[dict[str, Any]], metric: str) -> Table:
                     f"{got.loads} ({got.invalid})",
                 ]
             )
+    return t
+
+
+PAGE_METRICS = ["plt_ms", "fcp_ms", "lcp_ms", "speed_index_ms", "atf_ms"]
+
+
+def _page_metrics_table(c: Campaign, rows: list[dict[str, Any]]) -> Table:
+    """PLT beside the paint and visual metrics (docs/formats.md, "Page metrics")."""
+    m = an.means(rows, PAGE_METRICS)
+    t = Table(
+        "Page metrics in ms (mean over pages of each page's mean; 95% CI over pages)",
+        ["condition", "scheme", "PLT", "FCP", "LCP", "Speed Index", "ATF", "loads (invalid)"],
+    )
+    for cond in c.conditions:
+        for sch in c.schemes:
+            got = [m.get((cond.name, sch.label, x)) for x in PAGE_METRICS]
+            if got[0] is None:
+                continue
+            cells = [g.value.fmt(0) if g else "—" for g in got]
+            t.rows.append([cond.name, sch.label, *cells, f"{got[0].loads} ({got[0].invalid})"])
     return t
 
 

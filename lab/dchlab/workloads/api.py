@@ -135,6 +135,10 @@ def load_one(
         timing["driver"] = _ms(time.monotonic() - t1)
         row.update(
             plt_ms=res.get("plt_ms"),
+            fcp_ms=res.get("fcp_ms"),
+            lcp_ms=res.get("lcp_ms"),
+            speed_index_ms=res.get("speed_index_ms"),
+            atf_ms=res.get("atf_ms"),
             valid=bool(res.get("valid")),
             invalid_reason=res.get("invalid_reason", ""),
             resources_loaded=res.get("resources_loaded"),

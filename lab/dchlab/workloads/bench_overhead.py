@@ -14,6 +14,9 @@ per-load one of before (DCH_BROWSER_DRIVER=subprocess, DCH_PREPARE_AHEAD=0: a Py
 driver on ue starts Chromium once the testbed is up), alternating which goes first;
 prints the paired PLT differences (same trace offset) and each mode's overhead.
 
+`--compare-metrics`: the same pairing, with the page metrics' screencast (Speed Index,
+atf_ms) against without it (DCH_SPEED_INDEX=0): what the visual metrics cost.
+
 `--evidence`: the loads keep their run directories; per load, the DNS queries dnsmasq
 answered, the connections and requests webreplay logged, against the resources
 Chromium counted (cold: every origin looked up, every resource fetched).
@@ -123,9 +126,12 @@ def run_inproc(args: argparse.Namespace) -> int:
 
 
 OLD_MODE = {"DCH_BROWSER_DRIVER": "subprocess", "DCH_PREPARE_AHEAD": "0"}
+# --compare-metrics: "new" measures every page metric, "old" no screencast (no Speed
+# Index, no atf_ms; FCP and LCP are always read).
+NO_SCREENCAST = {"DCH_SPEED_INDEX": "0"}
 
 
-def run_compare(args: argparse.Namespace) -> int:
+def run_compare(args: argparse.Namespace, old_mode: dict[str, str] = OLD_MODE) -> int:
     import os
 
     from dchlab.pages import open_corpus
@@ -142,9 +148,9 @@ def run_compare(args: argparse.Namespace) -> int:
                 spec = RunSpec(scheme=scheme, hbc=args.hbc, llc=args.llc, trial=trial)
                 plt: dict[str, float | None] = {}
                 for mode in ("new", "old") if i % 2 == 0 else ("old", "new"):
-                    saved = {k: os.environ.get(k) for k in OLD_MODE}
+                    saved = {k: os.environ.get(k) for k in old_mode}
                     if mode == "old":
-                        os.environ.update(OLD_MODE)
+                        os.environ.update(old_mode)
                     try:
                         t0 = time.monotonic()
                         row = load_one(spec, corpus, name, args.timeout)
@@ -233,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=60.0)
     ap.add_argument("--cli", action="store_true", help="time the `dch pageload` command instead")
     ap.add_argument("--compare", action="store_true", help="paired: this mode against the old")
+    ap.add_argument(
+        "--compare-metrics",
+        action="store_true",
+        help="paired: with the screencast (Speed Index) against without ($DCH_SPEED_INDEX=0)",
+    )
     ap.add_argument("--evidence", action="store_true", help="keep logs: DNS queries, connections")
     args = ap.parse_args(argv)
     if args.evidence:
@@ -248,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         api.testbed_config = keep  # type: ignore[assignment]
     if args.compare:
         return run_compare(args)
+    if args.compare_metrics:
+        return run_compare(args, NO_SCREENCAST)
     return run_cli(args) if args.cli else run_inproc(args)
 
 

@@ -49,6 +49,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dchlab.workloads import pagemetrics
+
 CHROMIUM = os.environ.get("DCH_CHROMIUM", "/usr/lib/chromium/chromium")
 FLAGS = [
     "--headless=new",
@@ -96,6 +98,13 @@ class LoadResult:
     connect_ms: float | None = None
     tls_ms: float | None = None
     ttfb_ms: float | None = None
+    # Page metrics (dchlab.workloads.pagemetrics), ms since the navigation start like
+    # plt_ms; speed_index_ms/atf_ms None when the screencast is off ($DCH_SPEED_INDEX=0).
+    fcp_ms: float | None = None
+    lcp_ms: float | None = None
+    speed_index_ms: float | None = None
+    atf_ms: float | None = None
+    screencast_frames: int = 0  # frames after the navigation start
     main_status: int | None = None
     protocol: str | None = None
     bytes_received: int = 0
@@ -106,7 +115,8 @@ class LoadResult:
     # Wall time per phase (ms): python_start (driver process start, when the caller passed
     # --t0), launch (Chromium until DevTools), cdp (attach, enable domains), load
     # (navigate until the load event: ~ the PLT), tail (network-quiet tail), timing (read
-    # Navigation Timing), stop (browser shutdown), cleanup (profile removal).
+    # Navigation Timing), metrics (paint timing, screencast frames -> Speed Index), stop
+    # (browser shutdown), cleanup (profile removal).
     timing: dict[str, float] = field(default_factory=dict)
 
 
@@ -276,6 +286,10 @@ async def navigate(
     main_id: str | None = None
     loaded = False
     last_activity = time.monotonic()
+    screencast = None
+    if pagemetrics.screencast_enabled():
+        screencast = pagemetrics.Screencast(cdp, sid)
+        await screencast.start()
     # transitionType "link": a typed navigation would let Chromium's loading predictor
     # preconnect to the origin in parallel, hiding DNS/TCP/TLS from the main document.
     t_nav = time.monotonic()
@@ -297,6 +311,8 @@ async def navigate(
             if not loaded:
                 res.invalid_reason = res.invalid_reason or f"timeout after {timeout_s:.0f} s"
             break
+        if loaded and screencast is not None and cdp.events.empty() and screencast.digest_one():
+            continue  # a few ms of frame decoding while the quiet tail waits anyway
         try:
             # Wake exactly when the quiet period would end (not up to 100 ms late).
             wait = 0.1
@@ -306,6 +322,8 @@ async def navigate(
         except TimeoutError:
             continue
         method, p = ev["method"], ev.get("params", {})
+        if screencast is not None and screencast.on_event(method, p):
+            continue
         if method == "Network.requestWillBeSent":
             rid = p["requestId"]
             req_url = p["request"]["url"]
@@ -404,10 +422,31 @@ async def navigate(
         res.invalid_reason = "network changed during the load (ERR_NETWORK_CHANGED)"
 
     res.timing["timing"] = round((time.monotonic() - t_tail_end) * 1000, 1)
+    if loaded:
+        t0 = time.monotonic()
+        await _page_metrics(cdp, sid, res, screencast, t_nav)
+        res.timing["metrics"] = round((time.monotonic() - t0) * 1000, 1)
     res.failed_urls = sorted(f"{requests[r]} ({e})" for r, e in bad.items())[:50]
     res.failed = [[requests[r], e] for r, e in bad.items()]
     res.resources_loaded = len([r for r in done if r not in bad])
     cdp.reader.cancel()
+
+
+async def _page_metrics(
+    cdp: CDP, sid: str, res: LoadResult, screencast: pagemetrics.Screencast | None, t_nav: float
+) -> None:
+    """FCP and LCP from the page; Speed Index and atf_ms from the screencast frames
+    (also those still queued: the final frame may arrive just as the tail ends)."""
+    paint = await pagemetrics.paint_timing(cdp, sid)
+    res.fcp_ms, res.lcp_ms = paint["fcp"], paint["lcp"]
+    if screencast is None:
+        return
+    while not cdp.events.empty():
+        ev = cdp.events.get_nowait()
+        screencast.on_event(ev["method"], ev.get("params", {}))
+    vis = screencast.metrics(paint["o"], t_nav)
+    res.speed_index_ms, res.atf_ms = vis["speed_index_ms"], vis["atf_ms"]
+    res.screencast_frames = int(vis["frames"] or 0)
 
 
 def load_page(

@@ -25,6 +25,12 @@ ROW_KEYS = [
     "trace_offset_ms",
     "page",
     "plt_ms",
+    # pageload: paint and visual metrics, ms since the navigation start like plt_ms
+    # (dchlab.workloads.pagemetrics; docs/formats.md "Page metrics")
+    "fcp_ms",
+    "lcp_ms",
+    "speed_index_ms",
+    "atf_ms",
     "valid",
     "invalid_reason",
     "resources_loaded",
