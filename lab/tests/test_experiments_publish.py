@@ -137,3 +137,43 @@ def test_report_builds_from_published_files_alone(campaign, tmp_path, pub, monke
     assert "publish-test" in html and "4 measurements" in html
     assert str(pub) in html  # says where the rows came from
     assert not (tmp_path / "absent.duckdb").exists()
+
+
+def test_markdown_tables_replace_only_the_generated_part(campaign, tmp_path, pub, monkeypatch):
+    from dchlab import cli
+    from dchlab.experiments import markdown
+
+    db = tmp_path / "s.duckdb"
+    runner.run_campaign(campaign, store_path=db, executor=fake_ms(10.0))
+    publish.export("publish-test", db)
+    doc = tmp_path / "results.md"
+    doc.write_text(
+        f"# Results\n\nHand-written reason.\n\n{markdown.BEGIN}\nold numbers\n{markdown.END}\n\nTail.\n"
+    )
+    args = ["report", "--published", "--no-channels", "-o", str(tmp_path / "r.html")]
+    args += ["--markdown", str(doc), str(tmp_path / "publish-test.yaml")]
+    assert cli.main(args) == 0
+    text = doc.read_text()
+    assert text.startswith("# Results\n\nHand-written reason.\n\n")
+    assert text.rstrip().endswith("Tail.") and "old numbers" not in text
+    assert "### publish-test" in text and "4 measurements" in text
+    assert "| condition |" in text  # a table, in Markdown
+    assert text.count(markdown.BEGIN) == 1 and text.count(markdown.END) == 1
+
+
+def test_markdown_needs_published(tmp_path):
+    from dchlab import cli
+
+    assert cli.main(["report", "--markdown", str(tmp_path / "x.md")]) == 2
+
+
+def test_paper_number_above_our_ideal_bound_is_marked():
+    from dchlab.experiments import analysis as an
+    from dchlab.experiments.summary import _paper_vs_bound
+
+    ci = an.CI(30.0, 25.0, 35.0, 10)
+    ideal = an.Gain("LB-D", "ideal", "all-hbc", ci, ci, 1000.0, 700.0, 10, 10, 0, 0, 20.0)
+    assert _paper_vs_bound(42.0, ideal) == "42.0 (above our ideal bound, 35.0%)"
+    assert _paper_vs_bound(34.0, ideal) == "34.0"
+    assert _paper_vs_bound(None, ideal) == "—"
+    assert _paper_vs_bound(42.0, None) == "42.0"

@@ -9,10 +9,16 @@ from pathlib import Path
 
 from dchlab.experiments import publish, store
 from dchlab.experiments.report import build_report, campaign_files, default_output
+from dchlab.paths import repo_root
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     files = [Path(f) for f in args.files] if args.files else campaign_files()
+    if args.markdown and not args.published:
+        print(
+            "dch report: --markdown needs --published (docs cite committed data)", file=sys.stderr
+        )
+        return 2
     if args.published:
         return _report_published(args, files)
     if not store.resolve_path(args.store).exists():
@@ -41,13 +47,19 @@ def _report_published(args: argparse.Namespace, files: list[Path]) -> int:
     db = publish.published_store(parquet)
     try:
         names = ", ".join(p.name for p in parquet) or "none"
+        d = publish.published_dir()
+        shown = d.relative_to(repo_root()) if d.is_relative_to(repo_root()) else d
+        source = f"{shown}/ ({names})"
         out = build_report(
-            db,
-            args.output,
-            files,
-            with_channels=not args.no_channels,
-            source=f"{publish.published_dir()} ({names})",
+            db, args.output, files, with_channels=not args.no_channels, source=source
         )
+        if args.markdown:
+            from dchlab.experiments.markdown import campaigns_markdown, write_markdown
+
+            text = campaigns_markdown(
+                files, db, source, f"dch report --published --markdown {args.markdown}"
+            )
+            print(write_markdown(Path(args.markdown), text))
     finally:
         shutil.rmtree(db.parent, ignore_errors=True)
     print(out)
@@ -73,5 +85,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="build from the committed results/published/*.parquet instead of the store "
         "(works on a fresh clone; runs nothing)",
+    )
+    p.add_argument(
+        "--markdown",
+        metavar="FILE",
+        help="with --published: also write the tables as Markdown into FILE, between its "
+        "generated-part markers (e.g. docs/results.md; the prose around them is kept)",
     )
     p.set_defaults(func=cmd_report)

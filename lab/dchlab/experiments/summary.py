@@ -140,6 +140,7 @@ def _gain_rows(
         arms += [
             (lbl, f"{lbl} (= {m})", g) for (cn, lbl), (m, g) in best.items() if cn == cond.name
         ]
+        ideal = gains.get((cond.name, "ideal"))
         for key, shown, g in arms:
             pp = paper_value(c, cond.name, key, "gain_pct")
             t.rows.append(
@@ -147,7 +148,7 @@ def _gain_rows(
                     cond.name,
                     shown,
                     g.gain_pct.fmt(1, "%"),
-                    _num(pp),
+                    _paper_vs_bound(pp, ideal),
                     g.gain_ms.fmt(0),
                     _num(paper_value(c, cond.name, key, "gain_ms"), 0),
                     _num(g.llc_bytes_pct),
@@ -168,6 +169,16 @@ def _gain_rows(
                 }
             )
     return t, points
+
+
+def _paper_vs_bound(paper_pct: float | None, ideal: an.Gain | None) -> str:
+    """The paper's gain, marked when it lies above the upper end of our ideal scheme's
+    CI: no policy can reach it on this emulation, pages and machine (issue 18)."""
+    text = _num(paper_pct)
+    hi = ideal.gain_pct.hi if ideal is not None else math.nan
+    if paper_pct is not None and not math.isnan(hi) and paper_pct > hi:
+        text += f" (above our ideal bound, {hi:.1f}%)"
+    return text
 
 
 def _counts(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
