@@ -239,6 +239,28 @@ def test_bad_channel_spec_is_reported_with_its_field(tmp_path):
         load_campaign(p)
 
 
+@pytest.mark.parametrize(
+    ("llc", "error"),
+    [
+        ("fixed:0ms/unlimited", None),  # chanemu reads it; so must the campaign (floor.yaml)
+        ("fixed:2.5ms/0.5mbit", None),
+        ("fixed:5s/2mbit", "RTT must end in `ms`"),
+        ("fixed:5ms/0mbit", "rate must be > 0"),
+    ],
+)
+def test_fixed_channels_follow_the_one_grammar(tmp_path, llc, error):
+    data = yaml.safe_load(GOOD)
+    data["conditions"][1]["llc"] = llc
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(data))
+    if error is None:
+        assert load_campaign(p).conditions[1].llc == llc
+    else:
+        with pytest.raises(CampaignError, match=re.escape(error)) as exc:
+            load_campaign(p)
+        assert "conditions[1].llc" in str(exc.value)
+
+
 def test_lab_failures_are_retried_but_invalid_loads_are_measurements(tmp_path):
     c = load_campaign(write(tmp_path, GOOD), check_channels=False).quick()
     db = tmp_path / "f.duckdb"

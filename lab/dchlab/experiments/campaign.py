@@ -216,14 +216,17 @@ def _check_channel(v: _V, spec: str, where: str) -> None:
     modifiers; the base must be a built-in, `fixed:<rtt>ms/<rate>mbit`, a scenario
     name or an existing profile file (relative to the campaign file or the cwd).
     """
-    from dchlab.traces import profiles
+    from dchlab.traces import builtin, profiles
 
     try:
         parsed = profiles.parse_spec(spec)
     except ValueError as e:
         raise v.err(where, str(e)) from e
     base = parsed.base
-    fixed = re.match(r"^fixed:\d+(\.\d+)?ms/\d+(\.\d+)?mbit$", base)
+    try:  # the one channel-name grammar (traces/builtin.py), as chanemu reads it
+        fixed = builtin.parse_builtin(base)
+    except ValueError as e:
+        raise v.err(where, str(e)) from e
     ok = (
         base in profiles.known_channels()
         or fixed is not None
@@ -234,7 +237,7 @@ def _check_channel(v: _V, spec: str, where: str) -> None:
         raise v.err(
             where,
             f"unknown channel {base!r}: expected {', '.join(profiles.known_channels())}, "
-            "fixed:<rtt>ms/<rate>mbit or the path of a profile TOML",
+            f"{builtin.FIXED_SYNTAX} (rate may be `unlimited`) or the path of a profile TOML",
         )
 
 
