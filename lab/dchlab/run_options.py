@@ -9,7 +9,9 @@ paired seed is applied to either in workloads/measure.testbed_config).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
+from dchlab.traces.faults import Fault, parse_burst, parse_outage, with_faults
 from dchlab.workloads.measure import RunSpec
 
 
@@ -81,3 +83,51 @@ def run_specs(args: argparse.Namespace, trial: int) -> list[RunSpec]:
         for s in args.scheme.split(",")
         if s.strip()
     ]
+
+
+def _fault_value(parse: Callable[[str], Fault]) -> Callable[[str], Fault]:
+    def convert(text: str) -> Fault:
+        try:
+            return parse(text)
+        except ValueError as exc:  # argparse shows this message, not "invalid value"
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = parse.__name__
+    return convert
+
+
+def _repeat_ms(text: str) -> float:
+    try:
+        return parse_outage(f"0ms-{text}").to_ms
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a period like 10s or 500ms, got {text!r}"
+        ) from None
+
+
+def add_fault_args(p: argparse.ArgumentParser) -> None:
+    """--hbc-outage/--llc-outage, --hbc-loss-burst/--llc-loss-burst, --fault-repeat:
+    channel faults on top of --hbc/--llc (chanemu's fault stage, docs/formats.md)."""
+    g = p.add_argument_group(
+        "channel faults",
+        "Times are run time of the link's emulator (it starts with the testbed), windows "
+        "FROM-TO are half-open, e.g. 2s-4s or 1500ms-2s; the direction is up (ue→gw), down "
+        "(gw→ue) or both (default). A dead link loses what is sent into it and what is on "
+        "it; it does not hold packets. Each option is repeatable; a link's windows of one "
+        "kind must not overlap.",
+    )
+    for link in ("hbc", "llc"):
+        g.add_argument(f"--{link}-outage", action="append", default=[], type=_fault_value(parse_outage), metavar="FROM-TO[:DIR]", help=f"the {link.upper()} is down from FROM to TO, e.g. 2s-4s or 2s-4s:down")  # fmt: skip
+        g.add_argument(f"--{link}-loss-burst", action="append", default=[], type=_fault_value(parse_burst), metavar="FROM-TO:P[:DIR]", help=f"the {link.upper()} loses each packet with probability P from FROM to TO, e.g. 2s-4s:0.3")  # fmt: skip
+    g.add_argument("--fault-repeat", type=_repeat_ms, metavar="PERIOD", help="start every link's fault schedule over every PERIOD (e.g. 10s); every window must end within it")  # fmt: skip
+
+
+def faulty_channels(args: argparse.Namespace) -> tuple[str, str]:
+    """--hbc and --llc with the fault options applied: unchanged specs without faults,
+    else profile files with a `faults` table (same traces and start offset)."""
+    repeat = getattr(args, "fault_repeat", None)
+    out = []
+    for link in ("hbc", "llc"):
+        faults = [*getattr(args, f"{link}_outage", []), *getattr(args, f"{link}_loss_burst", [])]
+        out.append(with_faults(getattr(args, link), args.seed, faults, repeat))
+    return out[0], out[1]

@@ -158,6 +158,7 @@ fn run(cli: &Cli) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let activity = Arc::new(AtomicU64::new(0));
     let epoch = Instant::now();
+    let mono_at_epoch = monotonic_ns();
     let wall_at_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -219,6 +220,7 @@ fn run(cli: &Cli) -> Result<()> {
     });
     report(
         cli,
+        [mono_at_epoch, wall_at_epoch],
         &profile,
         &up_stats,
         &down_stats,
@@ -229,8 +231,21 @@ fn run(cli: &Cli) -> Result<()> {
     Ok(())
 }
 
+/// CLOCK_MONOTONIC now (ns): the clock every namespace shares, so run time 0 (where
+/// fault schedules start) can be matched with the agents' logs.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec out-pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 fn report(
     cli: &Cli,
+    [mono_at_epoch, wall_at_epoch]: [u64; 2],
     profile: &Profile,
     up: &DirStats,
     down: &DirStats,
@@ -242,6 +257,8 @@ fn report(
         "seed": cli.seed,
         "offset_ms": cli.offset_ms,
         "duration_s": ran.as_secs_f64(),
+        "start_mono_ns": mono_at_epoch,
+        "start_unix_ns": wall_at_epoch,
         "uplink": up.to_json(),
         "downlink": down.to_json(),
     });

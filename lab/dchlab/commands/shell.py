@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 def add_testbed_args(p: argparse.ArgumentParser) -> None:
     """The testbed options (dchlab.run_options) and the shell's own --corpus/--host."""
     run_options.add_testbed_args(p)
+    run_options.add_fault_args(p)
     p.add_argument(
         "--corpus",
         help="page corpus directory: its origins get addresses and DNS records, webreplay serves it",
@@ -38,10 +39,11 @@ def add_testbed_args(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> TestbedConfig:
+    hbc, llc = run_options.faulty_channels(args)
     return TestbedConfig(
         scheme=args.scheme,
-        hbc=args.hbc,
-        llc=args.llc,
+        hbc=hbc,
+        llc=llc,
         cc=args.cc,
         seed=args.seed,
         server_delay_ms=args.server_delay_ms,
@@ -129,7 +131,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             "remove everything. Returns CMD's exit status (125 if the testbed failed). "
             "Inside: $DCH_CA is the testbed CA; curl trusts it via CURL_CA_BUNDLE."
         ),
-        epilog="example: dch shell --scheme all-llc -- curl -so /dev/null -w '%{time_total}\\n' https://server.test/bytes/100000",
+        epilog="example: dch shell --scheme all-llc -- curl -so /dev/null -w '%{time_total}\\n' https://server.test/bytes/100000 "
+        "— with faults: dch shell --llc-outage 5s-7s --hbc-loss-burst 10s-12s:0.2:down -- curl -so /dev/null https://server.test/bytes/20000000",
     )
     add_testbed_args(p)
     p.add_argument(

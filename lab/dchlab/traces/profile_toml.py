@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from dchlab.traces.errors import TraceFormatError
+from dchlab.traces.faults import validate_faults
 
 Profile = dict[str, Any]
 
 _TOP = {"name", "description", "delay", "uplink", "downlink"}
-_DIR = {"rate", "queue", "loss", "drx"}
+_DIR = {"rate", "queue", "loss", "drx", "faults"}
 _DELAY = {
     "fixed": {"kind", "rtt_ms"},
     "timeline": {"kind", "file"},
@@ -105,6 +106,8 @@ def validate(p: Profile, path: Path, check_files: bool = True) -> None:
             )
             for k, v in t["drx"].items():
                 _num(path, f"{direction}.drx.{k}", v)
+        if "faults" in t:
+            validate_faults(path, f"{direction}.faults", t["faults"])
 
 
 def _file(path: Path, key: str, name: Any, base: Path, check: bool) -> None:
@@ -149,6 +152,8 @@ def _value(v: Any) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, dict):
         return "{ " + ", ".join(f"{k} = {_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):  # fault windows
+        return "[" + ", ".join(_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {v!r} to TOML")
 
 
