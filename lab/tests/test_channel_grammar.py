@@ -1,10 +1,12 @@
-"""The Python channel-name grammar (dchlab.traces.builtin) against chanemu's own:
-the same names go to both, and they must accept, refuse and read them alike."""
+"""The Python channel-name grammar (dchlab.traces.builtin) and fault-schedule rules
+(dchlab.traces.faults, via profile_toml) against chanemu's own: the same names and
+profile files go to both, and they must accept, refuse and read them alike."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import require_binaries
@@ -13,6 +15,9 @@ from dchlab.paths import binary
 from dchlab.testbed import TestbedError
 from dchlab.testbed import channels as ch
 from dchlab.traces.builtin import Fixed, parse_builtin
+from dchlab.traces.errors import TraceFormatError
+from dchlab.traces.faults import Fault, parse_burst, parse_outage, with_faults
+from dchlab.traces.profile_toml import load_profile
 
 GOOD = [
     "urllc",
@@ -121,3 +126,130 @@ def test_testbed_reads_unlimited_builtin() -> None:
     with pytest.raises(TestbedError, match="RTT must end in `ms`"):
         ch.profile_dict("fixed:5/2mbit")
     assert ch.resolve_channel("fixed:5ms/unlimited", 1) == "fixed:5ms/unlimited"
+
+
+# ---- fault schedules (`<direction>.faults`, docs/formats.md) -----------------------
+
+FAULTS_GOOD = [
+    "{ down = [{ from_ms = 2000, to_ms = 4000 }] }",
+    "{ down = [{ from_ms = 0, to_ms = 0.5 }, { from_ms = 0.5, to_ms = 9 }] }",
+    "{ loss_bursts = [{ from_ms = 100, to_ms = 200.25, loss = 0.3 }] }",
+    "{ loss_bursts = [{ from_ms = 1, to_ms = 2, loss = 1 }, { from_ms = 3, to_ms = 4, loss = 0 }] }",
+    "{ repeat_ms = 8000, down = [{ from_ms = 3000, to_ms = 5000 }], loss_bursts = [{ from_ms = 6000, to_ms = 8000, loss = 0.5 }] }",
+    "{ down = [], loss_bursts = [] }",
+    "{ repeat_ms = 1 }",
+]
+FAULTS_BAD = [
+    "{ down = [{ from_ms = 4000, to_ms = 2000 }] }",
+    "{ down = [{ from_ms = 5, to_ms = 5 }] }",
+    "{ down = [{ from_ms = 0, to_ms = 10 }, { from_ms = 5, to_ms = 20 }] }",
+    "{ down = [{ from_ms = 10, to_ms = 20 }, { from_ms = 0, to_ms = 5 }] }",
+    "{ down = [{ from_ms = -1, to_ms = 10 }] }",
+    "{ down = [{ from_ms = 0, to_ms = 2e12 }] }",
+    "{ down = [{ from_ms = 0 }] }",
+    "{ down = [{ from_ms = 0, until_ms = 10 }] }",
+    "{ down = [{ from_ms = 0, to_ms = 10, loss = 0.5 }] }",
+    '{ down = [{ from_ms = "0", to_ms = 10 }] }',
+    "{ down = { from_ms = 0, to_ms = 10 } }",
+    "{ loss_bursts = [{ from_ms = 0, to_ms = 10 }] }",
+    "{ loss_bursts = [{ from_ms = 0, to_ms = 10, loss = 1.5 }] }",
+    "{ loss_bursts = [{ from_ms = 0, to_ms = 10, loss = -0.1 }] }",
+    "{ repeat_ms = 5, down = [{ from_ms = 0, to_ms = 10 }] }",
+    "{ repeat_ms = 0 }",
+    "{ outages = [] }",
+    "[1, 2]",
+]
+
+
+def _faulty_profile(tmp_path: Path, faults: str) -> Path:
+    path = tmp_path / "p.toml"
+    path.write_text(
+        'name = "f"\n[delay]\nkind = "fixed"\nrtt_ms = 5\n'
+        "[uplink]\nrate = { mbit = 2 }\n"
+        f"[downlink]\nrate = {{ mbit = 2 }}\nfaults = {faults}\n"
+    )
+    return path
+
+
+def _python_faults(path: Path) -> dict | None:
+    try:
+        return load_profile(path)["downlink"]["faults"]
+    except TraceFormatError:
+        return None
+
+
+@pytest.mark.parametrize("faults", FAULTS_GOOD + FAULTS_BAD)
+def test_fault_tables_accepted_and_read_alike(tmp_path: Path, faults: str) -> None:
+    require_binaries("chanemu")
+    path = _faulty_profile(tmp_path, faults)
+    rust, py = _chanemu(str(path)), _python_faults(path)
+    assert (rust is not None) == (py is not None), (faults, rust, py)
+    assert (py is not None) == (faults in FAULTS_GOOD)
+    if rust is None or py is None:
+        return
+    got = rust["downlink"]["faults"]
+    if not py.get("down") and not py.get("loss_bursts") and "repeat_ms" not in py:
+        assert got is None
+        return
+    assert got["repeat_ms"] == py.get("repeat_ms")
+    assert got["down"] == [{k: pytest.approx(v) for k, v in w.items()} for w in py.get("down", [])]
+    assert got["loss_bursts"] == [
+        {k: pytest.approx(v) for k, v in w.items()} for w in py.get("loss_bursts", [])
+    ]
+    assert rust["uplink"]["faults"] is None
+
+
+def test_fault_errors_name_the_entry(tmp_path: Path) -> None:
+    path = _faulty_profile(tmp_path, FAULTS_BAD[2])
+    with pytest.raises(TraceFormatError, match=r"downlink\.faults\.down\[1\].*overlap"):
+        load_profile(path)
+    path = _faulty_profile(tmp_path, FAULTS_BAD[12])
+    with pytest.raises(TraceFormatError, match=r"downlink\.faults\.loss_bursts\[0\]\.loss"):
+        load_profile(path)
+
+
+def test_outage_and_burst_option_values() -> None:
+    assert parse_outage("2s-4s") == Fault(2000.0, 4000.0, ("uplink", "downlink"))
+    assert parse_outage("1.5s-2500ms:up") == Fault(1500.0, 2500.0, ("uplink",))
+    assert parse_outage(".5s-1s:down") == Fault(500.0, 1000.0, ("downlink",))
+    assert parse_burst("2s-4s:0.3") == Fault(2000.0, 4000.0, ("uplink", "downlink"), 0.3)
+    assert parse_burst("0ms-10ms:1:both").loss == 1.0
+    for bad, msg in [
+        ("2-4", "expected a time like 2s"),
+        ("2s", "expected FROM-TO"),
+        ("4s-2s", "must end after it starts"),
+        ("2s-4s:sideways", "up, down or both"),
+        ("-1s-2s", "expected a time"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            parse_outage(bad)
+    for bad, msg in [
+        ("2s-4s", "FROM-TO:P"),
+        ("2s-4s:1.5", "probability"),
+        ("2s-4s:x", "probability"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            parse_burst(bad)
+
+
+def test_with_faults_profile_is_read_by_chanemu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_binaries("chanemu")
+    monkeypatch.setenv("DCH_CACHE", str(tmp_path))
+    faults = [parse_outage("2s-4s:down"), parse_burst("5s-6s:0.25"), parse_outage("1s-1.5s")]
+    assert with_faults("urllc", 1, []) == "urllc"
+    path = with_faults("urllc", 1, faults, repeat_ms=8000.0)
+    rust = _chanemu(path)
+    assert rust is not None
+    assert rust["delay"] == {"kind": "fixed", "rtt_ms": 5.0}
+    assert rust["downlink"]["faults"] == {
+        "repeat_ms": 8000.0,
+        "down": [{"from_ms": 1000.0, "to_ms": 1500.0}, {"from_ms": 2000.0, "to_ms": 4000.0}],
+        "loss_bursts": [{"from_ms": 5000.0, "to_ms": 6000.0, "loss": 0.25}],
+    }
+    assert rust["uplink"]["faults"]["down"] == [{"from_ms": 1000.0, "to_ms": 1500.0}]
+    # the same spec and faults give the same file; overlapping outages are refused
+    assert with_faults("urllc", 1, faults, repeat_ms=8000.0) == path
+    with pytest.raises(TraceFormatError, match=r"uplink\.faults\.down\[1\]"):
+        with_faults("urllc", 1, [parse_outage("1s-3s"), parse_outage("2s-4s")])
