@@ -39,6 +39,11 @@ pub struct Record {
     pub bytes: u64,
     /// Think time applied before the response head.
     pub think_ms: f64,
+    /// CDN tier the corpus object was served from (`edge`, `parent`, `origin`); `null`
+    /// without `--cdn` and for built-ins and 404s.
+    pub tier: Option<&'static str>,
+    /// The tier's extra delay applied before the response head (on top of `think_ms`).
+    pub cdn_ms: f64,
     /// Request received → response head handed to the connection.
     pub ttfb_ms: f64,
     /// Request received → body finished (or abandoned by the client: `complete` false).

@@ -14,6 +14,8 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::StatusCode;
 use serde::Deserialize;
 
+use crate::cdn::Tier;
+
 pub const FORMAT: &str = "dchannel-corpus/1";
 
 #[derive(Debug, Deserialize)]
@@ -44,6 +46,9 @@ struct ManifestObject {
     size: Option<u64>,
     #[serde(default)]
     think_ms: f64,
+    /// CDN tier from the recorded headers; absent: the hit ratio decides at run time.
+    #[serde(default)]
+    tier: Option<String>,
 }
 
 /// One recorded response, ready to serve.
@@ -54,6 +59,8 @@ pub struct Object {
     pub headers: HeaderMap,
     pub body: Bytes,
     pub think: Duration,
+    /// The manifest's CDN tier (`None`: decided by the hit ratio when serving).
+    pub tier: Option<Tier>,
 }
 
 /// How a request found its object.
@@ -164,6 +171,13 @@ fn build(manifest: Manifest, dir: &Path, manifest_path: &Path) -> Result<Corpus>
                 o.think_ms
             );
         }
+        let tier = match &o.tier {
+            None => None,
+            Some(t) => Some(
+                t.parse::<Tier>()
+                    .map_err(|e| anyhow::anyhow!("{at}: field `tier`: {e}"))?,
+            ),
+        };
         let body = match &o.body {
             None => Bytes::new(),
             Some(rel) => {
@@ -231,6 +245,7 @@ fn build(manifest: Manifest, dir: &Path, manifest_path: &Path) -> Result<Corpus>
             headers,
             body,
             think: Duration::from_secs_f64(o.think_ms / 1000.0),
+            tier,
         });
     }
     Ok(corpus)
@@ -352,7 +367,7 @@ mod tests {
           "objects":[
             {"url":"https://a.test/x?v=1","status":200,"headers":[["Content-Type","text/css"],["Content-Length","99"],["Connection","close"]],"body":"bodies/one","think_ms":5},
             {"url":"https://a.test/x?v=2","status":200,"headers":[],"body":"bodies/two","think_ms":0},
-            {"url":"http://a.test/y%20z","status":404,"headers":[],"body":"bodies/one"}
+            {"url":"http://a.test/y%20z","status":404,"headers":[],"body":"bodies/one","tier":"origin"}
           ]}"#;
         let dir = corpus_dir(m, &[("one", b"111"), ("two", b"2222")]);
         let c = Corpus::load(dir.path()).unwrap();
@@ -365,8 +380,10 @@ mod tests {
         assert_eq!(o.think, Duration::from_millis(5));
         assert_eq!(o.headers.len(), 1, "content-length and connection dropped");
         assert_eq!(o.headers["content-type"], "text/css");
+        assert_eq!(o.tier, None, "no tier field: the ratio decides");
         let (o, _) = c.lookup("a.test", "/y z", None).unwrap();
         assert_eq!(o.status, StatusCode::NOT_FOUND);
+        assert_eq!(o.tier, Some(Tier::Origin));
         assert!(c.lookup("a.test", "/nope", None).is_none());
         assert!(c.lookup("b.test", "/x", None).is_none());
     }
@@ -406,6 +423,10 @@ mod tests {
             (
                 r#"{"format":"dchannel-corpus/1","objects":[{"url":"https://a/","status":200,"headers":[["bad name","x"]]}]}"#,
                 "headers[0]",
+            ),
+            (
+                r#"{"format":"dchannel-corpus/1","objects":[{"url":"https://a/","status":200,"tier":"mid"}]}"#,
+                "field `tier`: expected edge, parent or origin",
             ),
             (r#"{"format": nope}"#, "invalid manifest JSON"),
         ];

@@ -2,9 +2,10 @@
 //!
 //! One origin per hosts-file name, one listener pair (HTTP, HTTPS) per address, a leaf
 //! certificate per origin signed by the testbed CA, HTTP/2 and HTTP/1.1 by ALPN, recorded
-//! page corpora with server think time, built-in `/bytes/N` and `/health`, single byte ranges.
+//! page corpora with server think time and CDN-tier delays, built-in `/bytes/N` and `/health`, single byte ranges.
 
 pub mod access_log;
+pub mod cdn;
 pub mod certs;
 pub mod corpus;
 pub mod hosts;

@@ -13,6 +13,7 @@ use clap::Parser;
 use tokio::sync::{mpsc, watch};
 
 use webreplay::access_log::AccessLog;
+use webreplay::cdn::{CdnConfig, Tier};
 use webreplay::certs::{self, CertAuthority};
 use webreplay::corpus::Corpus;
 use webreplay::server::{accept_loop, Builders, ListenerCtx, TlsSites};
@@ -82,6 +83,27 @@ struct Cli {
     #[arg(long, default_value_t = 2000, value_name = "MS")]
     grace_ms: u64,
 
+    /// Serve corpus objects through a modelled CDN: each object's tier (the manifest's
+    /// `tier`, else the hit ratio) adds its delay before the response head. Implied by the
+    /// other --cdn-* flags. Defaults: edge 0, parent 10, origin 50 ms; objects without a
+    /// recorded tier are edge hits unless --cdn-hit-ratio says otherwise.
+    #[arg(long)]
+    cdn: bool,
+
+    /// Extra delay per tier, e.g. `edge=0,parent=10,origin=50` (ms; omitted tiers keep
+    /// their default).
+    #[arg(long, value_name = "TIER=MS,...")]
+    cdn_delays_ms: Option<String>,
+
+    /// Tier shares of objects the manifest gives no tier, e.g. `edge=0.6,parent=0.25`
+    /// (the origin gets the rest; an omitted tier is 0).
+    #[arg(long, value_name = "edge=P,parent=P")]
+    cdn_hit_ratio: Option<String>,
+
+    /// Seed of the hit-ratio draw (per object: sha256 of "<seed>\0<url>").
+    #[arg(long, value_name = "N")]
+    cdn_seed: Option<u64>,
+
     /// listen(2) backlog of every listening socket.
     #[arg(long, default_value_t = 1024)]
     backlog: i32,
@@ -116,8 +138,31 @@ fn main() {
     std::process::exit(code);
 }
 
+/// The CDN model the flags ask for (`None`: no --cdn* flag given).
+fn cdn_config(cli: &Cli) -> Result<Option<CdnConfig>> {
+    let any = cli.cdn
+        || cli.cdn_delays_ms.is_some()
+        || cli.cdn_hit_ratio.is_some()
+        || cli.cdn_seed.is_some();
+    if !any {
+        return Ok(None);
+    }
+    let mut c = CdnConfig::default();
+    if let Some(spec) = &cli.cdn_delays_ms {
+        c.parse_delays(spec).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(spec) = &cli.cdn_hit_ratio {
+        c.parse_ratio(spec).map_err(anyhow::Error::msg)?;
+    }
+    if let Some(seed) = cli.cdn_seed {
+        c.seed = seed;
+    }
+    Ok(Some(c))
+}
+
 async fn run(cli: Cli) -> Result<()> {
     certs::validate_alpn(&cli.default_alpn, "--default-alpn")?;
+    let cdn = cdn_config(&cli)?;
     let host_addrs = hosts::load(&cli.hosts)?;
     if cli.check {
         if let Some(dir) = &cli.corpus {
@@ -175,7 +220,18 @@ async fn run(cli: Cli) -> Result<()> {
         }
         None => (AccessLog::disabled(), None),
     };
-    let state = Arc::new(AppState { corpus, log });
+    if let Some(c) = &cdn {
+        tracing::info!(
+            edge_ms = c.delay(Tier::Edge).as_secs_f64() * 1e3,
+            parent_ms = c.delay(Tier::Parent).as_secs_f64() * 1e3,
+            origin_ms = c.delay(Tier::Origin).as_secs_f64() * 1e3,
+            hit_edge = c.ratio.edge(),
+            hit_parent = c.ratio.parent(),
+            seed = c.seed,
+            "CDN tiers on"
+        );
+    }
+    let state = Arc::new(AppState { corpus, log, cdn });
     let builders = Arc::new(Builders::new());
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (alive_tx, mut alive_rx) = mpsc::channel::<()>(1);

@@ -18,6 +18,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::{combinators::BoxBody, BodyExt, Empty, Full};
 
 use crate::access_log::{AccessLog, Record};
+use crate::cdn::{CdnConfig, Tier};
 use crate::corpus::{strip_port, Corpus};
 use crate::pattern_body::PatternBody;
 use crate::range::{self, Decision};
@@ -29,6 +30,8 @@ const MAX_QUERY_THINK: Duration = Duration::from_secs(60);
 pub struct AppState {
     pub corpus: Option<Corpus>,
     pub log: AccessLog,
+    /// CDN tier delays for corpus objects (`None`: no CDN, no extra delay).
+    pub cdn: Option<CdnConfig>,
 }
 
 /// Facts about one accepted connection.
@@ -62,7 +65,7 @@ pub async fn handle<B>(
 
     let range_hdr = range_header(req.headers());
     let ranged = RangeRequest::of(req.method(), req.headers());
-    let (think, matched, mut response) = route(
+    let (think, matched, mut response, tier) = route(
         &state,
         &host,
         req.method(),
@@ -75,8 +78,17 @@ pub async fn handle<B>(
         // keep the head, including Content-Length, and drop the body on both protocols.
         *response.body_mut() = Empty::new().boxed();
     }
-    if !think.is_zero() {
-        tokio::time::sleep(think).await;
+    let due = match (&state.cdn, tier) {
+        (Some(cdn), Some(t)) => cdn.due(start, think, t),
+        _ => start + think,
+    };
+    let cdn_delay = state
+        .cdn
+        .as_ref()
+        .zip(tier)
+        .map_or(Duration::ZERO, |(c, t)| c.delay(t));
+    if due > start {
+        tokio::time::sleep_until(due.into()).await;
     }
     let status = response.status();
     if status == StatusCode::NOT_FOUND && matched == "none" {
@@ -102,6 +114,8 @@ pub async fn handle<B>(
             range: range_hdr,
             bytes: 0,
             think_ms: ms(think),
+            tier: tier.map(Tier::as_str),
+            cdn_ms: ms(cdn_delay),
             ttfb_ms: ms(start.elapsed()),
             total_ms: 0.0,
             complete: false,
@@ -136,7 +150,19 @@ fn request_host<B>(req: &Request<B>, conn: &ConnInfo) -> String {
         .unwrap_or_else(|| conn.default_host.to_string())
 }
 
-type Routed = (Duration, &'static str, Response<BoxBody<Bytes, Infallible>>);
+/// Think time, how the request matched, the response, and the CDN tier of a corpus object
+/// (`None` for built-ins, 404s and when no CDN is configured).
+type Routed = (
+    Duration,
+    &'static str,
+    Response<BoxBody<Bytes, Infallible>>,
+    Option<Tier>,
+);
+
+/// The CDN tier a corpus object is served from (`None` without `--cdn`).
+fn object_tier(state: &AppState, obj: &crate::corpus::Object) -> Option<Tier> {
+    state.cdn.as_ref().map(|c| c.tier(obj.tier, &obj.url).0)
+}
 
 /// Corpus exact match wins (replay is faithful), then built-ins, then the corpus match that
 /// ignores the query, else 404.
@@ -153,7 +179,12 @@ fn route(
         .as_ref()
         .and_then(|c| c.lookup(host, path, query));
     if let Some((obj, crate::corpus::Match::Exact)) = corpus_hit {
-        return (obj.think, "exact", object_response(obj, ranged));
+        return (
+            obj.think,
+            "exact",
+            object_response(obj, ranged),
+            object_tier(state, obj),
+        );
     }
     if method == Method::GET || method == Method::HEAD {
         if let Some(r) = builtin(path, query, ranged) {
@@ -161,12 +192,18 @@ fn route(
         }
     }
     if let Some((obj, how)) = corpus_hit {
-        return (obj.think, how.as_str(), object_response(obj, ranged));
+        return (
+            obj.think,
+            how.as_str(),
+            object_response(obj, ranged),
+            object_tier(state, obj),
+        );
     }
     (
         Duration::ZERO,
         "none",
         text(StatusCode::NOT_FOUND, "not found\n"),
+        None,
     )
 }
 
@@ -284,11 +321,12 @@ fn builtin(path: &str, query: Option<&str>, ranged: Option<&RangeRequest>) -> Op
                 Duration::ZERO,
                 "builtin",
                 text(StatusCode::BAD_REQUEST, &msg),
+                None,
             ))
         }
     };
     if path == "/health" {
-        return Some((think, "builtin", text(StatusCode::OK, "ok")));
+        return Some((think, "builtin", text(StatusCode::OK, "ok"), None));
     }
     let n = path.strip_prefix("/bytes/")?;
     let Ok(len) = n.parse::<u64>() else {
@@ -297,6 +335,7 @@ fn builtin(path: &str, query: Option<&str>, ranged: Option<&RangeRequest>) -> Op
             Duration::ZERO,
             "builtin",
             text(StatusCode::BAD_REQUEST, &msg),
+            None,
         ));
     };
     let decision = ranged.map_or(Decision::Full, |r| r.decide(len, &HeaderMap::new()));
@@ -313,7 +352,7 @@ fn builtin(path: &str, query: Option<&str>, ranged: Option<&RangeRequest>) -> Op
     );
     let (mut parts, body) = resp.into_parts();
     apply_range_head(&mut parts.headers, &mut parts.status, decision, len);
-    Some((think, "builtin", Response::from_parts(parts, body)))
+    Some((think, "builtin", Response::from_parts(parts, body), None))
 }
 
 /// Parses `think_ms=X` from a query string (milliseconds, float, 0..=60000).
@@ -444,10 +483,12 @@ mod tests {
         let state = AppState {
             corpus: None,
             log: AccessLog::disabled(),
+            cdn: Some(CdnConfig::default()),
         };
-        let (_, m, r) = route(&state, "a.test", &Method::GET, "/health", None, None);
+        let (_, m, r, tier) = route(&state, "a.test", &Method::GET, "/health", None, None);
         assert_eq!((m, r.status()), ("builtin", StatusCode::OK));
-        let (t, _, r) = route(
+        assert_eq!(tier, None, "built-ins have no CDN tier");
+        let (t, _, r, _) = route(
             &state,
             "a.test",
             &Method::GET,
@@ -457,11 +498,52 @@ mod tests {
         );
         assert_eq!((t, r.status()), (Duration::from_millis(7), StatusCode::OK));
         assert_eq!(r.headers()[CONTENT_LENGTH], "10");
-        let (_, _, r) = route(&state, "a.test", &Method::GET, "/bytes/x", None, None);
+        let (_, _, r, _) = route(&state, "a.test", &Method::GET, "/bytes/x", None, None);
         assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-        let (_, m, r) = route(&state, "a.test", &Method::GET, "/other", None, None);
-        assert_eq!((m, r.status()), ("none", StatusCode::NOT_FOUND));
-        let (_, _, r) = route(&state, "a.test", &Method::POST, "/health", None, None);
+        let (_, m, r, tier) = route(&state, "a.test", &Method::GET, "/other", None, None);
+        assert_eq!((m, r.status(), tier), ("none", StatusCode::NOT_FOUND, None));
+        let (_, _, r, _) = route(&state, "a.test", &Method::POST, "/health", None, None);
         assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    }
+
+    /// Manifest tier first, else the hit-ratio draw; no tier at all without a CDN config.
+    #[test]
+    fn corpus_objects_get_their_tier() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("manifest.json"),
+            r#"{"format":"dchannel-corpus/1","objects":[
+              {"url":"https://a.test/p","status":200,"tier":"parent","think_ms":4},
+              {"url":"https://a.test/x","status":200}]}"#,
+        )
+        .unwrap();
+        let load = || Some(Corpus::load(dir.path()).unwrap());
+        let mut cdn = CdnConfig::default();
+        // ratio_draw("https://a.test/x", 1) = 0.2898 (cdn.rs test): below 0.3 → edge.
+        cdn.parse_ratio("edge=0.3,parent=0.2").unwrap();
+        let state = AppState {
+            corpus: load(),
+            log: AccessLog::disabled(),
+            cdn: Some(cdn.clone()),
+        };
+        let get = |st: &AppState, p: &str| route(st, "a.test", &Method::GET, p, None, None);
+        let (think, _, _, tier) = get(&state, "/p");
+        assert_eq!(
+            (think, tier),
+            (Duration::from_millis(4), Some(Tier::Parent))
+        );
+        assert_eq!(get(&state, "/x").3, Some(Tier::Edge));
+        cdn.parse_ratio("edge=0.28,parent=0.2").unwrap();
+        let state = AppState {
+            cdn: Some(cdn),
+            ..state
+        };
+        assert_eq!(
+            get(&state, "/x").3,
+            Some(Tier::Parent),
+            "0.2898 in [0.28, 0.48)"
+        );
+        let state = AppState { cdn: None, ..state };
+        assert_eq!(get(&state, "/p").3, None, "no --cdn: no tier, no delay");
     }
 }

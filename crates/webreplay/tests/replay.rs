@@ -1002,3 +1002,114 @@ fn curl_range_requests_h2_and_http11() {
         }
     }
 }
+
+/// `--cdn`: the manifest's tier (else the hit ratio) adds its delay before the response
+/// head; the access log names the tier and the delay; built-ins and 404s get none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cdn_tiers_delay_the_response_head() {
+    let e = env();
+    let obj = |url: &'static str| CorpusObj {
+        url,
+        status: 200,
+        headers: &[("content-type", "text/plain")],
+        body: url.as_bytes().to_vec(),
+        think_ms: 0.0,
+    };
+    let corpus = write_corpus(
+        &e.dir,
+        &[
+            obj("https://a.test/edge"),
+            obj("https://a.test/parent"),
+            obj("https://a.test/origin"),
+            obj("https://a.test/unrecorded"),
+        ],
+    );
+    // Tiers as an importer writes them; the last object has none (hit ratio decides).
+    let mp = corpus.join("manifest.json");
+    let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&mp).unwrap()).unwrap();
+    for (i, t) in ["edge", "parent", "origin"].iter().enumerate() {
+        m["objects"][i]["tier"] = serde_json::json!(t);
+    }
+    std::fs::write(&mp, serde_json::to_vec(&m).unwrap()).unwrap();
+    let log_path = e.dir.join("access.jsonl");
+    let mut server = e.start(&[
+        ("--corpus", corpus.to_str().unwrap()),
+        ("--access-log", log_path.to_str().unwrap()),
+        ("--cdn-delays-ms", "parent=150,origin=400"),
+        // Nothing hits a cache by ratio: the unrecorded object is an origin fetch.
+        ("--cdn-hit-ratio", "edge=0,parent=0"),
+    ]);
+    let a = e.addr(1, HTTPS_PORT);
+    // (path, extra delay ms); never early, at most 750 ms late on a loaded 2-core machine.
+    for (path, want_ms) in [
+        ("/edge", 0u64),
+        ("/parent", 150),
+        ("/origin", 400),
+        ("/unrecorded", 400),
+        ("/health", 0),
+        ("/absent", 0),
+    ] {
+        let r = fetch(a, "a.test", path, "GET", Some((&e.ca.der, H2_H1)))
+            .await
+            .unwrap();
+        let want = Duration::from_millis(want_ms);
+        assert!(
+            r.ttfb >= want && r.ttfb < want + Duration::from_millis(750),
+            "{path}: ttfb {:?}, tier delay {want:?}",
+            r.ttfb
+        );
+    }
+    assert!(server.stop().unwrap().success());
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let recs: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rec = |p: &str| recs.iter().find(|r| r["path"] == p).unwrap();
+    for (p, tier, ms) in [
+        ("/edge", serde_json::json!("edge"), 0.0),
+        ("/parent", serde_json::json!("parent"), 150.0),
+        ("/origin", serde_json::json!("origin"), 400.0),
+        ("/unrecorded", serde_json::json!("origin"), 400.0),
+        ("/health", serde_json::Value::Null, 0.0),
+        ("/absent", serde_json::Value::Null, 0.0),
+    ] {
+        assert_eq!(
+            (&rec(p)["tier"], rec(p)["cdn_ms"].as_f64()),
+            (&tier, Some(ms)),
+            "{p}"
+        );
+    }
+    assert!(rec("/origin")["ttfb_ms"].as_f64().unwrap() >= 400.0);
+}
+
+/// Bad --cdn-* values stop the start with the flag named; the check mode parses them too.
+#[test]
+fn cdn_flag_errors_name_the_flag() {
+    let e = env();
+    let hosts = e.hosts();
+    for (flag, val, want) in [
+        (
+            "--cdn-delays-ms",
+            "origin=slow",
+            "--cdn-delays-ms: origin=\"slow\" is not a number",
+        ),
+        ("--cdn-hit-ratio", "edge=0.9,parent=0.5", "exceeds 1"),
+        (
+            "--cdn-hit-ratio",
+            "cache=1",
+            "expected edge, parent or origin",
+        ),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_webreplay"))
+            .args(["--check", "--hosts", hosts.to_str().unwrap(), flag, val])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag} {val}: {err}");
+        assert!(
+            err.contains("webreplay: error:") && err.contains(want),
+            "{err}"
+        );
+    }
+}
