@@ -9,7 +9,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from dchlab.pages.corpus import CorpusError, summary, verify_bodies
+from dchlab.pages.corpus import CorpusError, summary, tier_mix, verify_bodies
 from dchlab.pages.litter import litter_reason
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,38 @@ def cmd_info(args: argparse.Namespace) -> int:
         if problems:
             return 1
     _print_summary(corpus, args.json)
+    _print_tiers(corpus, args)
     return 0
+
+
+def _print_tiers(corpus, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
+    """The CDN tier mix: objects and bytes per tier, from the recorded headers or (the
+    rest) from the hit ratio webreplay would apply with --cdn-hit-ratio/--cdn-seed."""
+    from dchlab.pages.cdn import parse_hit_ratio
+
+    ratio = parse_hit_ratio(args.cdn_hit_ratio) if args.cdn_hit_ratio else None
+    rows = tier_mix(corpus, ratio, args.cdn_seed)
+    if args.json:
+        print(json.dumps({"tier_mix": rows}))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    total_n = sum(r["objects"] for r in rows) or 1
+    total_b = sum(r["bytes"] for r in rows) or 1
+    t = Table(title="CDN tiers (docs/formats.md)")
+    for col in ("source", "tier", "objects", "%", "MB", "% bytes"):
+        t.add_column(col, justify="left" if col in ("source", "tier") else "right")
+    for r in rows:
+        t.add_row(
+            r["source"],
+            r["tier"],
+            str(r["objects"]),
+            f"{100 * r['objects'] / total_n:.1f}",
+            f"{r['bytes'] / 1e6:.2f}",
+            f"{100 * r['bytes'] / total_b:.1f}",
+        )
+    Console().print(t)
 
 
 def replay_check(corpus) -> list[str]:  # type: ignore[no-untyped-def]
@@ -251,7 +282,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also hash every body and ask webreplay (--check) whether it can serve the corpus",
     )
-    info.add_argument("--json", action="store_true", help="one JSON object per page")
+    info.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object per page, then one {"tier_mix": [...]}',
+    )
+    info.add_argument(
+        "--cdn-hit-ratio",
+        metavar="edge=P,parent=P",
+        help="show the tiers webreplay would draw for objects without recorded CDN headers "
+        "(default: list them as source ratio, tier unset)",
+    )
+    info.add_argument(
+        "--cdn-seed", type=int, default=1, help="seed of that draw (webreplay --cdn-seed)"
+    )
     info.set_defaults(func=cmd_info)
 
     tp = ps.add_parser(

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from dchlab.errors import UserError
+from dchlab.pages.cdn import TIERS, classify, ratio_tier
 from dchlab.pages.servable import header_problem, host_name_problem
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,9 @@ class Object:
     body: str
     size: int
     think_ms: float = 0.0
+    # CDN tier from the recorded headers (dchlab.pages.cdn); None: webreplay's hit ratio
+    # decides at run time.
+    tier: str | None = None
 
     @property
     def host(self) -> str:
@@ -160,6 +164,8 @@ class CorpusWriter:
         status: int = 200,
         think_ms: float = 0.0,
     ) -> Object | None:
+        """Add a recorded response; its CDN tier is read from `headers` (none: the hit
+        ratio decides when webreplay serves it)."""
         key = url_key(url)
         if key in self.objects:
             self.duplicates += 1
@@ -176,7 +182,9 @@ class CorpusWriter:
         if not host:
             raise CorpusError(f"object URL {url!r} has no host")
         self.add_origin(host)
-        obj = Object(url, page, status, kept, f"bodies/{digest}", len(body), float(think_ms))
+        obj = Object(
+            url, page, status, kept, f"bodies/{digest}", len(body), float(think_ms), classify(kept)
+        )
         self.objects[key] = obj
         return obj
 
@@ -229,19 +237,23 @@ def to_json(corpus: Corpus) -> dict[str, Any]:
         "source": corpus.source,
         "origins": [{"host": o.host, "alpn": o.alpn} for o in corpus.origins],
         "pages": [_page_json(p) for p in corpus.pages],
-        "objects": [
-            {
-                "url": o.url,
-                "page": o.page,
-                "status": o.status,
-                "headers": [list(h) for h in o.headers],
-                "body": o.body,
-                "size": o.size,
-                "think_ms": o.think_ms,
-            }
-            for o in corpus.objects
-        ],
+        "objects": [_object_json(o) for o in corpus.objects],
     }
+
+
+def _object_json(o: Object) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "url": o.url,
+        "page": o.page,
+        "status": o.status,
+        "headers": [list(h) for h in o.headers],
+        "body": o.body,
+        "size": o.size,
+        "think_ms": o.think_ms,
+    }
+    if o.tier is not None:  # absent: the hit ratio decides (and old readers see no change)
+        out["tier"] = o.tier
+    return out
 
 
 def _page_json(p: Page) -> dict[str, Any]:
@@ -377,6 +389,9 @@ def load(root: Path | str, check_bodies: bool = True) -> Corpus:
         think = c.get(o, "think_ms", where, float) if "think_ms" in o else 0.0
         if think < 0:
             raise c.fail(f"{where}.think_ms", f"expected >= 0, got {think}")
+        tier = c.get(o, "tier", where, str) if "tier" in o else None
+        if tier is not None and tier not in TIERS:
+            raise c.fail(f"{where}.tier", f"expected one of {', '.join(TIERS)}, got {tier!r}")
         if check_bodies:
             bpath = root / body
             if not bpath.is_file():
@@ -384,7 +399,7 @@ def load(root: Path | str, check_bodies: bool = True) -> Corpus:
             actual = bpath.stat().st_size
             if actual != size:
                 raise c.fail(f"{where}.size", f"manifest says {size} bytes, {bpath} has {actual}")
-        objects.append(Object(url, page, status, headers, body, size, think))
+        objects.append(Object(url, page, status, headers, body, size, think, tier))
     for p in pages:
         if not any(url_key(o.url) == url_key(p.entry_url) for o in objects):
             raise c.fail(f"$.pages[{p.name}].entry_url", f"no object has URL {p.entry_url!r}")
@@ -399,6 +414,30 @@ def verify_bodies(corpus: Corpus) -> list[str]:
         if hashlib.sha256(data).hexdigest() != o.body[7:]:
             problems.append(f"{o.url}: {o.body} does not hash to its name")
     return problems
+
+
+def tier_mix(
+    corpus: Corpus, ratio: tuple[float, float] | None = None, seed: int = 1
+) -> list[dict[str, Any]]:
+    """Objects and bytes per (source, tier): `headers` for the manifest's tiers, `ratio`
+    for the rest — their tiers as webreplay would draw them with `ratio` = (edge,
+    parent) shares and `seed`, or tier `unset` without a ratio."""
+    acc: dict[tuple[str, str], list[int]] = {}
+    for o in corpus.objects:
+        if o.tier is not None:
+            key = ("headers", o.tier)
+        elif ratio is None:
+            key = ("ratio", "unset")
+        else:
+            key = ("ratio", ratio_tier(o.url, seed, *ratio))
+        n = acc.setdefault(key, [0, 0])
+        n[0] += 1
+        n[1] += o.size
+    order = {t: i for i, t in enumerate((*TIERS, "unset"))}
+    return [
+        {"source": s, "tier": t, "objects": n, "bytes": b}
+        for (s, t), (n, b) in sorted(acc.items(), key=lambda kv: (kv[0][0], order[kv[0][1]]))
+    ]
 
 
 def summary(corpus: Corpus) -> list[dict[str, Any]]:
