@@ -14,8 +14,9 @@ per-load one of before (DCH_BROWSER_DRIVER=subprocess, DCH_PREPARE_AHEAD=0: a Py
 driver on ue starts Chromium once the testbed is up), alternating which goes first;
 prints the paired PLT differences (same trace offset) and each mode's overhead.
 
-`--compare-metrics`: the same pairing, with the page metrics' screencast (Speed Index,
-atf_ms) against without it (DCH_SPEED_INDEX=0): what the visual metrics cost.
+`--compare-metrics`: the same pairing, "new" with the page metrics' screencast (Speed
+Index, atf_ms: DCH_SPEED_INDEX=1) against "old" without it (the default; FCP and LCP
+are read in both): what the visual metrics cost.
 
 `--evidence`: the loads keep their run directories; per load, the DNS queries dnsmasq
 answered, the connections and requests webreplay logged, against the resources
@@ -126,13 +127,17 @@ def run_inproc(args: argparse.Namespace) -> int:
 
 
 OLD_MODE = {"DCH_BROWSER_DRIVER": "subprocess", "DCH_PREPARE_AHEAD": "0"}
-# --compare-metrics: "new" measures every page metric, "old" no screencast (no Speed
-# Index, no atf_ms; FCP and LCP are always read).
-NO_SCREENCAST = {"DCH_SPEED_INDEX": "0"}
+# --compare-metrics: "new" with the screencast (Speed Index, atf_ms), "old" without it
+# (the default; FCP and LCP are always read).
+SCREENCAST_MODES = {"new": {"DCH_SPEED_INDEX": "1"}, "old": {"DCH_SPEED_INDEX": "0"}}
 
 
-def run_compare(args: argparse.Namespace, old_mode: dict[str, str] = OLD_MODE) -> int:
+def run_compare(args: argparse.Namespace, modes: dict[str, dict[str, str]] | None = None) -> int:
+    """Paired loads in mode "new" and "old"; `modes`: the environment of each (default:
+    this driver against the per-load one of before)."""
     import os
+
+    modes = modes or {"new": {}, "old": OLD_MODE}
 
     from dchlab.pages import open_corpus
     from dchlab.workloads.api import RunSpec, load_one
@@ -141,6 +146,7 @@ def run_compare(args: argparse.Namespace, old_mode: dict[str, str] = OLD_MODE) -
     names = [p.name for p in corpus.pages[: args.pages]]
     out: dict[str, list[tuple[float, float, bool]]] = {"new": [], "old": []}
     diffs: list[float] = []
+    rows: dict[str, list[dict[str, Any]]] = {"new": [], "old": []}
     i = 0
     for name in names:
         for trial in range(args.trials):
@@ -148,9 +154,8 @@ def run_compare(args: argparse.Namespace, old_mode: dict[str, str] = OLD_MODE) -
                 spec = RunSpec(scheme=scheme, hbc=args.hbc, llc=args.llc, trial=trial)
                 plt: dict[str, float | None] = {}
                 for mode in ("new", "old") if i % 2 == 0 else ("old", "new"):
-                    saved = {k: os.environ.get(k) for k in old_mode}
-                    if mode == "old":
-                        os.environ.update(old_mode)
+                    saved = {k: os.environ.get(k) for env in modes.values() for k in env}
+                    os.environ.update(modes[mode])
                     try:
                         t0 = time.monotonic()
                         row = load_one(spec, corpus, name, args.timeout)
@@ -158,6 +163,7 @@ def run_compare(args: argparse.Namespace, old_mode: dict[str, str] = OLD_MODE) -
                     finally:
                         for k, v in saved.items():
                             os.environ.pop(k, None) if v is None else os.environ.update({k: v})
+                    rows[mode].append(row)
                     p = row.get("plt_ms")
                     plt[mode] = p if row.get("valid") else None
                     out[mode].append((wall - float(p or 0), float(p or 0), bool(row.get("valid"))))
@@ -173,6 +179,12 @@ def run_compare(args: argparse.Namespace, old_mode: dict[str, str] = OLD_MODE) -
         if over:
             print(f"{mode}: {len(over)} valid, overhead median {statistics.median(over):.0f} ms, "
                   f"p90 {pct(over, 0.9):.0f} ms, PLT median {statistics.median(v[1] for v in vals if v[2]):.0f} ms")  # fmt: skip
+    phases = {mode: phase_medians([r for r in rs if r.get("valid")]) for mode, rs in rows.items()}
+    print("median per browser/load phase (ms), new / old:")
+    for k in sorted(set(phases["new"]) | set(phases["old"])):
+        if k.startswith(("browser.", "load.")):
+            new, old = phases["new"].get(k, float("nan")), phases["old"].get(k, float("nan"))
+            print(f"  {k:<32} {new:8.1f} / {old:8.1f}")
     if diffs:
         print(f"paired PLT new - old over {len(diffs)} pairs: median {statistics.median(diffs):+.0f} ms, "
               f"mean {statistics.mean(diffs):+.0f} ms, new faster in {sum(d < 0 for d in diffs)}, "
@@ -242,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--compare-metrics",
         action="store_true",
-        help="paired: with the screencast (Speed Index) against without ($DCH_SPEED_INDEX=0)",
+        help="paired: with the screencast (Speed Index, $DCH_SPEED_INDEX=1) against without",
     )
     ap.add_argument("--evidence", action="store_true", help="keep logs: DNS queries, connections")
     args = ap.parse_args(argv)
@@ -260,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         return run_compare(args)
     if args.compare_metrics:
-        return run_compare(args, NO_SCREENCAST)
+        return run_compare(args, SCREENCAST_MODES)
     return run_cli(args) if args.cli else run_inproc(args)
 
 

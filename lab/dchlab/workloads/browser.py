@@ -99,7 +99,7 @@ class LoadResult:
     tls_ms: float | None = None
     ttfb_ms: float | None = None
     # Page metrics (dchlab.workloads.pagemetrics), ms since the navigation start like
-    # plt_ms; speed_index_ms/atf_ms None when the screencast is off ($DCH_SPEED_INDEX=0).
+    # plt_ms; speed_index_ms/atf_ms only with the screencast ($DCH_SPEED_INDEX=1).
     fcp_ms: float | None = None
     lcp_ms: float | None = None
     speed_index_ms: float | None = None
@@ -441,6 +441,7 @@ async def _page_metrics(
     res.fcp_ms, res.lcp_ms = paint["fcp"], paint["lcp"]
     if screencast is None:
         return
+    await screencast.stop()
     while not cdp.events.empty():
         ev = cdp.events.get_nowait()
         screencast.on_event(ev["method"], ev.get("params", {}))
