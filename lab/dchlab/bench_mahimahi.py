@@ -268,7 +268,10 @@ class MahimahiHost:
 
     def shell(self, tool: str, args: Sequence[str], inner: Sequence[str]) -> list[str]:
         """argv of `tool ARGS INNER` as the unprivileged user, in our namespace."""
-        return self.argv(["setpriv", *self.ids, str(self.tools[tool]), *args, *inner])
+        # mm-link parses options with getopt: `--` keeps the command's own options;
+        # mm-delay takes everything after the delay as the command.
+        sep = ["--"] if tool == "mm-link" else []
+        return self.argv(["setpriv", *self.ids, str(self.tools[tool]), *args, *sep, *inner])
 
 
 def _stop(p: subprocess.Popen[Any]) -> None:
