@@ -94,10 +94,13 @@ def test_screencast_frame_times_from_their_timestamps() -> None:
         (None, 10.1 + 0.1, image(40, BLACK)),  # 100 ms after Page.navigate at 10.1
     ):
         sc.raw.append(pm.RawFrame(ts, mono, _b64(im)))
+    sc.raw.append(pm.RawFrame(origin_ms / 1000 + 0.2, 11.0, "bm90IGFuIGltYWdl"))  # not an image
     assert sc.digest_one() and sc.raw[0].image is not None
     got = sc.metrics(origin_ms, t_nav_mono=10.1)
     assert got["speed_index_ms"] == pytest.approx(220.0, abs=0.05)  # as in the integral test
     assert got["atf_ms"] == pytest.approx(300.0, abs=0.05)
+    assert sc.raw[-1].broken and got["frames"] == 2  # the undecodable frame left out
+    assert not sc.digest_one()  # everything decoded or given up on
 
 
 def test_report_has_the_page_metrics_per_scheme() -> None:

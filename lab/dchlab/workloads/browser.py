@@ -76,6 +76,7 @@ FLAGS = [
 ]
 QUIET_MS = 500.0  # network quiet time after `load` before resources are counted
 MAX_TAIL_S = 5.0  # at most this long after `load`
+METRICS_TIMEOUT_S = 5.0  # for each CDP step of the page metrics after the tail
 _WS_RE = re.compile(r"DevTools listening on (ws://\S+)")
 
 
@@ -105,6 +106,7 @@ class LoadResult:
     speed_index_ms: float | None = None
     atf_ms: float | None = None
     screencast_frames: int = 0  # frames after the navigation start
+    metrics_error: str = ""  # why a page metric is missing (the load stays valid)
     main_status: int | None = None
     protocol: str | None = None
     bytes_received: int = 0
@@ -436,16 +438,25 @@ async def _page_metrics(
     cdp: CDP, sid: str, res: LoadResult, screencast: pagemetrics.Screencast | None, t_nav: float
 ) -> None:
     """FCP and LCP from the page; Speed Index and atf_ms from the screencast frames
-    (also those still queued: the final frame may arrive just as the tail ends)."""
-    paint = await pagemetrics.paint_timing(cdp, sid)
+    (also those still queued: the final frame may arrive just as the tail ends). A
+    metric that cannot be had stays None: the load's validity is the PLT's business."""
+    paint: dict[str, float | None] = {"o": None, "fcp": None, "lcp": None}
+    try:  # a page whose main thread never yields must not hold the load
+        paint = await asyncio.wait_for(pagemetrics.paint_timing(cdp, sid), METRICS_TIMEOUT_S)
+    except (TimeoutError, RuntimeError, ValueError) as e:
+        res.metrics_error = f"paint timing not read: {e!r}"[:300]
     res.fcp_ms, res.lcp_ms = paint["fcp"], paint["lcp"]
     if screencast is None:
         return
-    await screencast.stop()
-    while not cdp.events.empty():
-        ev = cdp.events.get_nowait()
-        screencast.on_event(ev["method"], ev.get("params", {}))
-    vis = screencast.metrics(paint["o"], t_nav)
+    try:
+        await asyncio.wait_for(screencast.stop(), METRICS_TIMEOUT_S)
+        while not cdp.events.empty():
+            ev = cdp.events.get_nowait()
+            screencast.on_event(ev["method"], ev.get("params", {}))
+        vis = screencast.metrics(paint["o"], t_nav)
+    except (TimeoutError, RuntimeError, OSError, ValueError) as e:  # PIL: OSError on a bad frame
+        res.metrics_error = f"screencast not evaluated: {e!r}"[:300]
+        return
     res.speed_index_ms, res.atf_ms = vis["speed_index_ms"], vis["atf_ms"]
     res.screencast_frames = int(vis["frames"] or 0)
 

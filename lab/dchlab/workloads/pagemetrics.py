@@ -153,6 +153,7 @@ class RawFrame:
     mono: float  # time.monotonic() when it arrived
     data: str  # base64 JPEG
     image: Image.Image | None = None  # decoded (digest)
+    broken: bool = False  # not decodable: left out
 
 
 @dataclass
@@ -194,10 +195,17 @@ class Screencast:
         """Decode one frame not decoded yet (True) — called while the load's quiet tail
         waits, so little decoding is left for after it."""
         for f in self.raw:
-            if f.image is None:
-                f.image = decode(f.data)
+            if f.image is None and not f.broken:
+                self._decode(f)
                 return True
         return False
+
+    @staticmethod
+    def _decode(f: RawFrame) -> None:
+        try:
+            f.image = decode(f.data)
+        except (OSError, ValueError):  # PIL's errors on a truncated or foreign image
+            f.broken = True
 
     def metrics(self, time_origin_ms: float | None, t_nav_mono: float) -> dict[str, float | None]:
         """Frame times from the frames' own timestamps (s since the epoch, the clock of
@@ -205,11 +213,15 @@ class Screencast:
         `t_nav_mono` (when Page.navigate was sent)."""
         frames = []
         for f in self.raw:
+            if f.image is None and not f.broken:
+                self._decode(f)
+            if f.image is None:
+                continue
             if f.ts is not None and time_origin_ms is not None:
                 t = f.ts * 1000 - time_origin_ms
             else:
                 t = (f.mono - t_nav_mono) * 1000
-            frames.append(Frame(t, f.image if f.image is not None else decode(f.data)))
+            frames.append(Frame(t, f.image))
         frames.sort(key=lambda f: f.t_ms)
         return visual_metrics(frames)
 
