@@ -130,3 +130,22 @@ def test_report_has_the_page_metrics_per_scheme() -> None:
     for r in rows:
         r.pop("fcp_ms")
     assert not [t for t in summarize(c, rows).tables if t.title.startswith("Page metrics")]
+
+
+def test_rows_carry_the_metrics_into_the_store(tmp_path: Path) -> None:
+    from dchlab.experiments import store
+    from dchlab.workloads.measure import ROW_KEYS, RunSpec, new_row
+
+    assert {"fcp_ms", "lcp_ms", "speed_index_ms", "atf_ms"} <= set(ROW_KEYS)
+    db = tmp_path / "r.duckdb"
+    old = new_row(RunSpec("hbc-only", "embb", "urllc"), "pageload", "site0")  # no metrics
+    store.append_rows([dict(old, plt_ms=900.0, valid=True)], campaign="c", store=db)
+    row = dict(old, plt_ms=1000.0, fcp_ms=250.0, lcp_ms=400.0, valid=True)
+    row.update(speed_index_ms=320.5, atf_ms=None)  # screencast off: NULL
+    store.append_rows([row], campaign="c", store=db)
+    got = store.load_rows("c", store=db)
+    assert [(r["plt_ms"], r["fcp_ms"], r["lcp_ms"], r["speed_index_ms"]) for r in got] == [
+        (900.0, None, None, None),
+        (1000.0, 250.0, 400.0, 320.5),
+    ]
+    assert all(r.get("atf_ms") is None for r in got)
