@@ -1,0 +1,105 @@
+"""Channel faults under `dchannel`, end to end (root + built binaries): a bulk HTTPS
+download while the LLC (then the HBC) goes down for 2 s of every 8 s, both
+directions, through chanemu's fault stage. Figures from the agents' decision and
+arrival logs placed on chanemu's clock (dchlab.faults_run; docs/reliability.md).
+
+Bounds (issue 16): failover to the live link within one probe interval (500 ms);
+no data flow stalls longer than the reorder timeout (100 ms) plus one RTO; the
+link is used again after it is back; with the HBC down the LLC carries data and
+the transfer completes byte-exact. The RTO is Linux's floor (200 ms) plus the
+HBC RTT and its variance (≈ 300 ms); the stall bound adds 200 ms for a busy
+2-core machine. "Used again" is bounded by the start of the next outage (the
+agents only return once a probe is answered, and a stalled TCP flow may have
+nothing to send), and the figures are printed for docs/reliability.md.
+
+The agent (crates/dchannel) misses two of these bounds today; those tests are
+strict xfails carrying the measured figures (2026-11-22, 2-core Debian 12), so
+they fail loudly once the agent meets them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import require_binaries, require_root
+
+from dchlab.faults_run import DOWN_MS, PERIOD_MS, FaultRun, run_outage
+
+pytestmark = pytest.mark.netns
+
+PROBE_MS = 500.0
+REORDER_TIMEOUT_MS = 100.0
+RTO_MS = 300.0
+SLACK_MS = 200.0  # scheduling on a loaded 2-core machine
+STALL_BOUND_MS = REORDER_TIMEOUT_MS + RTO_MS + SLACK_MS
+# back on the link before its next outage starts
+RETURN_BOUND_MS = PERIOD_MS - (DOWN_MS[1] - DOWN_MS[0])
+
+
+def _run(link: str, tmp: Path) -> FaultRun:
+    require_root()
+    require_binaries("chanemu", "webreplay", "dchannel")
+    run = run_outage(link, tmp)
+    print(run.as_dict())  # the figures, for -s and for failure reports
+    return run
+
+
+@pytest.fixture(scope="module")
+def llc_down(tmp_path_factory: pytest.TempPathFactory) -> FaultRun:
+    return _run("llc", tmp_path_factory.mktemp("llc-down"))
+
+
+@pytest.fixture(scope="module")
+def hbc_down(tmp_path_factory: pytest.TempPathFactory) -> FaultRun:
+    return _run("hbc", tmp_path_factory.mktemp("hbc-down"))
+
+
+def test_llc_outage_download_completes_byte_exact(llc_down: FaultRun) -> None:
+    assert llc_down.ok, llc_down.error
+    assert llc_down.windows, "no whole outage window inside the transfer"
+    assert llc_down.dropped_outage > 0, "the LLC outage dropped nothing: was the LLC used?"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the gateway agent declares a channel dead only after --channel-dead-ms "
+    "(default 2000 ms) without hearing from it: it keeps steering downlink packets onto "
+    "the dead LLC for p50 1.1 s, p90 1.8 s, max 1.95 s of a 2 s outage (28 windows, "
+    "10 runs); the client stops after p50 75 ms, p90 177 ms",
+)
+def test_llc_outage_fails_over_within_one_probe_interval(llc_down: FaultRun) -> None:
+    for w in llc_down.windows:
+        for role, ms in w.failover_ms.items():
+            assert ms <= PROBE_MS, f"{role} still steered onto the dead LLC {ms:.0f} ms in"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the segments the gateway keeps sending into the dead LLC are lost and TCP "
+    "recovers by retransmission timeouts with backoff: the download's longest stall is "
+    "2.1-4.2 s per run (p50 2.7 s, 10 runs; 0.9-1.04 s with --channel-dead-ms 600), "
+    "above the reorder timeout plus one RTO (~0.4 s)",
+)
+def test_llc_outage_no_flow_stalls_beyond_reorder_timeout_plus_rto(llc_down: FaultRun) -> None:
+    worst = max(llc_down.stall_ms.values())
+    assert worst <= STALL_BOUND_MS, (
+        f"stall {worst:.0f} ms > {STALL_BOUND_MS:.0f}: {llc_down.as_dict()}"
+    )
+
+
+def test_llc_used_again_after_outage(llc_down: FaultRun) -> None:
+    for w in llc_down.windows:
+        back = w.return_ms["gateway"]
+        assert back is not None and back <= RETURN_BOUND_MS, llc_down.as_dict()
+
+
+def test_hbc_outage_llc_carries_and_transfer_resumes(hbc_down: FaultRun) -> None:
+    assert hbc_down.ok, hbc_down.error
+    assert hbc_down.windows, "no whole outage window inside the transfer"
+    for w in hbc_down.windows:
+        assert w.carried_bytes > 0, f"nothing arrived over the LLC while the HBC was down: {hbc_down.as_dict()}"  # fmt: skip
+        back = w.return_ms["gateway"]
+        assert back is not None and back <= RETURN_BOUND_MS, hbc_down.as_dict()
+        # the LLC keeps the flow moving: no stall as long as the outage itself
+        assert w.stall_ms < DOWN_MS[1] - DOWN_MS[0], hbc_down.as_dict()
