@@ -1,6 +1,13 @@
 //! Bounded per-flow state of the sender, keyed by 5-tuple + direction, with
 //! idle eviction. Memory stays bounded under floods of new flows: when the
 //! table is full, idle flows go first, then the least recently seen one.
+//!
+//! Every operation is O(1) (amortised), also when the table is full: flows sit
+//! in a doubly linked list in the order they were last seen (the front is the
+//! least recently seen), so both idle expiry and forced eviction take them off
+//! the front instead of scanning the table. A flood of new flows therefore
+//! costs each packet the same as steady traffic (issue 16, "Floods").
+//! Memory: at most `capacity` nodes plus the index; [`FlowTable::bytes_bound`].
 
 use crate::packet::FlowKey;
 use crate::Nanos;
@@ -34,9 +41,29 @@ pub struct FlowTableStats {
     pub forced_evictions: u64,
 }
 
+/// "No node": the end of the recency list.
+const NIL: u32 = u32::MAX;
+
+/// One flow in the recency list (a slot of `FlowTable::nodes`).
+struct Node {
+    key: FlowKey,
+    state: FlowState,
+    /// Less recently seen neighbour (towards the front), or NIL.
+    prev: u32,
+    /// More recently seen neighbour (towards the back), or NIL.
+    next: u32,
+}
+
 /// The bounded table of a sender's flows (see the module docs).
 pub struct FlowTable {
-    map: HashMap<FlowKey, FlowState>,
+    index: HashMap<FlowKey, u32>,
+    nodes: Vec<Node>,
+    /// Slots of evicted flows, reused before `nodes` grows.
+    free: Vec<u32>,
+    /// Least recently seen flow (evicted first), or NIL.
+    head: u32,
+    /// Most recently seen flow, or NIL.
+    tail: u32,
     capacity: usize,
     idle: Nanos,
     next_id: u16,
@@ -48,8 +75,17 @@ impl FlowTable {
     /// `capacity` flows at most; a flow unseen for `idle` ns is evicted.
     pub fn new(capacity: usize, idle: Nanos) -> FlowTable {
         assert!(capacity > 0, "flow table capacity must be positive");
+        assert!(
+            capacity < NIL as usize,
+            "flow table capacity must fit in u32"
+        );
+        let reserve = capacity.min(4096);
         FlowTable {
-            map: HashMap::with_capacity(capacity.min(4096)),
+            index: HashMap::with_capacity(reserve),
+            nodes: Vec::with_capacity(reserve),
+            free: Vec::new(),
+            head: NIL,
+            tail: NIL,
             capacity,
             idle,
             next_id: 1,
@@ -59,67 +95,135 @@ impl FlowTable {
 
     /// Flows in the table.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
 
     /// Whether the table holds no flow.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.index.is_empty()
+    }
+
+    /// Upper bound of the heap bytes a full table of `capacity` flows holds:
+    /// one node per flow plus the index (hashbrown: key, value and a control
+    /// byte per bucket, at most 8/7 buckets per entry, rounded up to a power
+    /// of two — hence the factor 2 × 8/7).
+    pub fn bytes_bound(capacity: usize) -> usize {
+        let node = std::mem::size_of::<Node>();
+        let bucket = std::mem::size_of::<(FlowKey, u32)>() + 1;
+        capacity * node + (capacity * 2 * 8 / 7 + 16) * bucket
     }
 
     /// The flow's state, created on first sight (touching `last_seen`).
     pub fn get_or_insert(&mut self, key: FlowKey, now: Nanos) -> &mut FlowState {
-        if !self.map.contains_key(&key) {
-            if self.map.len() >= self.capacity {
-                self.expire(now);
+        let slot = match self.index.get(&key) {
+            Some(&slot) => {
+                self.unlink(slot);
+                slot
             }
-            if self.map.len() >= self.capacity {
-                self.evict_oldest();
-            }
-            let id = self.next_id;
-            // Ids wrap after 65535 flows; 0 is reserved for "no flow".
-            self.next_id = self.next_id.checked_add(1).unwrap_or(1);
-            self.stats.created += 1;
-            self.map.insert(
-                key,
-                FlowState {
-                    id,
-                    next_seq: 0,
-                    prev_c: 0.0,
-                    prev_size: 0,
-                    last_seen: now,
-                },
-            );
-        }
-        let st = self.map.get_mut(&key).expect("present");
+            None => self.insert(key, now),
+        };
+        self.push_back(slot);
+        let st = &mut self.nodes[slot as usize].state;
         st.last_seen = now;
         st
     }
 
     /// The state of flow `key`, if present (no side effects).
     pub fn get(&self, key: &FlowKey) -> Option<&FlowState> {
-        self.map.get(key)
+        self.index.get(key).map(|&i| &self.nodes[i as usize].state)
     }
 
     /// Removes every flow idle for longer than the idle timeout.
     pub fn expire(&mut self, now: Nanos) {
-        let idle = self.idle;
-        let before = self.map.len();
-        self.map
-            .retain(|_, st| now.saturating_sub(st.last_seen) <= idle);
-        self.stats.idle_evictions += (before - self.map.len()) as u64;
+        while self.head != NIL {
+            let head = &self.nodes[self.head as usize];
+            if now.saturating_sub(head.state.last_seen) <= self.idle {
+                break; // the list is in last-seen order: the rest are fresher
+            }
+            self.remove(self.head);
+            self.stats.idle_evictions += 1;
+        }
     }
 
-    fn evict_oldest(&mut self) {
-        if let Some(key) = self
-            .map
-            .iter()
-            .min_by_key(|(_, st)| st.last_seen)
-            .map(|(k, _)| *k)
-        {
-            self.map.remove(&key);
+    /// A new flow in a free slot (unlinked); makes room first when full.
+    fn insert(&mut self, key: FlowKey, now: Nanos) -> u32 {
+        if self.index.len() >= self.capacity {
+            self.expire(now);
+        }
+        if self.index.len() >= self.capacity {
+            self.remove(self.head); // the least recently seen flow
             self.stats.forced_evictions += 1;
         }
+        let id = self.next_id;
+        // Ids wrap after 65535 flows; 0 is reserved for "no flow".
+        self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+        self.stats.created += 1;
+        let node = Node {
+            key,
+            state: FlowState {
+                id,
+                next_seq: 0,
+                prev_c: 0.0,
+                prev_size: 0,
+                last_seen: now,
+            },
+            prev: NIL,
+            next: NIL,
+        };
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.nodes[slot as usize] = node;
+                slot
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.index.insert(key, slot);
+        slot
+    }
+
+    /// Takes a linked flow out of the table; its slot becomes free.
+    fn remove(&mut self, slot: u32) {
+        self.unlink(slot);
+        let key = self.nodes[slot as usize].key;
+        self.index.remove(&key);
+        self.free.push(slot);
+    }
+
+    /// Detaches `slot` from the recency list.
+    fn unlink(&mut self, slot: u32) {
+        let (prev, next) = {
+            let n = &self.nodes[slot as usize];
+            (n.prev, n.next)
+        };
+        match prev {
+            NIL => self.head = next,
+            p => self.nodes[p as usize].next = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.nodes[n as usize].prev = prev,
+        }
+        let n = &mut self.nodes[slot as usize];
+        n.prev = NIL;
+        n.next = NIL;
+    }
+
+    /// Appends a detached `slot` as the most recently seen flow.
+    fn push_back(&mut self, slot: u32) {
+        let tail = self.tail;
+        {
+            let n = &mut self.nodes[slot as usize];
+            n.prev = tail;
+            n.next = NIL;
+        }
+        match tail {
+            NIL => self.head = slot,
+            t => self.nodes[t as usize].next = slot,
+        }
+        self.tail = slot;
     }
 }
 
@@ -179,5 +283,65 @@ mod tests {
         // the most recent flows survive
         assert!(t.get(&key(999)).is_some());
         assert!(t.get(&key(0)).is_none());
+    }
+
+    #[test]
+    fn recency_order_decides_eviction_not_insertion_order() {
+        // flows 0..3 in a table of 3; flow 0 is seen again, so flow 1 is the
+        // least recently seen when flow 3 arrives
+        let mut t = FlowTable::new(3, 10_000 * MS);
+        for p in 0..3u16 {
+            t.get_or_insert(key(p), u64::from(p));
+        }
+        t.get_or_insert(key(0), 10);
+        t.get_or_insert(key(3), 11);
+        assert!(t.get(&key(1)).is_none());
+        for p in [0, 2, 3] {
+            assert!(t.get(&key(p)).is_some(), "flow {p}");
+        }
+        // slots are reused: the table never holds more nodes than its capacity
+        assert_eq!(t.nodes.len(), 3);
+    }
+
+    #[test]
+    fn expiry_stops_at_the_first_fresh_flow_and_keeps_the_list_whole() {
+        let mut t = FlowTable::new(10, 100 * MS);
+        for p in 0..5u16 {
+            t.get_or_insert(key(p), u64::from(p) * 50 * MS);
+        }
+        // at 260 ms the flows seen at 0, 50, 100 and 150 ms are 260, 210, 160
+        // and 110 ms old (> 100 ms: idle); the one seen at 200 ms is 60 ms old
+        t.expire(260 * MS);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.stats.idle_evictions, 4);
+        assert!(t.get(&key(4)).is_some());
+        // the emptied list still works: new flows link and evict correctly
+        t.get_or_insert(key(9), 300 * MS);
+        t.expire(399 * MS); // flow 4 (200 ms) is 199 ms old, flow 9 (300 ms) 99 ms
+        assert_eq!(t.len(), 1);
+        assert!(t.get(&key(9)).is_some());
+    }
+
+    #[test]
+    fn a_flood_of_distinct_flows_stays_within_capacity() {
+        // 300,000 here (a debug build); the 1,000,000-flow figure and its
+        // decision rate are in benches/decision.rs (docs/reliability.md)
+        let cap = 4096;
+        let mut t = FlowTable::new(cap, 120_000 * MS);
+        for i in 0..300_000u32 {
+            let mut k = key((i & 0xffff) as u16);
+            k.dport = (i >> 16) as u16; // distinct 5-tuples
+            t.get_or_insert(k, u64::from(i) * 1000);
+        }
+        assert_eq!(t.len(), cap);
+        assert_eq!(t.nodes.len(), cap);
+        assert!(t.free.is_empty());
+        assert_eq!(t.stats.created, 300_000);
+        assert_eq!(t.stats.forced_evictions, 300_000 - cap as u64);
+        assert!(
+            FlowTable::bytes_bound(cap) < 4096 * 200,
+            "{}",
+            FlowTable::bytes_bound(cap)
+        );
     }
 }
