@@ -32,6 +32,7 @@ import json
 import os
 import pwd
 import re
+import site
 import stat
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from dchlab import REPO_ROOT
 from dchlab.paths import shared_data
 from dchlab.traces.mahimahi import MBIT_PER_OPPORTUNITY, read_mahimahi
 
@@ -51,7 +53,7 @@ PING_ARGS = ["-n", "-c", "200", "-i", "0.05"]
 PING_RTT_MS = 40.0
 CONST_MBIT = 12.0
 SERVER_ADDR = "198.19.128.1"  # server.test in the testbed's srv namespace
-TESTS = ("ping", "const", "trace", "ceiling")
+TESTS = ("ping", "const", "trace", "ceiling", "plt")
 _PING_TIME = re.compile(r"\btime=([0-9.]+) ms")
 _PING_SUMMARY = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")
 
@@ -104,11 +106,19 @@ def trace_mean_mbit(path: Path) -> tuple[float, float]:
 
 
 def write_constant_trace(path: Path, mbit: float) -> Path:
-    """A Mahimahi trace of `mbit` Mbit/s: k opportunities every ms (k·12 Mbit/s)."""
+    """A Mahimahi trace of constant `mbit` Mbit/s: over the shortest loop of P ms
+    (P <= 1000) that holds a whole number of 1500-byte opportunities, millisecond k
+    gets floor(k·r) − floor((k−1)·r) of them (r = opportunities per ms)."""
     per_ms = mbit / (MBIT_PER_OPPORTUNITY * 1000.0)
-    if per_ms < 1 or abs(per_ms - round(per_ms)) > 1e-9:
-        raise ValueError(f"{mbit} Mbit/s is not a whole number of 1500-byte opportunities per ms")
-    path.write_text("1\n" * round(per_ms))
+    period = next((p for p in range(1, 1001) if abs(per_ms * p - round(per_ms * p)) < 1e-6), None)
+    if per_ms <= 0 or period is None:
+        raise ValueError(f"{mbit} Mbit/s: no loop of <= 1000 ms holds whole opportunities")
+    total = round(per_ms * period)
+    lines = []
+    for k in range(1, period + 1):
+        n = total * k // period - total * (k - 1) // period
+        lines += [f"{k}\n"] * n
+    path.write_text("".join(lines))
     return path
 
 
@@ -146,6 +156,21 @@ def goodput_values(mbit: float, capacity_mbit: float | None) -> dict[str, Any]:
     return out
 
 
+def plt_medians(rows: Sequence[Row]) -> dict[str, tuple[float, int]]:
+    """Per tool: median PLT (ms) over the pages every tool loaded validly, and their count."""
+    by_tool: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if r.test == "plt" and not r.skipped and r.values.get("valid"):
+            by_tool.setdefault(r.tool, {})[r.values["page"]] = float(r.values["plt_ms"])
+    if not by_tool:
+        return {}
+    common = set.intersection(*(set(d) for d in by_tool.values()))
+    return {
+        tool: (float(np.median([d[p] for p in common])) if common else float("nan"), len(common))
+        for tool, d in by_tool.items()
+    }
+
+
 def markdown(rows: Sequence[Row]) -> str:
     """The results table of docs/chanemu.md."""
     lines = ["| test | tool | setup | result |", "|---|---|---|---|"]
@@ -153,6 +178,9 @@ def markdown(rows: Sequence[Row]) -> str:
         v = r.values
         if r.skipped:
             res = f"skipped: {r.skipped}"
+        elif "plt_ms" in v:
+            plt = "-" if v["plt_ms"] is None else f"{v['plt_ms']:.0f} ms"
+            res = f"{v['page']}: PLT {plt}" + ("" if v["valid"] else f" (invalid: {v['note']})")
         elif "p50_ms" in v:
             res = (
                 f"p50 {v['p50_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms "
@@ -175,7 +203,8 @@ def _retry_iperf3(run: Any, argv: list[str], timeout: float) -> float:
         try:
             return parse_iperf3(p.stdout)
         except ValueError as e:
-            if "refused" not in str(e) or time.monotonic() > deadline:
+            # Not up yet, or still closing the previous test.
+            if not ("refused" in str(e) or "busy" in str(e)) or time.monotonic() > deadline:
                 raise
         time.sleep(0.2)
 
@@ -230,17 +259,21 @@ class MahimahiHost:
     """A namespace of our own holding the servers; Mahimahi's shells start in it and
     connect to it only (veth-less: a TUN pair + NAT inside this namespace)."""
 
-    def __init__(self, tools: dict[str, Path], user: str) -> None:
+    def __init__(self, tools: dict[str, Path], user: str, ns: str | None = None) -> None:
+        """`ns`: borrow that namespace (its owner removes it) instead of making one."""
         self.tools = tools
         pw = pwd.getpwnam(user)
         if pw.pw_uid == 0:
             raise ValueError("--user: Mahimahi refuses to run as root; give a normal user")
+        self.uid, self.gid = pw.pw_uid, pw.pw_gid
         self.ids = [f"--reuid={pw.pw_uid}", f"--regid={pw.pw_gid}", "--clear-groups"]
-        self.ns = f"mmcmp{os.getpid()}"
+        self.owned = ns is None
+        self.ns = ns or f"mmcmp{os.getpid()}"
         self.children: list[subprocess.Popen[Any]] = []
 
     def __enter__(self) -> MahimahiHost:
-        subprocess.run(["ip", "netns", "add", self.ns], check=True)
+        if self.owned:
+            subprocess.run(["ip", "netns", "add", self.ns], check=True)
         try:
             subprocess.run(["ip", "-n", self.ns, "link", "set", "lo", "up"], check=True)
             # Mahimahi checks forwarding in the namespace it starts in (this one).
@@ -253,7 +286,8 @@ class MahimahiHost:
     def __exit__(self, *exc: object) -> None:
         for p in self.children:
             _stop(p)
-        subprocess.run(["ip", "netns", "del", self.ns], check=False)
+        if self.owned:
+            subprocess.run(["ip", "netns", "del", self.ns], check=False)
 
     def argv(self, cmd: Sequence[str]) -> list[str]:
         return ["ip", "netns", "exec", self.ns, *cmd]
@@ -284,21 +318,37 @@ def _stop(p: subprocess.Popen[Any]) -> None:
             p.wait(5)
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants now (from /proc/*/task/*/children)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
 def realtime(pid: int, priority: int) -> list[int]:
-    """Give Mahimahi's packet loops what chanemu's have (SCHED_FIFO `priority`): the
-    shell process `pid` (downlink loop) and its children that are Mahimahi too (the
-    uplink loop, forked into the new namespace). Their other children (dnsmasq, the
-    command) were forked before and keep normal scheduling. Returns the PIDs changed."""
-    comm = Path(f"/proc/{pid}/comm").read_text().strip()
-    pids = [pid]
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            with contextlib.suppress(OSError):
-                if Path(f"/proc/{child}/comm").read_text().strip() == comm:
-                    pids.append(int(child))
+    """Give Mahimahi's packet loops what chanemu's have (SCHED_FIFO `priority`): every
+    Mahimahi process (comm `mm-*`) under `pid`, i.e. the downlink and uplink loops.
+    Call it once the shell's command runs: processes forked before keep normal
+    scheduling (dnsmasq, the command), so only the emulator is real-time.
+    Returns the PIDs changed."""
+    pids = []
+    for p in process_tree(pid):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{p}/comm").read_text().startswith("mm-"):
+                pids.append(p)
+    done = []
     for p in pids:
-        subprocess.run(["chrt", "-a", "-f", "-p", str(priority), str(p)], check=True)
-    return pids
+        r = subprocess.run(["chrt", "-a", "-f", "-p", str(priority), str(p)], capture_output=True)
+        if r.returncode == 0:
+            done.append(p)
+        elif Path(f"/proc/{p}").exists():  # gone meanwhile is fine; refused is not
+            raise RuntimeError(f"chrt {p}: {r.stderr.decode().strip()}")
+    return done
 
 
 @contextlib.contextmanager
@@ -364,6 +414,116 @@ def mahimahi_goodput(
     return Row(test, "mahimahi", setup, goodput_values(mbit, cap))
 
 
+# ------------------------------------------------------------------ page loads
+PLT_CHANNEL = "fixed:40ms/200mbit"
+PLT_MBIT = 200.0
+
+
+def plt_row(tool: str, setup: str, page: str, plt_ms: Any, valid: Any, note: str) -> Row:
+    vals = {"page": page, "plt_ms": plt_ms, "valid": valid, "note": note}
+    return Row("plt", tool, setup, vals)
+
+
+def chanemu_plt(pages: int, schemes: str, timeout_s: float) -> list[Row]:
+    """`dch pageload` over the testbed (its own validity verdict per load)."""
+    argv = [
+        str(Path(REPO_ROOT) / "dch"), "pageload", "--corpus", "tp5n", "--pages", str(pages),
+        "--scheme", schemes, "--hbc", PLT_CHANNEL, "--llc", "urllc", "--timeout",
+        f"{timeout_s:g}", "--json", "--no-store",
+    ]  # fmt: skip
+    p = subprocess.run(argv, capture_output=True, text=True)
+    rows = []
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            r = json.loads(line)
+            note = r.get("invalid_reason") or ""
+            rows.append(
+                plt_row(
+                    f"chanemu {r['scheme']}",
+                    PLT_CHANNEL,
+                    r["page"],
+                    r.get("plt_ms"),
+                    r.get("valid"),
+                    note,
+                )
+            )
+    if not rows:
+        raise RuntimeError(f"dch pageload exited {p.returncode}: {p.stderr[-800:]}")
+    return rows
+
+
+def mahimahi_plt(
+    tools: dict[str, Path],
+    user: str,
+    pages: int,
+    timeout_s: float,
+    rt: int,
+    work: Path,
+    python: str,
+) -> list[Row]:
+    """Each page once in a fresh Chromium inside `mm-delay 20 mm-link 200mbit 200mbit`,
+    started in the namespace where LocalReplay serves the corpus (no DNS: Chromium maps
+    origins with --host-resolver-rules). Mahimahi's inner mm-link checks forwarding in
+    the namespace mm-delay made; we switch it on there (as root, from outside) before
+    the shell goes on."""
+    from dchlab.pages import open_corpus
+    from dchlab.workloads.localreplay import LocalReplay
+
+    corpus = open_corpus("tp5n")
+    trace = write_constant_trace(work / "200mbps.trace", PLT_MBIT)
+    # The driver runs as `user`, who may not reach this interpreter (a venv of root's):
+    # `python` (the system's, same minor version) with this one's packages on the path.
+    paths = [str(Path(REPO_ROOT) / "lab"), *site.getsitepackages()]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    setup = "mm-delay 20 mm-link 200mbps"
+    rows = []
+    with LocalReplay(corpus) as lr, MahimahiHost(tools, user, ns=lr.ns) as host:
+        # Chromium runs as `user`: it needs the NSS db (trusting the CA) as its own.
+        os.chmod(lr.dir, 0o755)
+        for d, _, files in os.walk(lr.home):
+            os.chown(d, host.uid, host.gid)
+            for f in files:
+                os.chown(Path(d) / f, host.uid, host.gid)
+        for page in corpus.pages[:pages]:
+            driver = [
+                python, "-m", "dchlab.workloads.browser", page.entry_url,
+                "--timeout", f"{timeout_s:g}", "--home", str(lr.home),
+                "--host-rules", lr.resolver_rules(),
+            ]  # fmt: skip
+            mm_link = [str(host.tools["mm-link"]), str(trace), str(trace), "--"]
+            link = [*mm_link, "sh", "-c", 'echo linked; exec "$@"', "sh", *driver]
+            inner = 'echo "$$"; read go; exec "$@"'
+            argv = host.shell("mm-delay", ["20"], ["sh", "-c", inner, "sh", *link])
+            p = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            )
+            host.children.append(p)
+            assert p.stdin and p.stdout
+            pid = p.stdout.readline().strip()
+            if not pid.isdigit():
+                _stop(p)
+                raise RuntimeError(f"{setup}: shell did not start ({pid!r})")
+            if rt:
+                realtime(p.pid, rt)
+            nsenter = ["nsenter", "-t", pid, "-n", "sysctl", "-qw", "net.ipv4.ip_forward=1"]
+            subprocess.run(nsenter, check=True)
+            p.stdin.write("go\n")
+            p.stdin.flush()  # communicate() closes it
+            if p.stdout.readline().strip() == "linked" and rt:
+                realtime(p.pid, rt)  # now mm-link's loops too; the driver stays normal
+            out, _ = p.communicate(timeout=timeout_s + 90)
+            lines = [x for x in out.splitlines() if x.startswith("{")]
+            if not lines:
+                rows.append(plt_row("mahimahi", setup, page.name, None, False, "no result"))
+                continue
+            r = json.loads(lines[-1])
+            note = r.get("invalid_reason") or ""
+            rows.append(
+                plt_row("mahimahi", setup, page.name, r.get("plt_ms"), r.get("valid"), note)
+            )
+    return rows
+
+
 # ------------------------------------------------------------------ main
 def find_trace(name: str, trace_dir: Path | None) -> tuple[Path, Path] | None:
     data = shared_data()
@@ -427,6 +587,17 @@ def measure(args: argparse.Namespace, work: Path) -> Iterator[Row]:
                 "mm-delay 0",
                 lambda h: mahimahi_goodput(h, "ceiling", "mm-delay", ["0"], s, None, rt),
             )
+    if "plt" in only:
+        if shared_data() is None and not os.environ.get("DCH_CORPUS_TP5N"):
+            yield Row("plt", "both", PLT_CHANNEL, skipped="tp5n pages not found")
+            return
+        yield from chanemu_plt(args.pages, "all-hbc,hbc-only", args.timeout)
+        if tools:
+            yield from mahimahi_plt(
+                tools, args.user, args.pages, args.timeout, rt, work, args.driver_python
+            )
+        else:
+            yield Row("plt", "mahimahi", "mm-delay 20 mm-link 200mbps", skipped=why)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -446,6 +617,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--trace-seconds", type=float, help="iperf3 time on the trace (default: its period)"
     )
+    ap.add_argument("--pages", type=int, default=5, help="tp5n pages to load (plt)")
+    ap.add_argument("--timeout", type=float, default=60, help="per page load, s (plt)")
+    ap.add_argument(
+        "--driver-python",
+        default="/usr/bin/python3",
+        help="interpreter --user runs the page-load driver with (plt; same minor version)",
+    )
     ap.add_argument("--json", type=Path, help="write the rows as JSON here")
     args = ap.parse_args(argv)
     bad = set(args.only.split(",")) - set(TESTS)
@@ -458,6 +636,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows.append(row)
             print(markdown([row]).splitlines()[-1], flush=True)
     print(markdown(rows))
+    for tool, (med, n) in plt_medians(rows).items():
+        print(f"PLT median {tool}: {med:.0f} ms over {n} page(s) valid in every tool")
     if args.json:
         args.json.write_text(json.dumps([r.__dict__ for r in rows], indent=1) + "\n")
     return 0

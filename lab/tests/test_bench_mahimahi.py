@@ -69,9 +69,14 @@ def test_constant_trace_is_the_rate_in_opportunities(tmp_path: Path) -> None:
     assert bm.trace_mean_mbit(one) == pytest.approx((12.0, 0.001))
     two = bm.write_constant_trace(tmp_path / "24.trace", 24.0)
     assert list(read_mahimahi(two)) == [1, 1]
-    assert bm.trace_mean_mbit(two)[0] == pytest.approx(24.0)
-    with pytest.raises(ValueError, match="whole number"):
-        bm.write_constant_trace(tmp_path / "x", 18.0)
+    # 18 Mbit/s = 1.5 per ms: 3 in a 2 ms loop, ms 1 gets floor(1.5) = 1, ms 2 gets 3 - 1
+    assert list(read_mahimahi(bm.write_constant_trace(tmp_path / "18", 18.0))) == [1, 2, 2]
+    # 200 Mbit/s = 16.67 per ms: 50 in a 3 ms loop, 16 + 17 + 17
+    ts = list(read_mahimahi(bm.write_constant_trace(tmp_path / "200", 200.0)))
+    assert [ts.count(k) for k in (1, 2, 3)] == [16, 17, 17]
+    assert bm.trace_mean_mbit(tmp_path / "200") == pytest.approx((200.0, 0.003))
+    with pytest.raises(ValueError, match="whole opportunities"):
+        bm.write_constant_trace(tmp_path / "x", 0.0131)
 
 
 def test_trace_mean_over_the_loop_period(tmp_path: Path) -> None:
@@ -114,6 +119,23 @@ def test_markdown_rows() -> None:
     assert lines[5] == "| trace | mahimahi | mm-link T | skipped: no --mahimahi-bin given |"
 
 
+def test_plt_rows_and_medians_over_common_valid_pages() -> None:
+    rows = [
+        bm.plt_row("chanemu all-hbc", "c", "a", 1000.0, True, ""),
+        bm.plt_row("chanemu all-hbc", "c", "b", 3000.0, True, ""),
+        bm.plt_row("chanemu all-hbc", "c", "c", 9000.0, True, ""),
+        bm.plt_row("mahimahi", "m", "a", 1100.0, True, ""),
+        bm.plt_row("mahimahi", "m", "b", 2900.0, True, ""),
+        bm.plt_row("mahimahi", "m", "c", None, False, "timeout after 60 s"),
+    ]
+    # page c is invalid for Mahimahi: both medians are over a and b only
+    assert bm.plt_medians(rows) == {"chanemu all-hbc": (2000.0, 2), "mahimahi": (2000.0, 2)}
+    lines = bm.markdown(rows[3:]).splitlines()
+    assert lines[2] == "| plt | mahimahi | m | a: PLT 1100 ms |"
+    assert lines[4] == "| plt | mahimahi | m | c: PLT - (invalid: timeout after 60 s) |"
+    assert bm.plt_medians([]) == {}
+
+
 def test_mahimahi_binaries_skip_reasons(tmp_path: Path) -> None:
     assert bm.mahimahi_binaries(None) == ({}, "no --mahimahi-bin given")
     tools, why = bm.mahimahi_binaries(tmp_path)
@@ -146,6 +168,8 @@ def test_no_binaries_gives_skipped_mahimahi_rows_for_a_missing_trace(tmp_path: P
         seconds=1.0,
         trace_seconds=None,
         mm_rt_priority=0,
+        pages=1,
+        timeout=1.0,
     )
     rows = list(bm.measure(args, tmp_path))
     assert [(r.test, r.skipped) for r in rows] == [("trace", "trace files not found")]
@@ -153,5 +177,5 @@ def test_no_binaries_gives_skipped_mahimahi_rows_for_a_missing_trace(tmp_path: P
 
 def test_unknown_test_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        bm.main(["--only", "ping,plt"])
-    assert "unknown test(s) ['plt']" in capsys.readouterr().err
+        bm.main(["--only", "ping,plts"])
+    assert "unknown test(s) ['plts']" in capsys.readouterr().err
