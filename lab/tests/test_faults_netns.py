@@ -143,3 +143,26 @@ def test_shell_outage_option_stops_the_link_on_schedule(tmp_path: Path) -> None:
     # 80 pings 50 ms apart, half of every 2 s dead: ~40 answered (the reply may also
     # die on the way back at the edges); loose bounds for a busy machine
     assert 20 <= received <= 60, r.stdout
+
+
+def test_shell_loss_burst_drops_at_its_rate(tmp_path: Path) -> None:
+    """`dch shell --llc-loss-burst 0s-10s:0.5:up` (all-llc): half the pings are lost on
+    the way up, counted as burst drops (Binomial(80, 0.5): 20..60 is ±4.4 sd)."""
+    require_root()
+    require_binaries("chanemu", "webreplay", "dchannel")
+    stats_file = tmp_path / "stats.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "dchlab.cli", "shell", "--scheme", "all-llc",
+         "--llc-loss-burst", "0s-10s:0.5:up", "--fault-repeat", "10s",
+         "--stats", str(stats_file), "--",
+         "ping", "-n", "-q", "-c", "80", "-i", "0.05", "-W", "1", "server.test"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(LAB)}, cwd=LAB,
+        timeout=120,
+    )  # fmt: skip
+    assert r.returncode in (0, 1), r.stderr
+    emu = json.loads(stats_file.read_text())["links"]["llc"]
+    assert emu["uplink"]["pkts_dropped_burst"] >= 20, emu
+    assert emu["downlink"]["pkts_dropped_burst"] == 0, emu
+    assert emu["uplink"]["pkts_dropped_outage"] == 0, emu
+    received = int(r.stdout.split(" received")[0].rsplit(",", 1)[-1].strip())
+    assert 20 <= received <= 60, r.stdout

@@ -7,6 +7,10 @@ names are case-sensitive; anything starting with `fixed:` is meant as a built-in
 malformed one is an error, not a file name; numbers use Rust's `f64` syntax (`1e3`,
 `.5`, `5.` are fine, `1_000` and spaces are not); the RTT is finite and ≥ 0; the rate
 is finite and > 0, or `unlimited`.
+
+Built-in names carry no faults; outages and loss bursts live in a profile's
+`<direction>.faults` table, whose Python rules are dchlab.traces.faults (checked
+against chanemu by the same test).
 """
 
 from __future__ import annotations
