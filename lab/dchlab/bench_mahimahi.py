@@ -270,6 +270,7 @@ class MahimahiHost:
         self.owned = ns is None
         self.ns = ns or f"mmcmp{os.getpid()}"
         self.children: list[subprocess.Popen[Any]] = []
+        self.port = 5200  # iperf3 servers take 5201, 5202, ...
 
     def __enter__(self) -> MahimahiHost:
         if self.owned:
@@ -294,6 +295,10 @@ class MahimahiHost:
 
     def exec(self, cmd: Sequence[str], **kw: Any) -> subprocess.CompletedProcess[Any]:
         return subprocess.run(self.argv(cmd), **kw)
+
+    def next_port(self) -> int:
+        self.port += 1
+        return self.port
 
     def serve(self, cmd: Sequence[str]) -> subprocess.Popen[Any]:
         p = subprocess.Popen(self.argv(cmd), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -402,14 +407,21 @@ def mahimahi_goodput(
     cap: float | None,
     rt_priority: int,
 ) -> Row:
-    inner = f'echo started; exec iperf3 -c "$MAHIMAHI_BASE" -R -J -t {seconds:g}'
+    # A server of its own per test: when a shell exits, the previous test's connection
+    # may die without its last exchange and leave a shared server "busy" for minutes.
+    port = host.next_port()
+    inner = f'echo started; exec iperf3 -c "$MAHIMAHI_BASE" -p {port} -R -J -t {seconds:g}'
 
     def run(_argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
         with mm_shell(host, tool, args, inner, rt_priority) as (p, _):
             out, _err = p.communicate(timeout=timeout)
         return subprocess.CompletedProcess(p.args, p.returncode, out, "")
 
-    mbit = _retry_iperf3(run, [], seconds + 30)
+    server = host.serve(["iperf3", "-s", "-p", str(port)])
+    try:
+        mbit = _retry_iperf3(run, [], seconds + 30)
+    finally:
+        _stop(server)
     setup = " ".join([tool, *(Path(a).name for a in args)])
     return Row(test, "mahimahi", setup, goodput_values(mbit, cap))
 
@@ -542,8 +554,6 @@ def measure(args: argparse.Namespace, work: Path) -> Iterator[Row]:
     rt = args.mm_rt_priority
     with contextlib.ExitStack() as stack:
         host = stack.enter_context(MahimahiHost(tools, args.user)) if tools else None
-        if host:
-            host.serve(["iperf3", "-s"])
 
         def mm(test: str, setup: str, fn: Callable[[MahimahiHost], Row]) -> Row:
             return fn(host) if host else Row(test, "mahimahi", setup, skipped=why)
