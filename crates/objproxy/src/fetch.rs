@@ -223,6 +223,21 @@ async fn route(shared: &Arc<Shared>, origin: &Origin, req: Outgoing) -> Result<P
             record(shared, d, size);
             full(shared, d.channel, origin, &req).await
         }
+        PolicyKind::ObjPriority => {
+            let prio = crate::policy::obj_priority::of_headers(&req.headers);
+            let d = crate::policy::obj_priority::decide(prio);
+            tracing::debug!(host = %origin.host, path = %req.path_and_query, urgency = prio.urgency, channel = %d.channel, "obj-priority");
+            let resp = upstream::send(shared, d.channel, origin, &req).await?;
+            // The whole object travels on the decided channel: its size is the response's
+            // Content-Length (when the origin sends one).
+            let size = resp
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            record(shared, d, size);
+            Ok(forward(resp, None, 0, d.channel, shared))
+        }
         PolicyKind::Ians | PolicyKind::ObjSize { .. } if discoverable => {
             discover(shared, origin, req, policy.probe_channel(&views)).await
         }

@@ -14,7 +14,7 @@ use objproxy::estimate::Prior;
 use objproxy::policy::PolicyKind;
 
 /// Explicit HTTP/HTTPS proxy that fetches every web object over the HBC or the LLC, chosen
-/// per object by a policy (IANS, object size, size oracle, or passthrough).
+/// per object by a policy (IANS, object size, size oracle, request priority, or passthrough).
 ///
 /// Browsers use it with `--proxy-server=http://LISTEN`. HTTPS is intercepted: the proxy
 /// answers CONNECT, terminates TLS with a certificate issued by --ca-cert/--ca-key and
@@ -26,7 +26,8 @@ struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:3128")]
     listen: SocketAddr,
-    /// Steering policy: ians | obj-size:N (N bytes, e.g. 6000 or 6KB) | obj-oracle | passthrough.
+    /// Steering policy: ians | obj-size:N (N bytes, e.g. 6000 or 6KB) | obj-oracle |
+    /// obj-priority (only `priority: u=0` requests on the LLC) | passthrough.
     #[arg(long, default_value = "ians")]
     policy: PolicyKind,
     /// Page corpus directory (manifest.json); required by obj-oracle for object sizes.

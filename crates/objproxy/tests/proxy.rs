@@ -663,3 +663,75 @@ fn bad_arguments_are_explained() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("needs --corpus"), "{err}");
 }
+
+/// obj-priority over CONNECT + TLS + HTTP/2, as Chromium talks to the proxy: exactly the
+/// `priority: u=0` requests reach the origin from the LLC, each object whole (no probe),
+/// and the per-channel body bytes equal the sizes of the objects decided for the channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn obj_priority_sends_exactly_the_highest_priority_requests_over_the_llc() {
+    let ca = make_ca();
+    let (origin, log) = start_origin(Some(&ca), true).await;
+    let p = start_proxy(&ca, PolicyKind::ObjPriority).await;
+    let tx = h2_via_connect(p.local_addr, origin, &ca.cert_pem).await;
+    // (size, the `priority` header Chromium sends for the resource, expected channel);
+    // sizes are distinct so the origin's log tells the requests apart.
+    let cases: [(usize, Option<&'static str>, Channel); 7] = [
+        (5_120, Some("u=0, i"), Channel::Llc), // main document
+        (2_300, Some("u=0"), Channel::Llc),    // render-blocking CSS
+        (48_000, Some("u=0"), Channel::Llc),   // font
+        (31_000, Some("u=1"), Channel::Hbc),   // parser-blocking script
+        (900, Some("u=1, i"), Channel::Hbc),   // fetch()/XHR
+        (120_000, Some("i"), Channel::Hbc),    // image (urgency 3, omitted)
+        (7_700, None, Channel::Hbc),           // async script: no header
+    ];
+    let mut tasks = Vec::new();
+    for (n, prio, _) in cases {
+        let mut tx = tx.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut req = Request::get(format!("https://{origin}/bytes/{n}"));
+            if let Some(v) = prio {
+                req = req.header("priority", v);
+            }
+            let resp = tx
+                .send_request(req.body(Empty::new()).unwrap())
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), StatusCode::OK);
+            let b = resp.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(sha(&b), sha(&pattern(n)), "object of {n} bytes");
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for (n, _, ch) in cases {
+        assert_eq!(
+            seen_for(&log, &format!("/bytes/{n}")),
+            vec![(ch, None)],
+            "object of {n} bytes: one whole request on {ch}"
+        );
+    }
+    let want =
+        |ch: Channel| -> u64 { cases.iter().filter(|c| c.2 == ch).map(|c| c.0 as u64).sum() };
+    assert_eq!(want(Channel::Llc), 5_120 + 2_300 + 48_000);
+    for ch in Channel::ALL {
+        let st = p.shared.stats.ch(ch);
+        assert_eq!(body_bytes(&p, ch), want(ch), "{ch} body bytes");
+        assert_eq!(
+            st.decided_bytes.load(Relaxed),
+            want(ch),
+            "{ch} decided bytes"
+        );
+    }
+    let d = |ch: Channel| p.shared.stats.ch(ch).decisions.lock().unwrap().clone();
+    assert_eq!(d(Channel::Llc).get(&Reason::HighestPriority), Some(&3));
+    assert_eq!(d(Channel::Llc).len(), 1);
+    assert_eq!(d(Channel::Hbc).get(&Reason::LowerPriority), Some(&4));
+    assert_eq!(d(Channel::Hbc).len(), 1);
+    assert_eq!(p.shared.stats.probes.load(Relaxed), 0);
+    // The stats JSON names the reasons.
+    let json = serde_json::to_value(p.shared.snapshot()).unwrap();
+    assert_eq!(json["policy"], "obj-priority");
+    assert_eq!(json["channels"]["llc"]["decisions"]["highest_priority"], 3);
+    assert_eq!(json["channels"]["hbc"]["decisions"]["lower_priority"], 4);
+}

@@ -9,6 +9,7 @@
 
 pub mod ians;
 pub mod obj_oracle;
+pub mod obj_priority;
 pub mod obj_size;
 pub mod passthrough;
 pub mod predict;
@@ -126,6 +127,10 @@ pub enum Reason {
     SizeUnknown,
     /// passthrough or an object missing from the oracle's manifest.
     Default,
+    /// obj-priority: the request has the highest urgency (`priority: u=0`).
+    HighestPriority,
+    /// obj-priority: any lower urgency (including no `priority` header, urgency 3).
+    LowerPriority,
 }
 
 /// A policy's answer for one object.
@@ -145,8 +150,12 @@ impl Decision {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PolicyKind {
     Ians,
-    ObjSize { threshold: u64 },
+    ObjSize {
+        threshold: u64,
+    },
     ObjOracle,
+    /// Only the highest-priority requests on the LLC ([`obj_priority`]).
+    ObjPriority,
     Passthrough,
 }
 
@@ -163,6 +172,9 @@ impl PolicyKind {
             PolicyKind::Ians => ians::decide(size, views, tls),
             PolicyKind::ObjSize { threshold } => obj_size::decide(size, *threshold),
             PolicyKind::ObjOracle => obj_oracle::decide(size, views, tls),
+            // Decided from the request headers, not the size (the proxy calls
+            // obj_priority::decide directly); without them the default urgency applies.
+            PolicyKind::ObjPriority => obj_priority::decide(obj_priority::Priority::default()),
             PolicyKind::Passthrough => passthrough::decide(),
         }
     }
@@ -172,7 +184,9 @@ impl PolicyKind {
         match self {
             PolicyKind::Ians => views.lowest_latency(),
             PolicyKind::ObjSize { .. } => Channel::Llc,
-            PolicyKind::ObjOracle | PolicyKind::Passthrough => Channel::Hbc,
+            PolicyKind::ObjOracle | PolicyKind::ObjPriority | PolicyKind::Passthrough => {
+                Channel::Hbc
+            }
         }
     }
 }
@@ -183,6 +197,7 @@ impl fmt::Display for PolicyKind {
             PolicyKind::Ians => f.write_str("ians"),
             PolicyKind::ObjSize { threshold } => write!(f, "obj-size:{threshold}"),
             PolicyKind::ObjOracle => f.write_str("obj-oracle"),
+            PolicyKind::ObjPriority => f.write_str("obj-priority"),
             PolicyKind::Passthrough => f.write_str("passthrough"),
         }
     }
@@ -195,6 +210,7 @@ impl FromStr for PolicyKind {
         match s {
             "ians" => Ok(PolicyKind::Ians),
             "obj-oracle" => Ok(PolicyKind::ObjOracle),
+            "obj-priority" => Ok(PolicyKind::ObjPriority),
             "passthrough" => Ok(PolicyKind::Passthrough),
             _ => {
                 if let Some(n) = s.strip_prefix("obj-size:") {
@@ -204,7 +220,7 @@ impl FromStr for PolicyKind {
                     Ok(PolicyKind::ObjSize { threshold })
                 } else {
                     Err(format!(
-                        "unknown policy {s:?}; expected one of ians, obj-size:N, obj-oracle, passthrough"
+                        "unknown policy {s:?}; expected one of ians, obj-size:N, obj-oracle, obj-priority, passthrough"
                     ))
                 }
             }
@@ -276,6 +292,11 @@ mod tests {
             "passthrough".parse::<PolicyKind>().unwrap(),
             PolicyKind::Passthrough
         );
+        assert_eq!(
+            "obj-priority".parse::<PolicyKind>().unwrap(),
+            PolicyKind::ObjPriority
+        );
+        assert_eq!(PolicyKind::ObjPriority.to_string(), "obj-priority");
         let e = "obj-size:lots".parse::<PolicyKind>().unwrap_err();
         assert!(e.contains("byte count"), "{e}");
         let e = "mptcp".parse::<PolicyKind>().unwrap_err();

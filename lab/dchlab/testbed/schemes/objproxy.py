@@ -2,7 +2,8 @@
 
 `ians` (Socket Intents threshold policy with IANS range-request size discovery),
 `obj-size:N` (objects below N bytes on the LLC), `obj-oracle` (NSDI'23 Obj-steering,
-sizes from the corpus manifest) and `passthrough` (everything on the HBC, to measure the
+sizes from the corpus manifest), `obj-priority` (HotMobile'21: only the requests Chromium
+gives the highest priority on the LLC) and `passthrough` (everything on the HBC, to measure the
 proxy's own cost). See docs/objproxy.md.
 
 Plumbing on ue: both links are up; the proxy's HBC connections are bound to device
@@ -73,6 +74,11 @@ def nominal_rtt_ms(resolved: str) -> float | None:
 )
 @register(
     "obj-oracle", help="objproxy: NSDI'23 Obj-steering, object sizes from the corpus manifest"
+)
+@register(
+    "obj-priority",
+    help="objproxy: HotMobile'21 obj-priority, only Chromium's highest-priority requests "
+    "(priority: u=0) on the LLC",
 )
 @register("passthrough", help="objproxy: every object on the HBC (the proxy's own cost)")
 class ObjproxyScheme(Scheme):
