@@ -34,6 +34,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             c = c.quick()
         if args.trials:
             c = replace(c, trials=args.trials)
+        if args.name or args.seed is not None or args.pages:
+            c = c.variant(name=args.name, seed=args.seed, pages=args.pages)
         console.print(
             f"[bold]{c.name}[/]{' (quick)' if c.is_quick else ''}: {len(c.schemes)} schemes × "
             f"{len(c.conditions)} conditions × {c.workload.kind} × {c.trials} trials, seed {c.seed}"
@@ -130,6 +132,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="run only the file's `quick:` subset")
     p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
     p.add_argument("--trials", type=_positive, help="override the number of trials")
+    p.add_argument("--seed", type=_non_negative, help="override the campaign's seed")
+    p.add_argument("--pages", type=_positive, metavar="N", help="only the first N pages")
+    p.add_argument(
+        "--name",
+        metavar="NAME",
+        help="store (and publish) the run as campaign NAME, a rerun of the file's campaign: "
+        "the report sets its headline gains beside the original's on the same pages, e.g. "
+        "`--pages 10 --seed 2 --name fig3-seed2` (the stability check of docs/results.md)",
+    )
     p.add_argument(
         "--any-revision",
         action="store_true",

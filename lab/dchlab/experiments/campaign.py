@@ -21,6 +21,7 @@ import yaml
 
 from dchlab import units
 from dchlab.errors import UserError
+from dchlab.pages.cdn import CdnSpec, CdnSpecError, parse_spec
 
 WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app")
 ANALYSIS_KINDS = ("gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error", "app")
@@ -36,6 +37,7 @@ _TOP_KEYS = {
     "seed",
     "quick",
     "analysis",
+    "cdn",
 }
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+=:-]*$")
 
@@ -95,7 +97,15 @@ class Campaign:
     seed: int
     analysis: dict[str, Any]
     quick_spec: dict[str, Any]
+    #: The `cdn:` block: webreplay's CDN tier model for every run (None: no CDN delays).
+    cdn: CdnSpec | None = None
     is_quick: bool = False
+    #: A rerun of another campaign (`dch run FILE --name NAME --seed N --pages N`): the
+    #: original's name. Its rows carry it (`rerun_of`), and the report sets the two side
+    #: by side (how far the headline gains moved).
+    rerun_of: str | None = None
+    #: The `dch run` flags that made this variant (for its rerun command).
+    variant_flags: tuple[str, ...] = ()
 
     def scheme(self, label: str) -> Scheme:
         for s in self.schemes:
@@ -138,7 +148,41 @@ class Campaign:
             rel = self.path.resolve().relative_to(repo_root())
         except ValueError:
             rel = self.path
-        return f"./dch run {rel}" + (" --quick" if self.is_quick else "")
+        flags = "".join(f" {f}" for f in self.variant_flags)
+        return f"./dch run {rel}" + (" --quick" if self.is_quick else "") + flags
+
+    def variant(
+        self, name: str | None = None, seed: int | None = None, pages: int | None = None
+    ) -> Campaign:
+        """The same campaign with another name, seed or first-N-pages (the stability
+        rerun of issue 18: a page subset, another seed, another day). With a new name
+        it is a rerun of this one (`rerun_of`), stored and published on its own."""
+        flags: list[str] = []
+        c = self
+        if seed is not None and seed != self.seed and (name is None or name == self.name):
+            raise CampaignError(
+                f"{self.path}: --seed {seed} needs --name: cells do not name their seed, so a "
+                "run with another seed is its own campaign (a rerun)"
+            )
+        if pages is not None:
+            if c.workload.kind != "pageload":
+                raise CampaignError(f"{self.path}: --pages applies to pageload campaigns only")
+            current = c.workload.pages
+            if isinstance(current, tuple):
+                wl = replace(c.workload, pages=current[:pages])
+            else:
+                wl = replace(c.workload, pages=min(pages, current) if current else pages)
+            c = replace(c, workload=wl)
+            flags.append(f"--pages {pages}")
+        if seed is not None:
+            c = replace(c, seed=seed)
+            flags.append(f"--seed {seed}")
+        if name is not None and name != self.name:
+            if not _NAME_RE.match(name):
+                raise CampaignError(f"--name {name!r}: expected letters, digits and ._+=:-")
+            c = replace(c, name=name, rerun_of=self.rerun_of or self.name)
+            flags.append(f"--name {name}")
+        return replace(c, variant_flags=self.variant_flags + tuple(flags))
 
 
 def cell_key(condition: str, item: str, trial: int, scheme_label: str) -> str:
@@ -447,6 +491,12 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
         quick["sizes"] = [
             parse_size(s, f"{path}: quick.sizes[{i}]") for i, s in enumerate(quick["sizes"])
         ]
+    cdn = None
+    if "cdn" in d:
+        try:
+            cdn = parse_spec(d["cdn"], f"{path}: cdn")
+        except CdnSpecError as e:
+            raise CampaignError(str(e)) from e
     return Campaign(
         path=path,
         name=name,
@@ -459,6 +509,7 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
         seed=seed,
         analysis={"kind": akind, "baseline": baseline, **analysis},
         quick_spec=quick,
+        cdn=cdn,
     )
 
 

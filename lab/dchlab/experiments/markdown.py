@@ -55,7 +55,7 @@ def campaigns_markdown(
         rows = store.load_rows(c.name, store=store_path)
         if not rows:
             continue
-        s = summarize(c, rows)
+        s = summarize(c, rows, store.reruns_of(c.name, store_path))
         source_ref = c.paper.get("source", "")
         out += [f"### {c.name}" + (f" ({source_ref})" if source_ref else ""), ""]
         hosts = sorted({str(r.get("hostname")) for r in rows if r.get("hostname")})

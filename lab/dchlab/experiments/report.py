@@ -400,7 +400,12 @@ def campaign_files(directory: Path | None = None) -> list[Path]:
     return sorted(d.glob("*.yaml"), key=lambda p: (rank.get(p.stem, len(rank)), p.stem))
 
 
-def section(c: Campaign, rows: list[dict[str, Any]], with_channels: bool = True) -> dict[str, Any]:
+def section(
+    c: Campaign,
+    rows: list[dict[str, Any]],
+    with_channels: bool = True,
+    reruns: dict[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
     q = c.quick()
     sec: dict[str, Any] = {
         "name": c.name,
@@ -417,7 +422,7 @@ def section(c: Campaign, rows: list[dict[str, Any]], with_channels: bool = True)
     if not rows:
         sec.update(status="not run yet", warning=f"No results yet. Run `{sec['rerun']}`.")
         return sec
-    s = summarize(c, rows)
+    s = summarize(c, rows, reruns)
     bad = unpaired(rows)
     if bad:
         sec["warning"] = (
@@ -465,7 +470,10 @@ def build_report(
             )
             continue
         seen.add(c.name)
-        sections.append(section(c, store.load_rows(c.name, store=store_path), with_channels))
+        reruns = store.reruns_of(c.name, store_path)
+        seen.update(reruns)  # shown inside their original's section
+        rows = store.load_rows(c.name, store=store_path)
+        sections.append(section(c, rows, with_channels, reruns))
     for name in store.campaigns(store_path):
         if name not in seen:
             orphan: dict[str, Any] = {

@@ -272,6 +272,8 @@ def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict
         )
         if c.workload.kind == "pageload":
             row.setdefault("corpus", c.workload.corpus)
+        if c.rerun_of:
+            row["rerun_of"] = c.rerun_of
         out.append(row)
     return out
 

@@ -399,6 +399,21 @@ def done_cells(
     return {str(r[0]) for r in got}
 
 
+def reruns_of(
+    campaign: str, store: str | os.PathLike[str] | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Rows of the campaigns stored as reruns of `campaign` (`dch run --name`), by name."""
+    if not has_table(store):
+        return {}
+    with connect(store, read_only=True) as con:
+        if "rerun_of" not in existing_columns(con):
+            return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in load_rows(store=store, where="rerun_of = ?", params=[campaign]):
+        out.setdefault(str(r["campaign"]), []).append(r)
+    return out
+
+
 def campaigns(store: str | os.PathLike[str] | None = None) -> list[str]:
     if not has_table(store):
         return []

@@ -188,7 +188,49 @@ def _counts(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
     return len(meas), invalid, failed
 
 
-def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
+def _rerun_table(
+    c: Campaign, rows: list[dict[str, Any]], reruns: dict[str, list[dict[str, Any]]]
+) -> Table:
+    """Each rerun's headline gains beside the original's on the same pages: how far they
+    moved with another seed (trace offsets), day and machine state (issue 18)."""
+    metric = c.analysis.get("metric", "plt_ms")
+    base = c.analysis.get("baseline", "all-hbc")
+    t = Table(
+        "Reruns (dch run --name): gain against "
+        + base
+        + " on the rerun's pages, original beside rerun (95% CI over pages)",
+        ["rerun", "condition", "scheme", f"{c.name} gain %", "rerun gain %", "moved (points)"],
+    )
+    for name, rr in sorted(reruns.items()):
+        pages = {str(r.get("item")) for r in rr}
+        ours = an.paired_gains(
+            [r for r in rows if str(r.get("item")) in pages], metric=metric, baseline=base
+        )
+        theirs = an.paired_gains(rr, metric=metric, baseline=base)
+        for cond in c.conditions:
+            for arm in _arms(c, base):
+                a, b = ours.get((cond.name, arm)), theirs.get((cond.name, arm))
+                if a is None or b is None:
+                    continue
+                moved = b.gain_pct.mean - a.gain_pct.mean
+                t.rows.append(
+                    [
+                        f"{name} ({len(pages)} pages)",
+                        cond.name,
+                        arm,
+                        a.gain_pct.fmt(1, "%"),
+                        b.gain_pct.fmt(1, "%"),
+                        _num(moved, 1),
+                    ]
+                )
+    return t
+
+
+def summarize(
+    c: Campaign,
+    rows: list[dict[str, Any]],
+    reruns: dict[str, list[dict[str, Any]]] | None = None,
+) -> Summary:
     kind = c.analysis["kind"]
     loads, invalid, failed = _counts(rows)
     base = c.analysis.get("baseline", "all-hbc")
@@ -205,6 +247,8 @@ def summarize(c: Campaign, rows: list[dict[str, Any]]) -> Summary:
         s.tables.append(t)
         if kind == "reorder":
             s.tables.append(_stats_table(c, rows))
+        if reruns:
+            s.tables.append(_rerun_table(c, rows, reruns))
         if any(r.get("fcp_ms") is not None for r in rows):
             s.tables.append(_page_metrics_table(c, rows))
     elif kind == "phases":

@@ -1,0 +1,87 @@
+"""Reruns (`dch run FILE --name NAME --seed N --pages N`): their own campaign, rows that
+say what they rerun, and a report table of how far the headline gains moved."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from dchlab.experiments import store
+from dchlab.experiments.campaign import CampaignError, load_campaign
+from dchlab.experiments.runner import run_campaign
+from dchlab.experiments.summary import summarize
+
+CAMPAIGN = """
+name: rr
+schemes: [all-hbc, dchannel]
+conditions:
+  - {name: embb, hbc: embb, llc: urllc}
+workload: {kind: pageload, corpus: synthetic:1, pages: [p1, p2, p3]}
+trials: 1
+seed: 1
+analysis: {kind: gain, baseline: all-hbc}
+"""
+
+
+def fake(dchannel_ms: float):
+    def run(c, g):  # TEST DATA ONLY: all-hbc 1000 ms, dchannel as given
+        ms = 1000.0 if g.scheme.label == "all-hbc" else dchannel_ms
+        return [{"page": it, "plt_ms": ms, "valid": True} for it in g.items]
+
+    return run
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    p = tmp_path / "rr.yaml"
+    p.write_text(textwrap.dedent(CAMPAIGN))
+    return load_campaign(p, check_channels=False)
+
+
+def test_variant_is_its_own_campaign(campaign):
+    v = campaign.variant(name="rr-seed2", seed=2, pages=2)
+    assert (v.name, v.seed, v.workload.pages, v.rerun_of) == ("rr-seed2", 2, ("p1", "p2"), "rr")
+    assert v.rerun_command().endswith("rr.yaml --pages 2 --seed 2 --name rr-seed2")
+    assert campaign.variant(pages=2).rerun_of is None  # a subset of the same cells
+    with pytest.raises(CampaignError, match="needs --name"):
+        campaign.variant(seed=2)
+    with pytest.raises(CampaignError, match="--name"):
+        campaign.variant(name="bad name")
+
+
+def test_report_sets_the_rerun_beside_the_original_on_its_pages(campaign, tmp_path):
+    db = tmp_path / "s.duckdb"
+    run_campaign(campaign, store_path=db, executor=fake(800.0))  # gain 20%
+    rerun = campaign.variant(name="rr-seed2", seed=2, pages=2)
+    run_campaign(rerun, store_path=db, executor=fake(700.0))  # gain 30%
+    rows = store.load_rows("rr-seed2", store=db)
+    assert {r["rerun_of"] for r in rows} == {"rr"} and {r["seed"] for r in rows} == {2}
+    assert {r["item"] for r in rows} == {"p1", "p2"}
+    reruns = store.reruns_of("rr", db)
+    assert list(reruns) == ["rr-seed2"]
+    s = summarize(campaign, store.load_rows("rr", store=db), reruns)
+    (t,) = [t for t in s.tables if t.title.startswith("Reruns")]
+    assert t.rows == [
+        [
+            "rr-seed2 (2 pages)",
+            "embb",
+            "dchannel",
+            "20.0% [20.0, 20.0]",
+            "30.0% [30.0, 30.0]",
+            "10.0",
+        ]
+    ]
+
+
+def test_report_does_not_list_a_rerun_as_an_orphan(campaign, tmp_path):
+    from dchlab.experiments.report import build_report
+
+    db = tmp_path / "s.duckdb"
+    run_campaign(campaign, store_path=db, executor=fake(800.0))
+    run_campaign(
+        campaign.variant(name="rr-b", seed=3, pages=1), store_path=db, executor=fake(900.0)
+    )
+    html = build_report(db, tmp_path / "r.html", [campaign.path], with_channels=False).read_text()
+    assert "Reruns" in html and "rr-b (1 pages)" in html
+    assert "in the store, no campaign file" not in html
