@@ -278,3 +278,35 @@ def test_cdn_spec_parsing() -> None:
     assert parse_hit_ratio("parent=0.5") == (0.0, 0.5)
     with pytest.raises(CdnSpecError, match="not a number"):
         parse_hit_ratio("edge=lots")
+
+
+def test_campaign_cdn_block_reaches_the_testbed_config() -> None:
+    from dchlab.experiments.campaign import CampaignError, parse_campaign
+    from dchlab.workloads.measure import RunSpec, testbed_config
+
+    d = {
+        "name": "cdn-check",
+        "schemes": ["obj-priority", "hbc-only"],
+        "conditions": [{"name": "c", "hbc": "embb", "llc": "urllc"}],
+        "workload": {"kind": "pageload"},
+        "analysis": {"baseline": "hbc-only"},
+        "cdn": {
+            "delays_ms": {"parent": 10, "origin": 50},
+            "hit_ratio": {"edge": 0.6, "parent": 0.25},
+        },
+    }
+    c = parse_campaign(d, Path("x.yaml"))
+    assert c.cdn == CdnSpec((0.0, 10.0, 50.0), (0.6, 0.25), 1)
+    no_cdn = {k: v for k, v in d.items() if k != "cdn"}
+    assert parse_campaign(no_cdn, Path("x.yaml")).cdn is None
+    with pytest.raises(CampaignError, match=r"x\.yaml: cdn\.hit_ratio\.edge: expected a share"):
+        parse_campaign({**d, "cdn": {"hit_ratio": {"edge": 2}}}, Path("x.yaml"))
+    cfg = testbed_config(
+        RunSpec("hbc-only", "embb", "urllc", webreplay_args=c.cdn.webreplay_args()), "p"
+    )
+    assert list(cfg.webreplay_args) == [
+        "--cdn-delays-ms", "edge=0,parent=10,origin=50",
+        "--cdn-hit-ratio", "edge=0.6,parent=0.25",
+        "--cdn-seed", "1",
+    ]  # fmt: skip
+    assert cfg.describe()["webreplay_args"] == list(cfg.webreplay_args)

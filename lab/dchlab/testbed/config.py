@@ -26,6 +26,9 @@ class TestbedConfig:
         grows by twice this), emulated by a third chanemu link; 0 = a plain veth.
     corpus: a page corpus directory (docs/formats.md): every origin of its manifest
         gets an address in srv and a DNS record, and webreplay serves the corpus.
+    webreplay_args: extra webreplay flags, e.g. the CDN model of a campaign's `cdn:`
+        block (`--cdn-delays-ms edge=0,parent=10,origin=50 --cdn-hit-ratio ...`,
+        docs/webreplay.md), after the scheme's own.
     hosts: extra host names (each gets the next service address) or an explicit
         {name: address} mapping (addresses must lie in 198.19.128.0/17).
     agent_args: extra arguments appended to both `dchannel client` and
@@ -60,6 +63,7 @@ class TestbedConfig:
     server_delay_ms: float = 0.0
     corpus: Path | str | None = None
     hosts: Sequence[str] | Mapping[str, str] | None = None
+    webreplay_args: Sequence[str] = ()
     agent_args: list[str] = field(default_factory=list)
     client_args: Sequence[str] = ()
     gateway_args: Sequence[str] = ()
@@ -78,6 +82,7 @@ class TestbedConfig:
             "seed": self.seed,
             "server_delay_ms": self.server_delay_ms,
             "corpus": str(self.corpus) if self.corpus else None,
+            "webreplay_args": list(self.webreplay_args),
             "agent_args": list(self.agent_args),
             "client_args": list(self.client_args),
             "gateway_args": list(self.gateway_args),

@@ -339,7 +339,7 @@ class Testbed:
     def _server_config(self, exes: dict[str, Path]) -> tuple[object, ...]:
         """What the servers depend on: a prepared testbed's servers are kept if equal."""
         corpus = str(Path(self.cfg.corpus).resolve()) if self.cfg.corpus else ""
-        wr_args = tuple(self.scheme.webreplay_args(self))
+        wr_args = (*self.scheme.webreplay_args(self), *self.cfg.webreplay_args)
         return (str(exes["webreplay"]), corpus, tuple(sorted(self.hosts.items())), wr_args)
 
     def _spawn_servers(self, exes: dict[str, Path]) -> None:
@@ -365,7 +365,8 @@ class Testbed:
               "--grace-ms", "0"]  # fmt: skip
         if cfg.corpus:
             wr += ["--corpus", str(Path(cfg.corpus).resolve())]
-        self.spawn("webreplay", [*wr, *self.scheme.webreplay_args(self)], ns="srv")
+        wr += [*self.scheme.webreplay_args(self), *cfg.webreplay_args]
+        self.spawn("webreplay", wr, ns="srv")
         self._servers_key = self._server_config(exes)
 
     def _address(self, links: dict[str, str]) -> None:

@@ -65,6 +65,8 @@ class RunSpec:
     client_args: tuple[str, ...] = ()  # `dchannel client` only, after agent_args
     gateway_args: tuple[str, ...] = ()  # `dchannel gateway` only, after agent_args
     decision_logs: bool = False  # agents' decision/arrival logs -> reward error (Fig. 11)
+    # webreplay flags, e.g. a campaign's CDN model (dchlab.pages.cdn.CdnSpec.webreplay_args)
+    webreplay_args: tuple[str, ...] = ()
 
 
 def paired_seed(seed: int, item: str, trial: int) -> int:
@@ -117,6 +119,7 @@ def testbed_config(spec: RunSpec, item: str, corpus: Path | None = None):  # typ
         client_args=list(spec.client_args),
         gateway_args=list(spec.gateway_args),
         decision_logs=spec.decision_logs,
+        webreplay_args=list(spec.webreplay_args),
     )
 
 
