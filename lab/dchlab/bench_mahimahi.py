@@ -480,6 +480,7 @@ def mahimahi_plt(
     the shell goes on."""
     from dchlab.pages import open_corpus
     from dchlab.workloads.localreplay import LocalReplay
+    from dchlab.workloads.validity import judge
 
     corpus = open_corpus("tp5n")
     trace = write_constant_trace(work / "200mbps.trace", PLT_MBIT)
@@ -528,10 +529,12 @@ def mahimahi_plt(
             if not lines:
                 rows.append(plt_row("mahimahi", setup, page.name, None, False, "no result"))
                 continue
+            # The lab's verdict, as `dch pageload` gives it: failing the requests the page's
+            # record lists as missing is the page as recorded.
             r = json.loads(lines[-1])
-            note = r.get("invalid_reason") or ""
+            v = judge(r, page.missing_urls)
             rows.append(
-                plt_row("mahimahi", setup, page.name, r.get("plt_ms"), r.get("valid"), note)
+                plt_row("mahimahi", setup, page.name, r.get("plt_ms"), v.valid, v.invalid_reason)
             )
     return rows
 

@@ -133,6 +133,13 @@ def workload_items(c: Campaign) -> list[str]:
         if isinstance(wl.pages, tuple):
             return list(wl.pages)
         return corpus_page_names(wl.corpus or "synthetic:1", wl.pages)
+    if wl.kind == "session":  # landing pages; plan() makes a cell of each page of a session
+        from dchlab.workloads.session import session_sites
+
+        try:
+            return session_sites(wl.corpus or "synthetic:1", wl.pages, wl.session_pages)
+        except OSError as e:
+            raise WorkloadUnavailable(f"corpus {wl.corpus!r}: {e}") from e
     if wl.kind == "curl-phases":
         return ["curl"]
     if wl.kind == "bulk":
@@ -155,11 +162,26 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
             for i, it in enumerate(items):
                 k = (trial + i) % len(c.schemes)
                 for sch in c.schemes[k:] + c.schemes[:k]:
+                    if c.workload.kind == "session":  # one group: every page of a session
+                        its = _session_items(it, c.workload.session_pages)
+                        keys = [cell_key(cond.name, x, trial, sch.label) for x in its]
+                        total += len(keys)
+                        todo = [j for j, key in enumerate(keys) if key not in done]
+                        if todo:
+                            pend = ([its[j] for j in todo], [keys[j] for j in todo])
+                            groups.append(Group(cond, trial, sch, *pend))
+                        continue
                     total += 1
                     key = cell_key(cond.name, it, trial, sch.label)
                     if key not in done:
                         groups.append(Group(cond, trial, sch, [it], [key]))
     return groups, total
+
+
+def _session_items(site: str, further: int) -> list[str]:
+    from dchlab.workloads.session import page_item
+
+    return [page_item(site, i) for i in range(further + 1)]
 
 
 def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
@@ -214,6 +236,13 @@ def execute_group(c: Campaign, g: Group) -> list[dict[str, Any]]:
         return [
             by_page.get(it) or _missing_row(it, "no row returned for this page") for it in g.items
         ]
+    if wl.kind == "session":  # one browsing session; the rows of the pending pages
+        from dchlab.workloads.session import campaign_session
+
+        site = g.items[0].rpartition("#")[0]
+        return campaign_session(
+            spec, wl.corpus or "synthetic:1", site, wl.session_pages, g.items, wl.timeout_s
+        )
     if wl.kind == "curl-phases":
         return [dict(api.curl_phases(spec, wl.url) if wl.url else api.curl_phases(spec))]
     if wl.kind == "bulk":
