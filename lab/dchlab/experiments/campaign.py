@@ -23,7 +23,7 @@ from dchlab import units
 from dchlab.errors import UserError
 from dchlab.pages.cdn import CdnSpec, CdnSpecError, parse_spec
 
-WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app")
+WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app", "session")
 ANALYSIS_KINDS = ("gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error", "app")
 
 _TOP_KEYS = {
@@ -75,8 +75,10 @@ class Condition:
 @dataclass(frozen=True)
 class Workload:
     kind: str
-    corpus: str | None = None  # pageload / curl-phases
-    pages: int | tuple[str, ...] | None = None  # pageload: first N pages, or names
+    corpus: str | None = None  # pageload / curl-phases / session
+    # pageload: first N pages, or names; session: first N landing pages, or names
+    pages: int | tuple[str, ...] | None = None
+    session_pages: int = 4  # session: pages visited after the landing page
     url: str | None = None  # curl-phases
     sizes: tuple[int, ...] = ()  # bulk, bytes
     profiles: tuple[str, ...] = ()  # app: app profiles (social, shopping, news)
@@ -353,6 +355,7 @@ def _parse_workload(v: _V, raw: Any) -> Workload:
         "curl-phases": {"kind", "corpus", "url", "timeout_s"},
         "bulk": {"kind", "sizes", "timeout_s"},
         "app": {"kind", "profiles", "interactions", "timeout_s"},
+        "session": {"kind", "corpus", "pages", "session_pages", "timeout_s"},
     }[kind]
     v.unknown(d, allowed, "workload")
     timeout = v.number(d.get("timeout_s", 60.0), "workload.timeout_s", minimum=1.0)
@@ -361,6 +364,14 @@ def _parse_workload(v: _V, raw: Any) -> Workload:
             kind=kind,
             corpus=v.string(d.get("corpus", "synthetic:1"), "workload.corpus"),
             pages=_parse_pages(v, d.get("pages"), "workload.pages"),
+            timeout_s=timeout,
+        )
+    if kind == "session":  # browsing sessions (dchlab.workloads.session)
+        return Workload(
+            kind=kind,
+            corpus=v.string(d.get("corpus", "synthetic:1"), "workload.corpus"),
+            pages=_parse_pages(v, d.get("pages"), "workload.pages"),
+            session_pages=v.pos_int(d.get("session_pages", 4), "workload.session_pages"),
             timeout_s=timeout,
         )
     if kind == "curl-phases":

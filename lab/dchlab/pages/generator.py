@@ -206,6 +206,56 @@ def plan_page(seed: int, index: int) -> PagePlan:
     return PagePlan(site, html.url, res)
 
 
+# --- internal pages (browsing sessions) ------------------------------------------------
+
+SHARED_IMAGE_EVERY = 2  # an internal page shows every 2nd image of the landing page again
+NEW_IMAGE_SHARE = 0.5  # and half as many images of its own (articles, thumbnails)
+
+
+def internal_url(plan: PagePlan, k: int) -> str:
+    """Entry URL of internal page `k` (1-based) of the site `plan` is the landing page of."""
+    return f"https://{plan.resources[0].host}/p{k}/"
+
+
+def plan_internal(seed: int, index: int, k: int, landing: PagePlan | None = None) -> PagePlan:
+    """Internal page `k` (1-based) of site `index`: a new HTML document on the site's
+    own host that links the landing page's stylesheets and top-level scripts (so fonts,
+    CSS backgrounds, inserted scripts and fetched JSON are the landing page's too), shows
+    every SHARED_IMAGE_EVERY-th of its <img> images again and adds new images of its own —
+    what a click on the site's menu loads. Warm caches and connections make it cheaper
+    than the landing page; its requests carry what the site set (cookies aside)."""
+    landing = landing or plan_page(seed, index)
+    rng = np.random.default_rng([seed, index, k, 0x1A7E])
+    base = landing.resources
+    res = [Res(r.idx, r.kind, r.size, r.host, r.parent, r.role, r.fmt, r.url, list(r.children))
+           for r in base]  # fmt: skip
+    top = base[0]
+    imgs = [base[i] for i in top.children if base[i].kind == "image"]
+    html = Res(len(res), "html", max(2000, int(top.size * rng.uniform(0.6, 1.2))), top.host, -1,
+               "entry", url=internal_url(landing, k))  # fmt: skip
+    res.append(html)
+    html.children = [i for i in top.children if base[i].kind in ("css", "js")]
+    html.children += [r.idx for r in imgs[::SHARED_IMAGE_EVERY]]
+    sizes = [r.size for r in imgs] or [5000]
+    hosts = [r.host for r in imgs] or [top.host]
+    for j in range(max(2, round(len(imgs) * NEW_IMAGE_SHARE))):
+        size = int(float(np.median(sizes)) * rng.lognormal(0.0, 0.8))
+        r = Res(len(res), "image", max(900, size), hosts[j % len(hosts)], html.idx, "img")
+        r.fmt = "jpeg" if r.size > 20000 and rng.random() < 0.6 else "png"
+        r.url = f"https://{r.host}/{landing.name}/p{k}/image/{r.idx}.{r.fmt}"
+        res.append(r)
+        html.children.append(r.idx)
+    return PagePlan(f"{landing.name}-p{k}", html.url, res)
+
+
+def render_internal(plan: PagePlan, r: Res, seed: int, index: int, k: int) -> bytes:
+    """Body of one of the objects an internal page adds (its HTML, its new images)."""
+    rng = np.random.default_rng([seed, index, k, r.idx, 0xB0D3])
+    if r.kind == "html":
+        return _html(plan, r, rng)
+    return media.jpeg(r.size, rng) if r.fmt == "jpeg" else media.png(r.size, rng)
+
+
 # --- bodies ---------------------------------------------------------------------------
 
 _WORDS = [
@@ -265,7 +315,9 @@ def _pad_to(body: str, size: int, filler) -> str:  # type: ignore[no-untyped-def
     return body + filler(need) if need > 0 else body
 
 
-def _html(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
+def _html(
+    plan: PagePlan, r: Res, rng: np.random.Generator, links: list[str] | None = None
+) -> bytes:
     kids = [plan.resources[i] for i in r.children]
     fonts = [
         f for c in kids if c.kind == "css" for f in c.children if plan.resources[f].kind == "font"
@@ -291,6 +343,9 @@ def _html(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
     for c in kids:
         if c.kind == "image":
             body.append(f'<img src="{c.url}" width="16" height="16" alt="">')
+    if links:  # the site's menu (browsing sessions follow it)
+        menu = "".join(f'<li><a href="{u}">page {k + 1}</a></li>' for k, u in enumerate(links))
+        body.append(f'<nav><ul class="menu">{menu}</ul></nav>')
     body.append('<div id="dyn"></div>')
     doc = "\n".join(head + body) + "\n"
     end = "\n</body></html>\n"
@@ -367,10 +422,10 @@ def _json(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
     return json.dumps(doc).encode()
 
 
-def render(plan: PagePlan, r: Res, seed: int) -> bytes:
+def render(plan: PagePlan, r: Res, seed: int, links: list[str] | None = None) -> bytes:
     rng = np.random.default_rng([seed, int(plan.name[4:]), r.idx, 0xB0D1])
     if r.kind == "html":
-        return _html(plan, r, rng)
+        return _html(plan, r, rng, links)
     if r.kind == "css":
         return _css(plan, r, rng)
     if r.kind == "js":
@@ -391,42 +446,64 @@ def think_ms(r: Res, rng: np.random.Generator) -> float:
     return round(float(rng.uniform(0.0, 2.0)), 2)
 
 
-def generate(root: Path, seed: int = 1, pages: int = 20) -> Corpus:
-    """Write the synthetic corpus `synthetic-<seed>` with `pages` pages under `root`."""
+def _headers(r: Res) -> list[tuple[str, str]]:
+    return [
+        ("content-type", CONTENT_TYPE[r.fmt if r.kind == "image" else r.kind]),
+        ("cache-control", "max-age=86400" if r.kind != "html" else "no-cache"),
+        ("access-control-allow-origin", "*"),
+    ]
+
+
+def generate(root: Path, seed: int = 1, pages: int = 20, internal_pages: int = 0) -> Corpus:
+    """Write the synthetic corpus `synthetic-<seed>` with `pages` pages under `root`.
+    `internal_pages` > 0: each site also gets that many internal pages (`siteN-pK`,
+    plan_internal) and its landing page a menu linking them; with 0 the corpus is
+    byte-identical to one generated without the option."""
     root = Path(root)
     if root.exists():
         shutil.rmtree(root)
-    w = CorpusWriter(root, f"synthetic-{seed}", f"generator seed={seed} pages={pages}")
+    source = f"generator seed={seed} pages={pages}"
+    if internal_pages:
+        source += f" internal_pages={internal_pages}"
+    w = CorpusWriter(root, f"synthetic-{seed}", source)
     rng = np.random.default_rng([seed, 0xA1B2])
     alpn_of: dict[str, list[str]] = {}
     for i in range(pages):
         plan = plan_page(seed, i)
+        links = [internal_url(plan, k) for k in range(1, internal_pages + 1)]
         w.add_page(plan.name, plan.entry_url, 0)
         for r in plan.resources:
             if r.host not in alpn_of:
                 # ~80 % of origins speak HTTP/2 (Web Almanac HTTP chapter).
                 alpn_of[r.host] = ["h2", "http/1.1"] if rng.random() < 0.8 else ["http/1.1"]
                 w.add_origin(r.host, alpn_of[r.host])
-            ctype = CONTENT_TYPE[r.fmt if r.kind == "image" else r.kind]
-            headers = [
-                ("content-type", ctype),
-                ("cache-control", "max-age=86400" if r.kind != "html" else "no-cache"),
-                ("access-control-allow-origin", "*"),
-            ]
-            w.add_object(r.url, plan.name, render(plan, r, seed), headers, 200, think_ms(r, rng))
+            body = render(plan, r, seed, links if r.kind == "html" else None)
+            w.add_object(r.url, plan.name, body, _headers(r), 200, think_ms(r, rng))
+        # Its own RNG: the landing pages' think times stay those of a corpus without them.
+        irng = np.random.default_rng([seed, i, 0x1A7F])
+        for k in range(1, internal_pages + 1):
+            ip = plan_internal(seed, i, k, plan)
+            w.add_page(ip.name, ip.entry_url, 0)
+            for r in ip.resources[len(plan.resources) :]:
+                body = render_internal(ip, r, seed, i, k)
+                w.add_object(r.url, ip.name, body, _headers(r), 200, think_ms(r, irng))
     return w.finish()
 
 
-def cached(seed: int = 1, pages: int = 20) -> Corpus:
-    """The generated corpus for (seed, pages), built once under the cache directory."""
+def cached(seed: int = 1, pages: int = 20, internal_pages: int = 0) -> Corpus:
+    """The generated corpus for (seed, pages, internal_pages), built once under the
+    cache directory."""
     from dchlab.paths import cache_dir
 
-    root = cache_dir() / "corpora" / f"synthetic-{seed}-p{pages}-g{GENERATOR_VERSION}"
+    name = f"synthetic-{seed}-p{pages}-g{GENERATOR_VERSION}"
+    if internal_pages:
+        name += f"-i{internal_pages}"
+    root = cache_dir() / "corpora" / name
     stamp = root / ".complete"
     if stamp.exists():
         return load(root, check_bodies=False)
     tmp = root.with_name(f"{root.name}.building-{os.getpid()}")
-    generate(tmp, seed, pages)
+    generate(tmp, seed, pages, internal_pages)
     if root.exists():
         shutil.rmtree(root)
     tmp.rename(root)

@@ -277,10 +277,14 @@ async def navigate(
     res: LoadResult,
     timeout_s: float,
     on_load: Callable[[], None] | None = None,
+    observe: Callable[[str, dict[str, Any]], None] | None = None,
+    last: bool = True,
 ) -> None:
     """Navigate the attached page (session `sid`) to `url`, follow the load until the
     network is quiet, and fill `res`. `on_load()` is called when the load event fired
-    (the PLT is measured; the quiet tail follows)."""
+    (the PLT is measured; the quiet tail follows). `observe(method, params)` sees every
+    CDP event of the load (browsing sessions count request sizes and connections);
+    `last=False`: more navigations follow on this `cdp` (its reader keeps running)."""
     requests: dict[str, str] = {}  # requestId -> url
     status: dict[str, int] = {}
     done: set[str] = set()
@@ -324,6 +328,8 @@ async def navigate(
         except TimeoutError:
             continue
         method, p = ev["method"], ev.get("params", {})
+        if observe is not None:
+            observe(method, p)
         if screencast is not None and screencast.on_event(method, p):
             continue
         if method == "Network.requestWillBeSent":
@@ -431,7 +437,8 @@ async def navigate(
     res.failed_urls = sorted(f"{requests[r]} ({e})" for r, e in bad.items())[:50]
     res.failed = [[requests[r], e] for r, e in bad.items()]
     res.resources_loaded = len([r for r in done if r not in bad])
-    cdp.reader.cancel()
+    if last:
+        cdp.reader.cancel()
 
 
 async def _page_metrics(

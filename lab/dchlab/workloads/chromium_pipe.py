@@ -211,8 +211,14 @@ class PipeChromium:
         res.timing["ready_wait"] = round(max(0.0, self._t_ready - self._t_go) * 1000, 1)
         while not cdp.events.empty():  # start-up chatter (about:blank), not the page's
             cdp.events.get_nowait()
+        await self.drive(cdp, sid)
+
+    async def drive(self, cdp: B.CDP, sid: str) -> None:
+        """What the browser does once attached and told to go: load the one URL into
+        `self.res`. A subclass may drive it otherwise (dchlab.workloads.session: several
+        pages in one browser)."""
         await asyncio.wait_for(
-            B.navigate(cdp, sid, self._url, res, self._timeout_s, self._loaded.set),
+            B.navigate(cdp, sid, self._url, self.res, self._timeout_s, self._loaded.set),
             self._timeout_s + 15,
         )
 

@@ -1,0 +1,105 @@
+"""`dch session`: browsing sessions — a landing page then further pages of the same site
+in one browser and one testbed (warm cache, kept connections), per-page rows."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from dchlab.run_options import run_specs
+from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
+
+DEFAULT_FURTHER_PAGES = 4  # HotMobile'21 Fig. 4: a landing page and four internal pages
+
+
+def _show(row: dict[str, Any]) -> str:
+    state = "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
+    return (
+        f"{row['scheme']:<12} {row['session_id']} page {row['page_index']} "
+        f"{row['page']:<16} PLT {fmt_ms(row['plt_ms'])} ms, {row['requests']} requests "
+        f"({row['requests_cached']} cached), {row['request_bytes']} B sent, "
+        f"{row['connections_opened']} connections opened: {state}"
+    )
+
+
+def _pages_arg(args: argparse.Namespace) -> str:
+    if args.pages_file:
+        lines = Path(args.pages_file).read_text().splitlines()
+        urls = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        return ",".join(urls)
+    return str(args.pages)
+
+
+def cmd_session(args: argparse.Namespace) -> int:
+    from dchlab.workloads.session import (
+        landing_pages,
+        open_session_corpus,
+        session_rows,
+        session_urls,
+    )
+
+    pages = _pages_arg(args)
+    internal = int(pages) if pages.isdigit() else 0
+    corpus = open_session_corpus(args.corpus, internal)
+    if args.sites is None:
+        sites = landing_pages(corpus)[:1]
+    elif args.sites.isdigit():
+        sites = landing_pages(corpus)[: int(args.sites)]
+    else:
+        sites = [corpus.page(n.strip()).name for n in args.sites.split(",") if n.strip()]
+    plans = {site: session_urls(corpus, site, pages) for site in sites}
+    jobs = []
+    # Schemes of one (site, trial) back to back, as dch pageload: partial runs stay paired.
+    for site in sites:
+        urls, names = plans[site]
+        for trial in range(args.trials):
+            for spec in run_specs(args, trial):
+                label = f"{spec.scheme} {site} #{trial} ({len(urls)} pages)"
+                jobs.append(
+                    (
+                        label,
+                        lambda s=spec, u=urls, n=names: session_rows(s, corpus, u, n, args.timeout),
+                    )
+                )
+    return run_jobs(jobs, args, _show)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "session",
+        help="browsing sessions: a landing page then N pages of the same site, one browser",
+        description=(
+            "Load a site's landing page and then further pages of the same site in one "
+            "headless Chromium in one testbed, one after the other as a user clicking "
+            "through the site would: the HTTP cache stays warm and connections are kept. "
+            "One row per page: PLT, requests sent (and answered from the cache), bytes of "
+            "request headers and bodies sent, connections opened. The synthetic corpus "
+            "is generated with internal pages for this (docs/experiments.md, "
+            "'Browsing sessions')."
+        ),
+    )
+    p.add_argument(
+        "--corpus",
+        default="synthetic",
+        help="corpus directory, tp5n or synthetic[:SEED[:SITES]] (default: synthetic, "
+        "generated with --pages internal pages per site)",
+    )
+    p.add_argument(
+        "--sites",
+        help="first K landing pages, or comma-separated page names (default: the first)",
+    )
+    pages = p.add_mutually_exclusive_group()
+    pages.add_argument(
+        "--pages",
+        default=str(DEFAULT_FURTHER_PAGES),
+        help="further pages after the landing page: N (the first N pages the landing page "
+        "links to) or comma-separated URLs the corpus serves "
+        f"(default {DEFAULT_FURTHER_PAGES})",
+    )
+    pages.add_argument(
+        "--pages-file", help="file with one URL a line (# comments): the further pages"
+    )
+    p.add_argument("--timeout", type=float, default=60.0, help="per-page timeout, s (default 60)")
+    add_common(p)
+    p.set_defaults(func=cmd_session)
