@@ -85,3 +85,19 @@ def test_report_does_not_list_a_rerun_as_an_orphan(campaign, tmp_path):
     html = build_report(db, tmp_path / "r.html", [campaign.path], with_channels=False).read_text()
     assert "Reruns" in html and "rr-b (1 pages)" in html
     assert "in the store, no campaign file" not in html
+
+
+def test_a_campaigns_cdn_block_reaches_webreplay(campaign, tmp_path):
+    from dchlab.experiments.runner import make_spec, plan
+
+    p = tmp_path / "cdn.yaml"
+    p.write_text(
+        textwrap.dedent(CAMPAIGN).replace("name: rr", "name: rr-cdn")
+        + "cdn: {delays_ms: {edge: 0, parent: 10, origin: 50}, hit_ratio: {edge: 0.6, parent: 0.25}, seed: 3}\n"
+    )
+    c = load_campaign(p, check_channels=False)
+    groups, _ = plan(c, set())
+    args = make_spec(c, groups[0]).webreplay_args
+    assert args == tuple(c.cdn.webreplay_args()) and args  # non-empty: the tier model is on
+    plain = make_spec(load_campaign(tmp_path / "rr.yaml", check_channels=False), groups[0])
+    assert plain.webreplay_args == ()

@@ -222,6 +222,8 @@ def make_spec(c: Campaign, g: Group) -> Any:
         gateway_args=tuple(g.scheme.gateway_args) + tuple(g.condition.gateway_args),
         # the reward-error analysis (Fig. 11) needs the agents' per-packet logs
         decision_logs=c.analysis.get("kind") == "reward-error",
+        # the campaign's CDN tier model (`cdn:` block), as webreplay flags
+        webreplay_args=c.cdn.webreplay_args() if c.cdn else (),
     )
 
 
