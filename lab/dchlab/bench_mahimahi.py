@@ -83,9 +83,9 @@ def ping_summary(rtts: Sequence[float], expected_ms: float) -> dict[str, float]:
     }
 
 
-def parse_iperf3(text: str) -> float:
-    """Goodput (Mbit/s) the receiver saw, from `iperf3 -J` output; ValueError with
-    iperf3's own message if the run failed."""
+def parse_iperf3(text: str) -> tuple[float, int | None]:
+    """Goodput (Mbit/s) the receiver saw and the sender's retransmissions (None if not
+    reported), from `iperf3 -J` output; ValueError with iperf3's message if it failed."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -93,9 +93,11 @@ def parse_iperf3(text: str) -> float:
     if data.get("error"):
         raise ValueError(f"iperf3: {data['error']}")
     try:
-        return float(data["end"]["sum_received"]["bits_per_second"]) / 1e6
+        mbit = float(data["end"]["sum_received"]["bits_per_second"]) / 1e6
     except (KeyError, TypeError):
         raise ValueError("iperf3 JSON without end.sum_received.bits_per_second") from None
+    retrans = (data["end"].get("sum_sent") or {}).get("retransmits")
+    return mbit, None if retrans is None else int(retrans)
 
 
 def trace_mean_mbit(path: Path) -> tuple[float, float]:
@@ -148,8 +150,9 @@ class Row:
     skipped: str = ""
 
 
-def goodput_values(mbit: float, capacity_mbit: float | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"goodput_mbit": round(mbit, 3)}
+def goodput_values(result: tuple[float, int | None], capacity_mbit: float | None) -> dict[str, Any]:
+    mbit, retrans = result
+    out: dict[str, Any] = {"goodput_mbit": round(mbit, 3), "retransmits": retrans}
     if capacity_mbit:
         out["capacity_mbit"] = round(capacity_mbit, 3)
         out["share"] = round(mbit / capacity_mbit, 4)
@@ -190,12 +193,14 @@ def markdown(rows: Sequence[Row]) -> str:
             res = f"{v['goodput_mbit']:.2f} Mbit/s"
             if "share" in v:
                 res += f" = {100 * v['share']:.1f} % of {v['capacity_mbit']:.2f}"
+            if v.get("retransmits") is not None:
+                res += f", {v['retransmits']} retransmits"
         lines.append(f"| {r.test} | {r.tool} | {r.setup} | {res} |")
     return "\n".join(lines)
 
 
 # ------------------------------------------------------------------ processes
-def _retry_iperf3(run: Any, argv: list[str], timeout: float) -> float:
+def _retry_iperf3(run: Any, argv: list[str], timeout: float) -> tuple[float, int | None]:
     """Run an iperf3 client (`run(argv)` → CompletedProcess) until its server answers."""
     deadline = time.monotonic() + 10
     while True:

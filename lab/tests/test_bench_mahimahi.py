@@ -53,7 +53,9 @@ def test_ping_summary_percentiles_and_error() -> None:
 
 def test_parse_iperf3_receiver_goodput_and_errors() -> None:
     ok = {"end": {"sum_received": {"bits_per_second": 11_520_000.0}, "sum_sent": {}}}
-    assert bm.parse_iperf3(json.dumps(ok)) == pytest.approx(11.52)
+    assert bm.parse_iperf3(json.dumps(ok)) == (pytest.approx(11.52), None)
+    ok["end"]["sum_sent"] = {"bits_per_second": 11_600_000.0, "retransmits": 7}
+    assert bm.parse_iperf3(json.dumps(ok)) == (pytest.approx(11.52), 7)
     refused = {"start": {}, "error": "unable to connect to server: Connection refused"}
     with pytest.raises(ValueError, match="refused"):
         bm.parse_iperf3(json.dumps(refused))
@@ -102,8 +104,8 @@ def test_markdown_rows() -> None:
     ping = {**bm.ping_summary([40.3, 40.5], 40.0), "sent": 2, "received": 2}
     rows = [
         bm.Row("ping", "mahimahi", "mm-delay 20", ping),
-        bm.Row("const", "chanemu hbc-only", "fixed:0ms/12mbit", bm.goodput_values(11.5, 12.0)),
-        bm.Row("ceiling", "mahimahi", "mm-delay 0", bm.goodput_values(950.0, None)),
+        bm.Row("const", "chanemu hbc-only", "fixed:0ms/12mbit", bm.goodput_values((11.5, 3), 12.0)),
+        bm.Row("ceiling", "mahimahi", "mm-delay 0", bm.goodput_values((950.0, None), None)),
         bm.Row("trace", "mahimahi", "mm-link T", skipped="no --mahimahi-bin given"),
     ]
     lines = bm.markdown(rows).splitlines()
@@ -111,9 +113,9 @@ def test_markdown_rows() -> None:
     assert lines[2] == (
         "| ping | mahimahi | mm-delay 20 | p50 40.40 ms, p99 40.50 ms (error +0.40 ms; 2/2 replies) |"
     )
-    assert (
-        lines[3]
-        == "| const | chanemu hbc-only | fixed:0ms/12mbit | 11.50 Mbit/s = 95.8 % of 12.00 |"
+    assert lines[3] == (
+        "| const | chanemu hbc-only | fixed:0ms/12mbit | 11.50 Mbit/s = 95.8 % of 12.00, "
+        "3 retransmits |"
     )
     assert lines[4] == "| ceiling | mahimahi | mm-delay 0 | 950.00 Mbit/s |"
     assert lines[5] == "| trace | mahimahi | mm-link T | skipped: no --mahimahi-bin given |"
