@@ -128,6 +128,9 @@ def _agent_argvs(monkeypatch, tmp_path, **cfg_fields) -> dict[str, list[str]]:
     # The argv builder needs no built binary: only its path goes into the argv.
     monkeypatch.setattr(agent, "binary", lambda name: tmp_path / name)
     cfg = TestbedConfig(**cfg_fields)
+    keys = agent.AgentKeys(
+        tmp_path / "gw.key", tmp_path / "ue.key", "GWPUB=", tmp_path / "dev.toml"
+    )
     return {
         role: agent.agent_argv(
             role,
@@ -136,6 +139,7 @@ def _agent_argvs(monkeypatch, tmp_path, **cfg_fields) -> dict[str, list[str]]:
             token="t0k",
             llc_mbit=2.0,
             stats_json=tmp_path / f"{role}.json",
+            keys=keys,
         )
         for role in ("client", "gateway")
     }
@@ -156,10 +160,24 @@ def test_agent_argv_per_role_flags(monkeypatch, tmp_path) -> None:
     assert cl[-4:] == ["--probe-interval-ms", "250", "--reorder-timeout-ms", "50"]
     assert gw[-4:] == ["--probe-interval-ms", "250", "--reorder", "off"]
     assert "--reorder" not in cl and "--reorder-timeout-ms" not in gw
-    assert cl[cl.index("--token") + 1] == "t0k"
-    assert gw[gw.index("--client") + 1] == f"{A.UE_AGENT}=t0k"
+    # encrypted by default: keys, no token
+    assert cl[cl.index("--key") + 1] == str(tmp_path / "ue.key")
+    assert cl[cl.index("--gateway-key") + 1] == "GWPUB="
+    assert gw[gw.index("--key") + 1] == str(tmp_path / "gw.key")
+    assert gw[gw.index("--devices") + 1] == str(tmp_path / "dev.toml")
+    assert "--token" not in cl and "--client" not in gw
     assert cl[cl.index("--stats-json") + 1] == str(tmp_path / "client.json")
     assert gw[gw.index("--llc-mbit") + 1] == "2"
+
+
+def test_agent_argv_insecure_uses_the_token(monkeypatch, tmp_path) -> None:
+    argv = _agent_argvs(monkeypatch, tmp_path, agent_args=["--insecure"])
+    cl, gw = argv["client"], argv["gateway"]
+    assert cl[cl.index("--token") + 1] == "t0k"
+    assert gw[gw.index("--client") + 1] == f"{A.UE_AGENT}=t0k"
+    assert "--key" not in cl and "--key" not in gw
+    with pytest.raises(ValueError, match="agent_args"):
+        _agent_argvs(monkeypatch, tmp_path, client_args=["--insecure"])
 
 
 def test_agent_argv_defaults_and_bad_role(monkeypatch, tmp_path) -> None:

@@ -15,6 +15,9 @@
 //! - **Lifecycle** ([`peer`], [`peers`]): rekey by time and by volume, the old
 //!   session kept briefly for datagrams in flight; a [`Peers`] table keyed by
 //!   static public key (one peer at the device, thousands at the gateway).
+//! - **The agent's seam** ([`endpoint`]): [`endpoint::AeadAuth`] implements
+//!   `dchannel_core::endpoint::DatagramAuth`, so the agent's endpoint seals,
+//!   opens, handshakes and rekeys through it.
 //! - **Flood bounds** ([`ratelimit`]): handshake initiations pass a token bucket
 //!   per source address and a global one before any Diffie-Hellman work.
 //!
@@ -69,6 +72,7 @@
 pub mod aead;
 pub mod devices;
 pub mod drop;
+pub mod endpoint;
 pub mod format;
 pub mod handshake;
 pub mod keys;

@@ -2,11 +2,14 @@
 //! (`dchannel_core::endpoint`), which makes every decision.
 //!
 //! * `tun->udp` ([`run_sender`]): reads an inner packet from the TUN behind
-//!   [`HEADROOM`] bytes, lets the send half steer and encapsulate it in place,
-//!   sends the datagram and counts it.
+//!   the send half's headroom (dchannel header, and the encryption prefix),
+//!   lets the send half steer, encapsulate and seal it in place, sends the
+//!   datagram and counts it.
 //! * `udp->tun` ([`run_receiver`]): polls both channel sockets, hands every
-//!   datagram to the receive half, writes what it delivers to the TUN, sends
-//!   the probes it asks for, and sleeps until its next timeout.
+//!   datagram to the receive half (which authenticates and decrypts it),
+//!   writes what it delivers to the TUN, sends the probes and handshake
+//!   messages it asks for, and sleeps until its next timeout (probe rounds,
+//!   handshake retries, rekeys).
 //!
 //! The threads share only the endpoint's `Shared` (inside the halves), the
 //! stats atomics and the logs. Buffers come from a per-thread pool: nothing is
@@ -15,7 +18,7 @@
 use crate::arrival_log::ArrivalLog;
 use crate::decision_log::DecisionLog;
 use crate::stats::{Malformed, Stats};
-use dchannel_core::endpoint::{Event, ReceiveHalf, Received, SendHalf, TokenAuth, HEADROOM};
+use dchannel_core::endpoint::{DatagramAuth, Event, ReceiveHalf, Received, SendHalf};
 use dchannel_core::{Channel, Nanos, MS};
 use std::fs::File;
 use std::io::ErrorKind;
@@ -60,14 +63,15 @@ impl Io {
 }
 
 /// Sender loop: TUN -> send half -> UDP. Never returns.
-pub fn run_sender(io: Arc<Io>, mut tx: SendHalf<TokenAuth>) {
+pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
     let fd = io.tun.as_raw_fd();
-    let mut buf = vec![0u8; HEADROOM + 65536 + tx.tailroom()];
-    let read_max = buf.len() - HEADROOM - tx.tailroom();
+    let headroom = tx.headroom();
+    let mut buf = vec![0u8; headroom + 65536 + tx.tailroom()];
+    let read_max = buf.len() - headroom - tx.tailroom();
     let one_peer = tx.shared().peers().len() == 1;
     loop {
         // SAFETY: reading into our own buffer past the header space.
-        let n = unsafe { libc::read(fd, buf[HEADROOM..].as_mut_ptr().cast(), read_max) };
+        let n = unsafe { libc::read(fd, buf[headroom..].as_mut_ptr().cast(), read_max) };
         if n <= 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != ErrorKind::Interrupted {
@@ -96,7 +100,7 @@ pub fn run_sender(io: Arc<Io>, mut tx: SendHalf<TokenAuth>) {
                     }
                 }
             }
-            Err(reason) => io.stats.bad(Malformed::from(reason)),
+            Err(reason) => io.stats.dropped(reason),
         }
         if tx.poll_timeout().is_some_and(|t| t <= now) {
             tx.handle_timeout(now);
@@ -108,7 +112,7 @@ pub fn run_sender(io: Arc<Io>, mut tx: SendHalf<TokenAuth>) {
 }
 
 /// Receive loop: UDP -> receive half -> TUN, probes and timers. Never returns.
-pub fn run_receiver(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, TokenAuth>) {
+pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A>) {
     for s in &io.socks {
         s.set_nonblocking(true).expect("nonblocking socket");
     }
@@ -200,18 +204,22 @@ fn received(io: &Io, r: Received<Vec<u8>>, ch: Channel, now: Nanos, pool: &mut V
             io.stats.chan(ch).probe_rx.fetch_add(1, Relaxed);
             pool.push(buf);
         }
+        Received::Control { buf, .. } => {
+            io.stats.chan(ch).control_rx.fetch_add(1, Relaxed);
+            pool.push(buf);
+        }
         Received::Dropped { reason, buf } => {
-            io.stats.bad(Malformed::from(reason));
+            io.stats.dropped(reason);
             tracing::debug!("datagram on {ch}: {reason}");
             pool.push(buf);
         }
     }
 }
 
-/// Writes deliveries to the TUN, sends queued probes, logs events.
-fn flush(
+/// Writes deliveries to the TUN, sends queued probes and handshake messages, logs events.
+fn flush<A: DatagramAuth>(
     io: &Io,
-    rx: &mut ReceiveHalf<Vec<u8>, TokenAuth>,
+    rx: &mut ReceiveHalf<Vec<u8>, A>,
     pool: &mut Vec<Vec<u8>>,
     probe_buf: &mut [u8],
     now: Nanos,
@@ -225,7 +233,12 @@ fn flush(
     while let Some(p) = rx.poll_transmit(now, probe_buf) {
         match io.socks[p.channel.index()].send_to(&probe_buf[..p.len], p.destination) {
             Ok(_) => {
-                io.stats.chan(p.channel).probe_tx.fetch_add(1, Relaxed);
+                let c = io.stats.chan(p.channel);
+                if p.control {
+                    c.control_tx.fetch_add(1, Relaxed);
+                } else {
+                    c.probe_tx.fetch_add(1, Relaxed);
+                }
             }
             Err(e) => {
                 io.stats.bad(Malformed::SendError);

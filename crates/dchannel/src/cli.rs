@@ -14,8 +14,10 @@ use std::path::PathBuf;
 high-bandwidth channel (HBC, e.g. 5G eMBB) or a low-latency channel (LLC, e.g. 5G URLLC). \
 Run `dchannel client` on the device and `dchannel gateway` at the operator edge. Each agent \
 creates a TUN interface, prints READY on stdout once it is up, and carries packets as UDP over \
-both channels (16-byte header, see docs/wire.md). Routes are the caller's job. \
-SIGINT/SIGTERM write --stats-json and exit 0. Logs go to stderr (RUST_LOG=debug for more)."
+both channels, every datagram encrypted and authenticated (Noise IK handshake, AEAD per \
+datagram; keys from `dchannel genkey` / `dchannel pubkey`; see docs/wire.md and \
+docs/deploy.md). Routes are the caller's job. SIGINT/SIGTERM write --stats-json and exit 0. \
+Logs go to stderr (RUST_LOG=debug for more)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -29,6 +31,25 @@ pub enum Role {
     /// Operator side: serves the configured clients; downlink for their
     /// addresses is routed (by the caller) into the TUN.
     Gateway(GatewayArgs),
+    /// Prints a new private key (base64, 44 characters) on stdout, or writes
+    /// it to --out FILE with mode 0600.
+    Genkey(GenkeyArgs),
+    /// Reads a private key (from FILE, or stdin when none is given) and
+    /// prints its public key (base64).
+    Pubkey(PubkeyArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GenkeyArgs {
+    /// Write the key to this file (created with mode 0600) instead of stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct PubkeyArgs {
+    /// File holding the private key (default: read it from stdin).
+    pub file: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -106,7 +127,13 @@ pub struct Common {
     /// Buffered; flushed at exit.
     #[arg(long)]
     pub arrival_log: Option<PathBuf>,
-    /// MTU of the outer path; the TUN MTU is this minus IP/UDP/dchannel headers.
+    /// Lab only: no encryption; datagrams carry a plaintext bearer token
+    /// (client --token, gateway --client ADDR=TOKEN) that anyone on the path
+    /// can read and replay. Without it the agents encrypt (--key, ...).
+    #[arg(long)]
+    pub insecure: bool,
+    /// MTU of the outer path; the TUN MTU is this minus IP/UDP/dchannel headers
+    /// (and the 29 bytes of encryption overhead unless --insecure).
     #[arg(long, default_value_t = 1500)]
     pub outer_mtu: usize,
     /// Flows tracked at most per sender (idle ones are evicted first).
@@ -133,9 +160,17 @@ pub struct ClientArgs {
     /// The gateway's LLC address.
     #[arg(long)]
     pub llc_gateway: SocketAddr,
-    /// This client's token (hex, 1..64 digits), as configured at the gateway.
+    /// This device's private key file (from `dchannel genkey`; must not be
+    /// readable by group or others).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// The gateway's public key (base64, from `dchannel pubkey`).
+    #[arg(long, value_name = "BASE64")]
+    pub gateway_key: Option<String>,
+    /// --insecure only: this client's token (hex, 1..64 digits), as configured
+    /// at the gateway.
     #[arg(long)]
-    pub token: String,
+    pub token: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -154,9 +189,17 @@ pub struct GatewayArgs {
     /// Bind the LLC socket to this interface (optional on the gateway).
     #[arg(long)]
     pub llc_dev: Option<String>,
-    /// A served client: its tunnel address and token, e.g. 198.19.0.2=00112233aabbccdd.
-    /// Repeat for several clients.
-    #[arg(long = "client", required = true, value_parser = parse_client)]
+    /// The gateway's private key file (from `dchannel genkey`; must not be
+    /// readable by group or others).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// The served devices: TOML, one `[[device]]` per device with `name`,
+    /// `public_key` and `address` (its tunnel address); docs/deploy.md.
+    #[arg(long, value_name = "FILE")]
+    pub devices: Option<PathBuf>,
+    /// --insecure only: a served client, its tunnel address and token, e.g.
+    /// 198.19.0.2=00112233aabbccdd. Repeat for several clients.
+    #[arg(long = "client", value_parser = parse_client)]
     pub clients: Vec<(IpAddr, String)>,
 }
 

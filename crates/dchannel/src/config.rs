@@ -1,6 +1,11 @@
 //! From the command line to an endpoint configuration: flags checked before
-//! anything touches the system, the peers and their sockets, and the sizes
-//! that follow from the outer path (per-packet overhead, inner MTU).
+//! anything touches the system, the peers, their keys and their sockets, and
+//! the sizes that follow from the outer path (per-packet overhead, inner MTU).
+//!
+//! Encryption is the default: the client needs `--key FILE` (its private key)
+//! and `--gateway-key`, the gateway `--key FILE` and `--devices FILE`. The
+//! plaintext bearer-token mode (`--token`, `--client ADDR=TOKEN`) only runs
+//! with `--insecure`; mixing the two sets of flags is refused.
 
 use crate::cli::{ClientArgs, Common, GatewayArgs, OnOff};
 use crate::net;
@@ -11,7 +16,14 @@ use dchannel_core::reorder::ReorderConfig;
 use dchannel_core::token::parse_token;
 use dchannel_core::wire::HEADER_LEN;
 use dchannel_core::{Nanos, MS};
+use dchannel_crypto::devices::read_devices;
+use dchannel_crypto::endpoint::AeadAuth;
+use dchannel_crypto::format::transport_overhead;
+use dchannel_crypto::keys::read_private_key;
+use dchannel_crypto::PublicKey;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 const UDP_HEADER: usize = 8;
 
@@ -30,7 +42,47 @@ fn ms_to_ns(v: f64, flag: &str) -> Result<Nanos> {
     Ok((v * MS as f64).round() as Nanos)
 }
 
-/// One agent as configured: its role, peers and channel sockets.
+/// How an agent authenticates its datagrams.
+pub enum Auth {
+    /// `--insecure`: plaintext, the peers' tokens in the header (lab only).
+    Insecure,
+    /// Encrypted and authenticated (the default).
+    Aead(AeadAuth),
+}
+
+impl Auth {
+    /// Bytes the mode adds to every datagram besides the dchannel header.
+    pub fn overhead(&self) -> usize {
+        match self {
+            Auth::Insecure => 0,
+            Auth::Aead(_) => transport_overhead(),
+        }
+    }
+}
+
+/// The crypto layer's settings: stamps of our handshake initiations follow
+/// the wall clock, so a restarted client is not taken for a replay.
+fn crypto_config() -> dchannel_crypto::Config {
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    dchannel_crypto::Config {
+        wall_clock_at_zero: wall,
+        ..Default::default()
+    }
+}
+
+fn private_key(path: Option<&Path>, role: &str) -> Result<dchannel_crypto::PrivateKey> {
+    let path = path.with_context(|| {
+        format!(
+            "--key FILE is required: the {role}'s private key (`dchannel genkey --out FILE`); \
+             --insecure runs the plaintext lab mode instead"
+        )
+    })?;
+    read_private_key(path).context("--key")
+}
+
+/// One agent as configured: its role, peers, keys and channel sockets.
 pub struct Agent {
     /// Client or gateway.
     pub role: Role,
@@ -40,11 +92,33 @@ pub struct Agent {
     pub socks: [UdpSocket; 2],
     /// Outer IP header bytes (20 for IPv4, 40 for IPv6).
     pub outer_ip: usize,
+    /// Encrypted, or plaintext tokens.
+    pub auth: Auth,
 }
 
 /// The client: one peer, the gateway, at its configured endpoints.
 pub fn client(a: &ClientArgs) -> Result<Agent> {
-    let token = parse_token(&a.token).context("--token")?;
+    let (token, auth) = if a.common.insecure {
+        if a.key.is_some() || a.gateway_key.is_some() {
+            bail!("--key/--gateway-key: not with --insecure (the plaintext mode uses --token)");
+        }
+        let t = a
+            .token
+            .as_deref()
+            .context("--insecure needs --token HEX (this client's token at the gateway)")?;
+        (parse_token(t).context("--token")?, Auth::Insecure)
+    } else {
+        if a.token.is_some() {
+            bail!("--token: only with --insecure (encrypted agents authenticate with keys)");
+        }
+        let key = private_key(a.key.as_deref(), "device")?;
+        let gw = a
+            .gateway_key
+            .as_deref()
+            .context("--gateway-key BASE64 is required: the gateway's public key")?;
+        let gw = PublicKey::from_base64(gw, "--gateway-key")?;
+        (0, Auth::Aead(AeadAuth::client(key, gw, crypto_config())))
+    };
     let any = |gw: &SocketAddr| -> SocketAddr {
         if gw.is_ipv4() {
             (Ipv4Addr::UNSPECIFIED, 0).into()
@@ -64,28 +138,77 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
         }],
         socks: [hbc, llc],
         outer_ip: ip_header(&a.hbc_gateway).max(ip_header(&a.llc_gateway)),
+        auth,
     })
 }
 
-/// The gateway: one peer per `--client`, endpoints learned when heard.
+/// The gateway: one peer per device of `--devices` (or per `--client` with
+/// `--insecure`), endpoints learned when heard.
 pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
+    let (peers, auth) = gateway_peers(a)?;
     let hbc = net::channel_socket(a.listen_hbc, a.hbc_dev.as_deref(), "HBC socket")?;
     let llc = net::channel_socket(a.listen_llc, a.llc_dev.as_deref(), "LLC socket")?;
-    let mut peers = Vec::new();
-    for (ip, tok) in &a.clients {
-        peers.push(PeerConfig {
-            name: ip.to_string(),
-            token: parse_token(tok)?,
-            tunnel_addr: Some(*ip),
-            endpoints: [None, None],
-        });
-    }
     Ok(Agent {
         role: Role::Gateway,
         peers,
         socks: [hbc, llc],
         outer_ip: ip_header(&a.listen_hbc).max(ip_header(&a.listen_llc)),
+        auth,
     })
+}
+
+/// The gateway's peers and keys (no system access besides reading the files).
+fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
+    if a.common.insecure {
+        if a.key.is_some() || a.devices.is_some() {
+            bail!("--key/--devices: not with --insecure (the plaintext mode uses --client)");
+        }
+        if a.clients.is_empty() {
+            bail!("--insecure needs at least one --client ADDRESS=HEXTOKEN");
+        }
+        let mut peers = Vec::new();
+        for (ip, tok) in &a.clients {
+            peers.push(PeerConfig {
+                name: ip.to_string(),
+                token: parse_token(tok)?,
+                tunnel_addr: Some(*ip),
+                endpoints: [None, None],
+            });
+        }
+        return Ok((peers, Auth::Insecure));
+    }
+    if !a.clients.is_empty() {
+        bail!("--client: only with --insecure (encrypted gateways take --devices FILE)");
+    }
+    let key = private_key(a.key.as_deref(), "gateway")?;
+    let path = a.devices.as_deref().context(
+        "--devices FILE is required: the served devices (TOML [[device]] name, public_key, \
+         address; docs/deploy.md)",
+    )?;
+    let devices = read_devices(path)?;
+    if devices.is_empty() {
+        bail!("{}: no [[device]] configured", path.display());
+    }
+    let mut peers = Vec::with_capacity(devices.len());
+    for d in &devices {
+        let Some(addr) = d.address else {
+            bail!(
+                "{}: device {:?}: field `address` is required at the gateway (the device's \
+                 tunnel address, where its downlink goes)",
+                path.display(),
+                d.name
+            );
+        };
+        peers.push(PeerConfig {
+            name: d.name.clone(),
+            token: 0,
+            tunnel_addr: Some(addr),
+            endpoints: [None, None],
+        });
+    }
+    let auth = AeadAuth::gateway(key, &devices, crypto_config())
+        .with_context(|| format!("{}", path.display()))?;
+    Ok((peers, Auth::Aead(auth)))
 }
 
 /// Checks the flags that need no system access, before any socket or TUN exists.
@@ -121,10 +244,17 @@ pub fn validate(common: &Common) -> Result<()> {
 }
 
 /// The endpoint configuration for `role` over an outer path with `outer_ip`
-/// header bytes, and the inner (TUN) MTU that follows.
-pub fn endpoint(common: &Common, role: Role, outer_ip: usize) -> Result<(Config, usize)> {
+/// header bytes and `auth_overhead` bytes of encryption per datagram, and the
+/// inner (TUN) MTU that follows. The policy's packet sizes and the LLC's
+/// virtual queue count the whole outer packet, encryption included.
+pub fn endpoint(
+    common: &Common,
+    role: Role,
+    outer_ip: usize,
+    auth_overhead: usize,
+) -> Result<(Config, usize)> {
     validate(common)?;
-    let overhead = outer_ip + UDP_HEADER + HEADER_LEN;
+    let overhead = outer_ip + UDP_HEADER + HEADER_LEN + auth_overhead;
     if common.outer_mtu < overhead + 576 {
         bail!(
             "--outer-mtu {}: expected at least {}",

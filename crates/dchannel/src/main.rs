@@ -1,4 +1,5 @@
-//! `dchannel`: the agent binary (roles `client` and `gateway`).
+//! `dchannel`: the agent binary (roles `client` and `gateway`) and its key
+//! tools (`genkey`, `pubkey`).
 
 mod agent;
 mod arrival_log;
@@ -6,6 +7,7 @@ mod cli;
 mod config;
 mod decision_log;
 mod final_publish;
+mod keytool;
 mod metrics;
 mod net;
 mod stats;
@@ -14,8 +16,9 @@ mod tun;
 use anyhow::{anyhow, Context, Result};
 use clap::Parser;
 use cli::{Cli, Common, Role};
-use config::Agent;
-use dchannel_core::endpoint::{self, ConfigError, ReceiveHalf, SendHalf, Shared, TokenAuth};
+use config::{Agent, Auth};
+use dchannel_core::endpoint::{self, ConfigError, DatagramAuth, ReceiveHalf, SendHalf, Shared};
+use dchannel_core::endpoint::{PeerConfig, TokenAuth};
 use dchannel_core::policy::parse_spec;
 use std::io::Write;
 use std::sync::Arc;
@@ -63,37 +66,68 @@ fn wait_for_estimates(shared: &Shared, timeout: Duration) -> bool {
     false
 }
 
-/// The endpoint's two halves for `agent` (errors name the flags).
-type Halves = (SendHalf<TokenAuth>, ReceiveHalf<Vec<u8>, TokenAuth>);
+/// The endpoint's two halves over `peers` with `auth` (errors name the flags).
+type Halves<A> = (SendHalf<A>, ReceiveHalf<Vec<u8>, A>);
 
-fn halves(
+fn halves<A: DatagramAuth + Clone>(
     common: &Common,
     cfg: endpoint::Config,
-    peers: Vec<endpoint::PeerConfig>,
-) -> Result<Halves> {
-    let flag = |e: ConfigError| anyhow!("--client {e}");
-    let auth = TokenAuth::new(&peers).map_err(flag)?;
+    peers: Vec<PeerConfig>,
+    auth: A,
+) -> Result<Halves<A>> {
+    let flag = if common.insecure {
+        "--client"
+    } else {
+        "--devices"
+    };
     endpoint::new(cfg, peers, auth, || {
         parse_spec(&common.policy, common.alpha).expect("validated before")
     })
-    .map_err(flag)
+    .map_err(|e: ConfigError| anyhow!("{flag} {e}"))
 }
 
-/// Configuration and thread start; then waits for SIGINT/SIGTERM and writes the stats.
+/// Configuration, then the agent runs with the authentication `agent.auth` asks for.
 fn run(common: &Common, agent: Agent) -> Result<()> {
-    let epoch = Instant::now();
-    // The same instant on CLOCK_MONOTONIC, for logs that other agents join.
-    let epoch_mono_ns = arrival_log::mono_ns();
     let Agent {
         role,
         peers,
         socks,
         outer_ip,
+        auth,
     } = agent;
-    let (cfg, inner_mtu) = config::endpoint(common, role, outer_ip)?;
-    let overhead = cfg.steer.overhead;
-    let reorder_enabled = cfg.reorder.is_some();
-    let (tx, rx) = halves(common, cfg, peers)?;
+    let (cfg, inner_mtu) = config::endpoint(common, role, outer_ip, auth.overhead())?;
+    match auth {
+        Auth::Insecure => {
+            tracing::warn!(
+                "--insecure: datagrams are NOT encrypted; a bearer token authenticates them"
+            );
+            let token = TokenAuth::new(&peers).map_err(|e| anyhow!("--client {e}"))?;
+            let (tx, rx) = halves(common, cfg, peers, token)?;
+            serve(common, role, socks, inner_mtu, tx, rx, None)
+        }
+        Auth::Aead(aead) => {
+            let (tx, rx) = halves(common, cfg, peers, aead.clone())?;
+            serve(common, role, socks, inner_mtu, tx, rx, Some(aead))
+        }
+    }
+}
+
+/// Thread start; then waits for SIGINT/SIGTERM and writes the stats.
+fn serve<A: DatagramAuth + 'static>(
+    common: &Common,
+    role: endpoint::Role,
+    socks: [std::net::UdpSocket; 2],
+    inner_mtu: usize,
+    tx: SendHalf<A>,
+    rx: ReceiveHalf<Vec<u8>, A>,
+    crypto: Option<dchannel_crypto::endpoint::AeadAuth>,
+) -> Result<()> {
+    let epoch = Instant::now();
+    // The same instant on CLOCK_MONOTONIC, for logs that other agents join.
+    let epoch_mono_ns = arrival_log::mono_ns();
+    let overhead = common.outer_mtu - inner_mtu;
+    let reorder_enabled = common.reorder == cli::OnOff::On;
+    let encrypted = crypto.is_some();
     let policy_spec = parse_spec(&common.policy, common.alpha)?.spec();
     let log = match &common.decision_log {
         Some(p) => Some(Arc::new(decision_log::DecisionLog::create(
@@ -107,12 +141,14 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
         None => None,
     };
     let shared = Arc::clone(tx.shared());
-    let stats = Arc::new(stats::Stats::new(
+    let mut stats = stats::Stats::new(
         role.name(),
         policy_spec.clone(),
         reorder_enabled,
         Arc::clone(&shared),
-    ));
+    );
+    stats.crypto = crypto;
+    let stats = Arc::new(stats);
     let tun = tun::create(&common.tun)?;
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
     if let Some(addr) = common.metrics_addr {
@@ -139,10 +175,11 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
         .spawn(move || agent::run_receiver(io, rx))?;
     let role_name = role.name();
     tracing::info!(
-        "{role_name} up: tun {} ({}, mtu {inner_mtu}), policy {policy_spec}, LLC {} Mbit/s, overhead {overhead} B/packet",
+        "{role_name} up: tun {} ({}, mtu {inner_mtu}), policy {policy_spec}, LLC {} Mbit/s, overhead {overhead} B/packet, {}",
         common.tun,
         common.tun_addr,
-        common.llc_mbit
+        common.llc_mbit,
+        if encrypted { "encrypted" } else { "INSECURE (plaintext)" }
     );
     if role == endpoint::Role::Client
         && !wait_for_estimates(&shared, Duration::from_millis(common.ready_wait_ms))
@@ -191,6 +228,8 @@ fn main() {
     let common = match &cli.role {
         Role::Client(a) => &a.common,
         Role::Gateway(a) => &a.common,
+        Role::Genkey(a) => keytool::exit(keytool::genkey(a)),
+        Role::Pubkey(a) => keytool::exit(keytool::pubkey(a)),
     };
     if let Err(e) = config::validate(common) {
         eprintln!("dchannel: error: {e:#}");
@@ -199,6 +238,7 @@ fn main() {
     let res = match &cli.role {
         Role::Client(a) => config::client(a).and_then(|b| run(&a.common, b)),
         Role::Gateway(a) => config::gateway(a).and_then(|b| run(&a.common, b)),
+        Role::Genkey(_) | Role::Pubkey(_) => unreachable!("handled above"),
     };
     match res {
         Ok(()) => std::process::exit(0),

@@ -5,6 +5,7 @@ use dchannel_core::endpoint::{DropReason, Shared};
 use dchannel_core::policy::Outcome;
 use dchannel_core::wire::WireError;
 use dchannel_core::{Channel, Nanos};
+use dchannel_crypto::endpoint::AeadAuth;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -19,8 +20,13 @@ pub enum Malformed {
     UnknownType,
     BadProbe,
     EmptyData,
-    /// Token not configured (gateway) / not ours (client).
+    /// Token not configured (gateway) / not ours (client); `--insecure` only.
     BadToken,
+    /// Refused by the encryption layer (forged, replayed, ...; per reason in
+    /// the `crypto.drops` object).
+    Unauthentic,
+    /// Packet dropped because no session with the peer exists yet (handshake pending).
+    NoSession,
     /// Datagram from an address that is not the gateway's (client).
     ForeignSource,
     /// Inner source address is not the client's tunnel address (gateway).
@@ -38,13 +44,15 @@ pub enum Malformed {
 }
 
 impl Malformed {
-    pub const ALL: [Malformed; 14] = [
+    pub const ALL: [Malformed; 16] = [
         Malformed::Truncated,
         Malformed::UnknownVersion,
         Malformed::UnknownType,
         Malformed::BadProbe,
         Malformed::EmptyData,
         Malformed::BadToken,
+        Malformed::Unauthentic,
+        Malformed::NoSession,
         Malformed::ForeignSource,
         Malformed::SpoofedSource,
         Malformed::BadInner,
@@ -63,6 +71,8 @@ impl Malformed {
             Malformed::BadProbe => "bad_probe",
             Malformed::EmptyData => "empty_data",
             Malformed::BadToken => "bad_token",
+            Malformed::Unauthentic => "unauthentic",
+            Malformed::NoSession => "no_session",
             Malformed::ForeignSource => "foreign_source",
             Malformed::SpoofedSource => "spoofed_source",
             Malformed::BadInner => "bad_inner",
@@ -84,6 +94,8 @@ impl From<DropReason> for Malformed {
             DropReason::Wire(WireError::BadProbe { .. }) => Malformed::BadProbe,
             DropReason::Wire(WireError::EmptyData) => Malformed::EmptyData,
             DropReason::BadToken => Malformed::BadToken,
+            DropReason::Crypto { .. } => Malformed::Unauthentic,
+            DropReason::NoSession => Malformed::NoSession,
             DropReason::ForeignSource => Malformed::ForeignSource,
             DropReason::SpoofedSource => Malformed::SpoofedSource,
             DropReason::BadInner => Malformed::BadInner,
@@ -109,6 +121,10 @@ pub struct ChannelCounters {
     /// written by the receive thread, which sends and answers probes.
     pub probe_tx: AtomicU64,
     pub probe_rx: AtomicU64,
+    /// Datagrams of the encryption layer (handshake messages, keepalives),
+    /// written by the receive thread too.
+    pub control_tx: AtomicU64,
+    pub control_rx: AtomicU64,
 }
 
 impl ChannelCounters {
@@ -135,6 +151,9 @@ pub struct Stats {
     pub flows: AtomicU64,
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
     pub endpoint: Arc<Shared>,
+    /// The encryption layer (its drop counters per reason and handshake
+    /// counters are read from it); `None` with `--insecure`.
+    pub crypto: Option<AeadAuth>,
 }
 
 fn ms_or_null(ns: Option<Nanos>) -> Value {
@@ -160,11 +179,41 @@ impl Stats {
             malformed: Default::default(),
             flows: AtomicU64::new(0),
             endpoint,
+            crypto: None,
         }
     }
 
     pub fn bad(&self, m: Malformed) {
         self.malformed[m as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Counts a datagram or packet the endpoint refused.
+    pub fn dropped(&self, r: DropReason) {
+        self.bad(Malformed::from(r));
+    }
+
+    /// The encryption layer's counters as JSON (`null` with `--insecure`).
+    fn crypto_json(&self) -> Value {
+        let Some(c) = &self.crypto else {
+            return Value::Null;
+        };
+        let drops: Map<String, Value> = c
+            .drops()
+            .iter()
+            .map(|(n, v)| (n.into(), json!(v)))
+            .collect();
+        let h = c.stats();
+        json!({
+            "drops": drops,
+            "handshakes": {
+                "initiations_sent": h.initiations_sent,
+                "retries": h.retries,
+                "gave_up": h.gave_up,
+                "completed_as_initiator": h.completed_as_initiator,
+                "answered": h.answered,
+                "queue_overflow": h.queue_overflow,
+            },
+        })
     }
 
     pub fn chan(&self, ch: Channel) -> &ChannelCounters {
@@ -184,6 +233,8 @@ impl Stats {
                     "rx_bytes": c.rx_bytes.load(Relaxed),
                     "probe_tx": c.probe_tx.load(Relaxed),
                     "probe_rx": c.probe_rx.load(Relaxed),
+                    "control_tx": c.control_tx.load(Relaxed),
+                    "control_rx": c.control_rx.load(Relaxed),
                 }),
             );
         }
@@ -236,6 +287,7 @@ impl Stats {
             "rtt_ms": rtts(&|ch| first.rtt(ch)),
             "peers": peers,
             "malformed": malformed,
+            "crypto": self.crypto_json(),
             "flows": self.flows.load(Relaxed),
         })
     }
@@ -264,7 +316,7 @@ impl Stats {
                 .collect()
         };
         type Field = fn(&ChannelCounters) -> &AtomicU64;
-        let per_channel: [(&str, &str, Field); 6] = [
+        let per_channel: [(&str, &str, Field); 8] = [
             ("tx_packets_total", "Data datagrams sent", |c| &c.tx_pkts),
             (
                 "tx_bytes_total",
@@ -281,6 +333,16 @@ impl Stats {
             ("probe_rx_total", "Probe datagrams received", |c| {
                 &c.probe_rx
             }),
+            (
+                "control_tx_total",
+                "Handshake and keepalive datagrams sent",
+                |c| &c.control_tx,
+            ),
+            (
+                "control_rx_total",
+                "Handshake and keepalive datagrams received",
+                |c| &c.control_rx,
+            ),
         ];
         for (name, help, field) in per_channel {
             metric(name, help, "counter", per_chan(&|c| field(c).load(Relaxed)));
@@ -318,6 +380,19 @@ impl Stats {
             "counter",
             rows,
         );
+        if let Some(c) = &self.crypto {
+            let rows = c
+                .drops()
+                .iter()
+                .map(|(n, v)| (format!(",reason=\"{n}\""), v.to_string()))
+                .collect();
+            metric(
+                "crypto_drops_total",
+                "Datagrams refused by the encryption layer, by reason (never answered)",
+                "counter",
+                rows,
+            );
+        }
         let r = self.endpoint.reorder_stats();
         metric(
             "reorder_timeout_releases_total",

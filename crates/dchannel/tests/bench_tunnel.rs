@@ -1,5 +1,6 @@
 //! Throughput and added latency of the client/gateway pair over plain veth
-//! (no emulation). Not a pass/fail test: run it explicitly and read the numbers:
+//! (no emulation), encrypted (the default) and `--insecure` in the same run.
+//! Not a pass/fail test: run it explicitly and read the numbers:
 //!
 //! cargo test --release -p dchannel --test bench_tunnel -- --ignored --nocapture
 
@@ -61,6 +62,27 @@ fn pct(v: &[f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// One mode's figures: (uplink bit/s, downlink bit/s, uplink pkt/s, downlink pkt/s, ping RTTs).
+fn measure(t: &Topo, policy: &str, extra: &[&str], secs: u32) -> (f64, f64, f64, f64, Vec<f64>) {
+    let pk = |s: &serde_json::Value| {
+        s["channels"]["hbc"]["tx_pkts"].as_u64().unwrap()
+            + s["channels"]["llc"]["tx_pkts"].as_u64().unwrap()
+    };
+    let mut a = t.start(policy, extra);
+    let up = iperf(t, false, secs);
+    let (ue, _) = a.stop();
+    let up_pps = pk(&ue) as f64 / f64::from(secs);
+    let mut a = t.start(policy, extra);
+    let down = iperf(t, true, secs);
+    let (_, gw) = a.stop();
+    let down_pps = pk(&gw) as f64 / f64::from(secs);
+    let mut a = t.start(policy, extra);
+    let tunnel = ping_us(t, "198.19.0.1", 1000);
+    a.stop();
+    (up, down, up_pps, down_pps, tunnel)
+}
+
+/// Encrypted (the default) and `--insecure` on the same topology, same run.
 #[test]
 #[ignore]
 fn bench_tunnel() {
@@ -70,40 +92,28 @@ fn bench_tunnel() {
     let t = Topo::new();
     let policy = std::env::var("DCH_BENCH_POLICY").unwrap_or_else(|_| "all-hbc".into());
     let secs = 10;
-    let pk = |s: &serde_json::Value| {
-        s["channels"]["hbc"]["tx_pkts"].as_u64().unwrap()
-            + s["channels"]["llc"]["tx_pkts"].as_u64().unwrap()
-    };
-    let mut a = t.start(&policy, &[]);
-    let up = iperf(&t, false, secs);
-    let (ue, _) = a.stop();
-    let up_pps = pk(&ue) as f64 / f64::from(secs);
-    let mut a = t.start(&policy, &[]);
-    let down = iperf(&t, true, secs);
-    let (_, gw) = a.stop();
-    let down_pps = pk(&gw) as f64 / f64::from(secs);
     let plain = ping_us(&t, GW_HBC, 1000);
-    let mut a = t.start(&policy, &[]);
-    let tunnel = ping_us(&t, "198.19.0.1", 1000);
-    a.stop();
     println!("policy {policy}");
-    println!(
-        "uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
-        up / 1e9,
-        up_pps / 1e3
-    );
-    println!(
-        "downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
-        down / 1e9,
-        down_pps / 1e3
-    );
-    println!(
-        "ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
-        pct(&plain, 0.5),
-        pct(&plain, 0.99),
-        pct(&tunnel, 0.5),
-        pct(&tunnel, 0.99),
-        pct(&tunnel, 0.5) - pct(&plain, 0.5),
-        pct(&tunnel, 0.99) - pct(&plain, 0.99)
-    );
+    for (mode, extra) in [("encrypted", &[][..]), ("insecure", &["--insecure"][..])] {
+        let (up, down, up_pps, down_pps, tunnel) = measure(&t, &policy, extra, secs);
+        println!(
+            "{mode:9} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
+            up / 1e9,
+            up_pps / 1e3
+        );
+        println!(
+            "{mode:9} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
+            down / 1e9,
+            down_pps / 1e3
+        );
+        println!(
+            "{mode:9} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
+            pct(&plain, 0.5),
+            pct(&plain, 0.99),
+            pct(&tunnel, 0.5),
+            pct(&tunnel, 0.99),
+            pct(&tunnel, 0.5) - pct(&plain, 0.5),
+            pct(&tunnel, 0.99) - pct(&plain, 0.99)
+        );
+    }
 }

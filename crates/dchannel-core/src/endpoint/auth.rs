@@ -1,64 +1,131 @@
 //! The authenticity seam: who may send us datagrams and how ours are
 //! finished. The endpoint calls [`DatagramAuth::open`] on every received
-//! datagram right after decoding the 16-byte header and before reading its
-//! body, and [`DatagramAuth::seal`] on every datagram it builds (data and
-//! probes).
+//! datagram before it reads anything else of it, and [`DatagramAuth::seal`]
+//! on every datagram it builds (data and probes).
 //!
-//! [`TokenAuth`] is protocol version 1: the header's 64-bit auth field carries
-//! the client's token, which stops strangers and misconfiguration but not an
-//! on-path attacker (docs/wire.md). An AEAD implementation (issue 14: Noise IK
-//! handshake, ChaCha20-Poly1305 per datagram) implements the same trait:
-//! `seal` encrypts `buf[HEADER_LEN..HEADER_LEN + body_len]` in place with the
-//! header as associated data and appends its tag ([`DatagramAuth::tailroom`]
-//! bytes, which the drivers reserve); `open` checks the tag and the replay
-//! window, decrypts in place and returns the plaintext's range. The halves run
-//! on two threads, so each gets its own clone: an implementation with session
-//! keys shares them between its clones (e.g. behind an `Arc`).
+//! A datagram as the endpoint builds it in a buffer:
+//!
+//! ```text
+//! [ headroom() | dchannel header (16) | body | tailroom() ]
+//! ```
+//!
+//! [`TokenAuth`] is protocol version 1 (lab use only, `--insecure`): no
+//! headroom, no tailroom, the header's 64-bit auth field carries the client's
+//! token, which stops strangers and misconfiguration but not an on-path
+//! attacker (docs/wire.md). The AEAD implementation (`dchannel_crypto::endpoint`,
+//! issue 14) writes its 13-byte prefix (type, receiver index, counter) into the
+//! headroom, encrypts the body in place with prefix and header as associated
+//! data and appends its 16-byte tag; it also has datagrams of its own
+//! (handshake messages, keepalives), which come out of
+//! [`DatagramAuth::poll_transmit`] and go in through `open` like any other
+//! ([`Opened::Control`]), and timers (retries, rekeys) that the receive half
+//! drives with its own. The halves run on two threads, so each gets its own
+//! clone: an implementation with session keys shares them between its clones
+//! (e.g. behind an `Arc`).
 
 use super::{ConfigError, DropReason, PeerConfig};
 use crate::wire::{Header, HEADER_LEN};
 use crate::{Channel, Nanos};
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::ops::Range;
 
-/// An authenticated datagram: who sent it and where its (plaintext) body is.
+/// An authenticated datagram.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Opened {
-    /// Index of the configured peer that sent it.
+pub enum Opened {
+    /// A dchannel datagram (data or probe): who sent it, its header and where
+    /// its (plaintext) body is.
+    Datagram {
+        /// Index of the configured peer that sent it.
+        peer: usize,
+        /// Its decoded dchannel header.
+        header: Header,
+        /// Byte range of the body within the datagram (after in-place decryption).
+        body: Range<usize>,
+    },
+    /// A datagram of the authentication layer itself (handshake message,
+    /// keepalive), consumed; any answer comes out of
+    /// [`DatagramAuth::poll_transmit`].
+    Control {
+        /// The configured peer it came from.
+        peer: usize,
+    },
+}
+
+/// A datagram of the authentication layer to send: `buf[..len]` on `channel`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AuthTransmit {
+    /// The peer it is for.
     pub peer: usize,
-    /// Byte range of the body within the datagram (after in-place decryption).
-    pub body: Range<usize>,
+    /// The channel to send it on.
+    pub channel: Channel,
+    /// Destination when it answers a datagram (its source); `None`: the
+    /// peer's endpoint on `channel` as the endpoint knows it.
+    pub to: Option<SocketAddr>,
+    /// Bytes written.
+    pub len: usize,
 }
 
 /// Authenticates received datagrams and finishes outgoing ones.
 pub trait DatagramAuth: Send {
-    /// Bytes [`seal`](Self::seal) appends after the body (an AEAD tag); 0 for tokens.
+    /// Bytes [`seal`](Self::seal) writes in front of the dchannel header (0 for tokens).
+    fn headroom(&self) -> usize;
+
+    /// Bytes [`seal`](Self::seal) appends after the body (an AEAD tag; 0 for tokens).
     fn tailroom(&self) -> usize;
 
-    /// Finishes the datagram in `buf` for `peer`: writes `header` (with its
-    /// auth field set) into `buf[..HEADER_LEN]`; the body is
-    /// `buf[HEADER_LEN..HEADER_LEN + body_len]`, followed by at least
-    /// [`tailroom`](Self::tailroom) spare bytes. Returns the datagram's length.
+    /// Finishes the datagram in `buf` for `peer`, to go on `channel`: writes
+    /// `header` (with its auth field set) at `buf[headroom..headroom +
+    /// HEADER_LEN]`; the body is the `body_len` bytes after it, followed by
+    /// at least [`tailroom`](Self::tailroom) spare bytes. Returns the
+    /// datagram's length (it starts at `buf[0]`), or why it cannot be sent
+    /// now (e.g. [`DropReason::NoSession`] while a handshake is under way).
     fn seal(
         &mut self,
         now: Nanos,
         peer: usize,
+        channel: Channel,
         header: Header,
         buf: &mut [u8],
         body_len: usize,
-    ) -> usize;
+    ) -> Result<usize, DropReason>;
 
-    /// Decides whether `datagram` (whole; its header already decoded as
-    /// `header`), received on `channel`, is authentic, and which peer sent it.
-    /// May rewrite the body in place (decryption). An `Err` is counted under
-    /// its reason and never answered.
+    /// Decides whether `datagram` (whole), received on `channel` from
+    /// `from`, is authentic, and which peer sent it. May rewrite it in place
+    /// (decryption). An `Err` is counted under its reason and never answered.
     fn open(
         &mut self,
         now: Nanos,
         channel: Channel,
-        header: &Header,
+        from: SocketAddr,
         datagram: &mut [u8],
     ) -> Result<Opened, DropReason>;
+
+    /// Whether datagrams to `peer` can be sealed now (a session exists). The
+    /// receive half holds an initiator's probe rounds until then, so that
+    /// the first probes are not lost to the handshake.
+    fn can_seal(&self, _peer: usize) -> bool {
+        true
+    }
+
+    /// The next datagram of the authentication layer itself, written to
+    /// `buf` (at least [`max_transmit_len`](Self::max_transmit_len) bytes).
+    fn poll_transmit(&mut self, _now: Nanos, _buf: &mut [u8]) -> Option<AuthTransmit> {
+        None
+    }
+
+    /// Bytes of the largest datagram [`poll_transmit`](Self::poll_transmit) writes.
+    fn max_transmit_len(&self) -> usize {
+        0
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) next has work.
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Does what is due at `now` (handshake retries, rekeys, session expiry).
+    fn handle_timeout(&mut self, _now: Nanos) {}
 }
 
 /// Version 1: a per-client bearer token in the header's auth field.
@@ -87,6 +154,10 @@ impl TokenAuth {
 }
 
 impl DatagramAuth for TokenAuth {
+    fn headroom(&self) -> usize {
+        0
+    }
+
     fn tailroom(&self) -> usize {
         0
     }
@@ -95,25 +166,27 @@ impl DatagramAuth for TokenAuth {
         &mut self,
         _: Nanos,
         peer: usize,
+        _: Channel,
         header: Header,
         buf: &mut [u8],
         body_len: usize,
-    ) -> usize {
+    ) -> Result<usize, DropReason> {
         Header {
             token: self.tokens[peer],
             ..header
         }
         .encode(&mut buf[..HEADER_LEN]);
-        HEADER_LEN + body_len
+        Ok(HEADER_LEN + body_len)
     }
 
     fn open(
         &mut self,
         _: Nanos,
         _: Channel,
-        header: &Header,
+        _: SocketAddr,
         datagram: &mut [u8],
     ) -> Result<Opened, DropReason> {
+        let header = Header::decode(datagram)?;
         // One peer (every client, small gateways): a compare, no hashing.
         let peer = if self.tokens.len() == 1 {
             (self.tokens[0] == header.token).then_some(0)
@@ -121,8 +194,9 @@ impl DatagramAuth for TokenAuth {
             self.by_token.get(&header.token).copied()
         };
         match peer {
-            Some(peer) => Ok(Opened {
+            Some(peer) => Ok(Opened::Datagram {
                 peer,
+                header,
                 body: HEADER_LEN..datagram.len(),
             }),
             None => Err(DropReason::BadToken),

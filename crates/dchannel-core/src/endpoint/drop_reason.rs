@@ -11,8 +11,21 @@ pub enum DropReason {
     /// The dchannel header or body did not decode (truncated, unknown
     /// version or type, bad probe, empty data).
     Wire(WireError),
-    /// Not authentic: token of no configured peer (version 1).
+    /// Not authentic: token of no configured peer (version 1, `--insecure`).
     BadToken,
+    /// Refused by the AEAD layer (dchannel-crypto): forged, replayed, too old,
+    /// truncated, unknown session, a handshake that failed or was rate
+    /// limited... `name` is the layer's stable counter name, `code` its index
+    /// in the layer's list of reasons (for fixed counter arrays).
+    Crypto {
+        /// Index of the reason in the layer's list.
+        code: u8,
+        /// Stable counter name (e.g. `auth_failed`, `replay`).
+        name: &'static str,
+    },
+    /// Send half (and probes): no session with the peer yet or any more (a
+    /// handshake is under way); the packet is dropped.
+    NoSession,
     /// Authentic, but from an address other than the peer's configured
     /// endpoint on that channel (client role: only the gateway may send).
     ForeignSource,
@@ -32,6 +45,8 @@ impl DropReason {
         match self {
             DropReason::Wire(e) => e.counter(),
             DropReason::BadToken => "bad_token",
+            DropReason::Crypto { name, .. } => name,
+            DropReason::NoSession => "no_session",
             DropReason::ForeignSource => "foreign_source",
             DropReason::SpoofedSource => "spoofed_source",
             DropReason::BadInner => "bad_inner",
@@ -46,6 +61,8 @@ impl fmt::Display for DropReason {
         match self {
             DropReason::Wire(e) => write!(f, "{e}"),
             DropReason::BadToken => write!(f, "token of no configured peer"),
+            DropReason::Crypto { name, .. } => write!(f, "not authentic ({name})"),
+            DropReason::NoSession => write!(f, "no session with the peer (handshake pending)"),
             DropReason::ForeignSource => write!(f, "not from the peer's endpoint"),
             DropReason::SpoofedSource => {
                 write!(f, "inner source is not the client's tunnel address")

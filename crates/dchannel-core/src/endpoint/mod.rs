@@ -10,10 +10,10 @@
 //!                                    │ Shared: learned endpoints, published
 //!                                    │ RTT estimates and liveness (atomics)
 //!             ┌──────────────────────┴── ReceiveHalf ────┐
-//!  UDP recv ─▶│ handle_datagram(now, channel, from, buf) │─▶ Received::{Data, Probe, Dropped(reason)}
+//!  UDP recv ─▶│ handle_datagram(now, channel, from, buf) │─▶ Received::{Data, Probe, Control, Dropped}
 //!             │ header · authenticate (DatagramAuth) ·   │─▶ deliveries(): inner packets, in flow
 //!             │ source check / roaming · spoofing ·      │       order, for the TUN
-//!             │ probes · reorder buffer                  │─▶ poll_transmit(): probes to send
+//!             │ probes · reorder buffer                  │─▶ poll_transmit(): probes, handshakes
 //!  timer ────▶│ handle_timeout(now) / poll_timeout()     │─▶ poll_event(): endpoint moves (logs)
 //!             └──────────────────────────────────────────┘
 //! ```
@@ -27,13 +27,16 @@
 //! per packet.
 //!
 //! **Who checks a datagram's authenticity:** the receive half, through its
-//! [`DatagramAuth`], right after the header is decoded and before anything of
-//! the body is read. [`TokenAuth`] (protocol version 1) maps the header's
-//! 64-bit token to a configured peer; an AEAD implementation (issue 14)
-//! replaces it by decrypting the body in place and returning the plaintext's
-//! range. Sealing is the same trait's other half: every outgoing datagram, data
-//! (send half) and probes (receive half), is finished by
-//! [`DatagramAuth::seal`]. See `auth.rs`.
+//! [`DatagramAuth`], before anything of the datagram is read.
+//! [`TokenAuth`] (protocol version 1, lab only) decodes the header and maps its
+//! 64-bit token to a configured peer; the AEAD implementation
+//! (`dchannel_crypto::endpoint`, the default) decrypts the datagram in place
+//! and returns the plaintext header and body, or consumes its own handshake
+//! and keepalive datagrams ([`Opened::Control`]). Sealing is the same trait's
+//! other half: every outgoing datagram, data (send half) and probes (receive
+//! half), is finished by [`DatagramAuth::seal`]; the layer's own datagrams
+//! leave through the receive half's `poll_transmit`, and its timers run with
+//! the receive half's. See `auth.rs`.
 
 mod auth;
 mod drop_reason;
@@ -45,7 +48,7 @@ mod timers;
 #[cfg(test)]
 mod tests;
 
-pub use auth::{DatagramAuth, Opened, TokenAuth};
+pub use auth::{AuthTransmit, DatagramAuth, Opened, TokenAuth};
 pub use drop_reason::DropReason;
 pub use receive::{Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
 pub use send::{SendHalf, Transmit};
@@ -62,9 +65,10 @@ use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-/// Bytes a driver leaves in front of an inner packet it reads from the TUN,
-/// so the header is written in place (no copy): the packet sits at
-/// `buf[HEADROOM..HEADROOM + len]`.
+/// Bytes a driver leaves in front of an inner packet it reads from the TUN
+/// with [`TokenAuth`], so the header is written in place (no copy): the packet
+/// sits at `buf[HEADROOM..HEADROOM + len]`. Other authentication layers need
+/// more: drivers ask [`SendHalf::headroom`].
 pub const HEADROOM: usize = crate::wire::HEADER_LEN;
 
 /// How often the receive half publishes estimates and liveness to [`Shared`].

@@ -3,16 +3,19 @@
 //!
 //! Admission, in order, for every datagram:
 //!
-//! 1. the 16-byte header decodes (else `Wire(..)`: truncated, unknown version/type);
-//! 2. [`DatagramAuth::open`] says it is authentic and which peer sent it
-//!    (else e.g. `BadToken`); nothing of the body is read before this;
-//! 3. the body decodes (data with an inner packet, or a well-formed probe);
-//! 4. the source address: a client accepts only its gateway's configured
+//! 1. [`DatagramAuth::open`] says it is authentic, which peer sent it and
+//!    what its 16-byte header says (else e.g. `Crypto { name: "auth_failed" }`,
+//!    `BadToken` or `Wire(..)`); nothing of the body is read before this. A
+//!    datagram of the authentication layer itself (handshake, keepalive) ends
+//!    here as [`Received::Control`]; its answer, if any, leaves through
+//!    [`ReceiveHalf::poll_transmit`];
+//! 2. the body decodes (data with an inner packet, or a well-formed probe);
+//! 3. the source address: a client accepts only its gateway's configured
 //!    endpoint on that channel (else `ForeignSource`); a gateway learns the
 //!    client's endpoint per channel from it and follows it when it moves
 //!    (roaming, reported as [`Event::EndpointMoved`]);
-//! 5. the peer counts as heard on that channel (liveness);
-//! 6. a probe goes to the peer's RTT estimator (an answer is queued for
+//! 4. the peer counts as heard on that channel (liveness);
+//! 5. a probe goes to the peer's RTT estimator (an answer is queued for
 //!    [`ReceiveHalf::poll_transmit`]); data from a peer with a tunnel address
 //!    (a client, at the gateway) must carry that address as inner source
 //!    (else `BadInner` / `SpoofedSource`), so the gateway never relays for
@@ -23,11 +26,11 @@
 //! reorder buffer if need be, and handed back with each delivery or drop so
 //! the driver can reuse them; nothing is copied or allocated per datagram.
 
-use super::{Config, DatagramAuth, DropReason, PeerConfig, Role, Shared, Timer, TimerTable};
-use super::{Opened, PUBLISH_PERIOD};
+use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, Role, Shared};
+use super::{Opened, Timer, TimerTable, PUBLISH_PERIOD};
 use crate::reorder::ReorderBuffer;
 use crate::rtt::{ProbeOut, RttEstimator};
-use crate::wire::{self, Datagram, Header, PROBE_BODY_LEN};
+use crate::wire::{self, Datagram, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -54,6 +57,14 @@ pub enum Received<B> {
     /// An accepted probe (its answer, if any, is queued); the buffer comes back.
     Probe {
         /// The peer that sent it.
+        peer: usize,
+        /// The driver's buffer, to reuse.
+        buf: B,
+    },
+    /// A datagram of the authentication layer (handshake message, keepalive),
+    /// consumed; the buffer comes back.
+    Control {
+        /// The peer it came from.
         peer: usize,
         /// The driver's buffer, to reuse.
         buf: B,
@@ -85,7 +96,9 @@ impl<B: AsRef<[u8]>> Deliver<B> {
     }
 }
 
-/// A probe written by [`ReceiveHalf::poll_transmit`]: send `buf[..len]` on `channel` to `destination`.
+/// A datagram written by [`ReceiveHalf::poll_transmit`] (a probe, or a
+/// handshake message or keepalive of the authentication layer): send
+/// `buf[..len]` on `channel` to `destination`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeTransmit {
     /// The peer it goes to.
@@ -96,6 +109,8 @@ pub struct ProbeTransmit {
     pub destination: SocketAddr,
     /// Bytes of the datagram.
     pub len: usize,
+    /// A datagram of the authentication layer (handshake, keepalive), not a probe.
+    pub control: bool,
 }
 
 /// Something the driver may want to log.
@@ -181,6 +196,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         match self.admit(now, channel, from, buf.as_mut()) {
             Err(reason) => Received::Dropped { reason, buf },
             Ok(Admitted::Probe { peer }) => Received::Probe { peer, buf },
+            Ok(Admitted::Control { peer }) => Received::Control { peer, buf },
             Ok(Admitted::Data {
                 peer,
                 flow_id,
@@ -213,7 +229,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         }
     }
 
-    /// Steps 1 to 6 of the module docs, up to the reorder buffer.
+    /// Steps 1 to 5 of the module docs, up to the reorder buffer.
     fn admit(
         &mut self,
         now: Nanos,
@@ -221,8 +237,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         from: SocketAddr,
         dg: &mut [u8],
     ) -> Result<Admitted, DropReason> {
-        let header = Header::decode(dg)?;
-        let Opened { peer, body } = self.auth.open(now, ch, &header, dg)?;
+        let (peer, header, body) = match self.auth.open(now, ch, from, dg)? {
+            Opened::Control { peer } => return Ok(Admitted::Control { peer }),
+            Opened::Datagram { peer, header, body } => (peer, header, body),
+        };
         let datagram = wire::decode_body(header, &dg[body.clone()])?;
         let p = &mut self.peers[peer];
         let known = p.endpoints[ch.index()];
@@ -281,29 +299,54 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         self.deliveries.drain(..)
     }
 
-    /// Writes the next queued probe into `buf` (at least
-    /// [`probe_buf_len`](Self::probe_buf_len) bytes) and says where it goes.
+    /// Writes the next datagram to send into `buf` (at least
+    /// [`probe_buf_len`](Self::probe_buf_len) bytes) and says where it goes:
+    /// first the authentication layer's own (handshake messages, keepalives),
+    /// then the queued probes. A probe that cannot be sealed (no session: the
+    /// peer was lost) is dropped; a layer datagram for a peer whose endpoint
+    /// on its channel is unknown too.
     pub fn poll_transmit(&mut self, now: Nanos, buf: &mut [u8]) -> Option<ProbeTransmit> {
-        let (peer, p, destination) = self.probes.pop_front()?;
-        wire::encode_probe_body(&mut buf[wire::HEADER_LEN..], p.kind, p.channel);
-        let len = self.auth.seal(
-            now,
+        while let Some(AuthTransmit {
             peer,
-            wire::probe_header(p.id, p.channel),
-            buf,
-            PROBE_BODY_LEN,
-        );
-        Some(ProbeTransmit {
-            peer,
-            channel: p.channel,
-            destination,
+            channel,
+            to,
             len,
-        })
+        }) = self.auth.poll_transmit(now, buf)
+        {
+            if let Some(destination) = to.or(self.peers[peer].endpoints[channel.index()]) {
+                return Some(ProbeTransmit {
+                    peer,
+                    channel,
+                    destination,
+                    len,
+                    control: true,
+                });
+            }
+        }
+        let body_at = self.auth.headroom() + HEADER_LEN;
+        while let Some((peer, p, destination)) = self.probes.pop_front() {
+            wire::encode_probe_body(&mut buf[body_at..], p.kind, p.channel);
+            let header = wire::probe_header(p.id, p.channel);
+            if let Ok(len) = self
+                .auth
+                .seal(now, peer, p.channel, header, buf, PROBE_BODY_LEN)
+            {
+                return Some(ProbeTransmit {
+                    peer,
+                    channel: p.channel,
+                    destination,
+                    len,
+                    control: false,
+                });
+            }
+        }
+        None
     }
 
     /// Bytes a buffer for [`poll_transmit`](Self::poll_transmit) needs.
     pub fn probe_buf_len(&self) -> usize {
-        wire::HEADER_LEN + PROBE_BODY_LEN + self.auth.tailroom()
+        let probe = self.auth.headroom() + HEADER_LEN + PROBE_BODY_LEN + self.auth.tailroom();
+        probe.max(self.auth.max_transmit_len())
     }
 
     /// The next event for the driver's log.
@@ -312,18 +355,41 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work: a probe
-    /// round, a reorder timeout, a publication or a reorder-flow expiry.
+    /// round, a reorder timeout, a publication, a reorder-flow expiry or a
+    /// timer of the authentication layer (handshake retry, rekey).
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        let probes = self.peers.iter().filter_map(|p| p.rtt.next_deadline());
+        let probes = self
+            .peers
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| self.probes_may_run(*i, p))
+            .filter_map(|(_, p)| p.rtt.next_deadline());
         let reorder = self.reorder.as_ref().and_then(|r| r.poll_timeout());
-        probes.chain(reorder).chain(self.timers.next()).min()
+        probes
+            .chain(reorder)
+            .chain(self.timers.next())
+            .chain(self.auth.poll_timeout())
+            .min()
     }
 
-    /// Does what is due at `now`: D-SYNs (client), reorder timeouts,
+    /// An initiator's probe rounds wait for a session with the peer: a probe
+    /// that cannot be sealed would be lost, and the first RTT estimate with it.
+    fn probes_may_run(&self, peer: usize, p: &RecvPeer) -> bool {
+        !p.rtt.config().initiator || self.auth.can_seal(peer)
+    }
+
+    /// Does what is due at `now`: the authentication layer's timers
+    /// (handshake retries, rekeys), D-SYNs (client), reorder timeouts,
     /// forgetting idle reorder flows, publishing estimates to [`Shared`].
     /// Cheap when nothing is due; drivers may call it on every wake-up.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        if self.auth.poll_timeout().is_some_and(|t| t <= now) {
+            self.auth.handle_timeout(now);
+        }
         for (peer, p) in self.peers.iter_mut().enumerate() {
+            if p.rtt.config().initiator && !self.auth.can_seal(peer) {
+                continue;
+            }
             // Also starts the liveness clock of a responder on its first call.
             p.rtt.poll_probes(now, &mut self.probe_scratch);
             for probe in self.probe_scratch.drain(..) {
@@ -380,6 +446,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
 /// An admitted datagram, before the reorder buffer.
 enum Admitted {
     Probe {
+        peer: usize,
+    },
+    Control {
         peer: usize,
     },
     Data {

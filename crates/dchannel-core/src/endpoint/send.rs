@@ -6,13 +6,13 @@
 //! estimates and liveness, and which endpoints are known), so the channel
 //! fallback happens before the virtual LLC queue and the flow are charged,
 //! then write the header in front of the packet and seal it. The packet is
-//! never copied: the driver reads it at `buf[HEADROOM..]` and sends
+//! never copied: the driver reads it at `buf[tx.headroom()..]` and sends
 //! `buf[..len]`. Nothing is allocated per packet.
 
-use super::{Config, DatagramAuth, DropReason, Shared, Timer, TimerTable, HEADROOM};
+use super::{Config, DatagramAuth, DropReason, Shared, Timer, TimerTable};
 use crate::policy::{Outcome, Policy};
 use crate::steer::{Steered, Steerer};
-use crate::wire::{channel_flags, Header, MsgType};
+use crate::wire::{channel_flags, Header, MsgType, HEADER_LEN};
 use crate::{packet, Channel, Nanos};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -90,16 +90,18 @@ impl<A: DatagramAuth> SendHalf<A> {
         }
     }
 
-    /// Steers and encapsulates the inner packet at `buf[HEADROOM..HEADROOM + len]`.
-    /// `buf` must also have [`tailroom`](Self::tailroom) spare bytes after it.
-    /// On success the datagram is `buf[..transmit.len]`.
+    /// Steers and encapsulates the inner packet at `buf[h..h + len]`, `h` =
+    /// [`headroom`](Self::headroom). `buf` must also have
+    /// [`tailroom`](Self::tailroom) spare bytes after it. On success the
+    /// datagram is `buf[..transmit.len]`.
     pub fn handle_tun(
         &mut self,
         now: Nanos,
         buf: &mut [u8],
         len: usize,
     ) -> Result<Transmit, DropReason> {
-        let pkt = &buf[HEADROOM..HEADROOM + len];
+        let headroom = self.headroom();
+        let pkt = &buf[headroom..headroom + len];
         let peer = if self.by_tunnel_addr.is_empty() {
             0
         } else {
@@ -128,7 +130,9 @@ impl<A: DatagramAuth> SendHalf<A> {
             seq: steered.seq,
             token: 0,
         };
-        let len = self.auth.seal(now, peer, header, buf, len);
+        // Steered and charged even if sealing fails: the policy saw the packet
+        // as the application sent it, and a lost packet is retransmitted.
+        let len = self.auth.seal(now, peer, channel, header, buf, len)?;
         Ok(Transmit {
             peer,
             channel,
@@ -136,6 +140,12 @@ impl<A: DatagramAuth> SendHalf<A> {
             len,
             steered,
         })
+    }
+
+    /// Bytes a buffer needs in front of the inner packet: the
+    /// authentication layer's prefix and the dchannel header.
+    pub fn headroom(&self) -> usize {
+        self.auth.headroom() + HEADER_LEN
     }
 
     /// Bytes a buffer needs after the inner packet for sealing.

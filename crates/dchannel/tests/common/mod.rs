@@ -1,6 +1,9 @@
 //! Namespace topology for the agent tests: `ue` and `gw` joined by two plain
 //! veth links (HBC and LLC), `srv` behind `gw`. Names are unique per run
 //! (pid + counter) and everything is removed on drop, also on test failure.
+//! The agents run encrypted with a fresh key pair per topology (made with
+//! `dchannel genkey` / `dchannel pubkey`); `--insecure` among the extra flags
+//! runs the plaintext token mode instead.
 #![allow(dead_code)]
 
 // Each test binary uses its own subset of the shared harness.
@@ -29,21 +32,46 @@ pub struct Topo {
     pub ue_hbc: String,
     pub ue_llc: String,
     pub dir: PathBuf,
+    /// The gateway's public key (base64).
+    pub gw_public: String,
+}
+
+/// `dchannel ARGS` must succeed; its stdout, trimmed.
+pub fn dchannel(args: &[&str]) -> String {
+    let o = Command::new(BIN).args(args).output().unwrap();
+    assert!(o.status.success(), "dchannel {args:?}: {o:?}");
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
 }
 
 impl Topo {
     pub fn new() -> Topo {
         let tag = unique_tag();
-        let t = Topo {
+        let mut t = Topo {
             ue: format!("d4u{tag}"),
             gw: format!("d4g{tag}"),
             srv: format!("d4s{tag}"),
             ue_hbc: format!("d4h{tag}"),
             ue_llc: format!("d4l{tag}"),
             dir: std::env::temp_dir().join(format!("dch4-{tag}")),
+            gw_public: String::new(),
             tag,
         };
         std::fs::create_dir_all(&t.dir).unwrap();
+        let mut public = Vec::new();
+        for who in ["gw", "ue"] {
+            let key = t.path(&format!("{who}.key"));
+            dchannel(&["genkey", "--out", key.to_str().unwrap()]);
+            public.push(dchannel(&["pubkey", key.to_str().unwrap()]));
+        }
+        t.gw_public = public[0].clone();
+        std::fs::write(
+            t.path("devices.toml"),
+            format!(
+                "[[device]]\nname = \"ue\"\npublic_key = \"{}\"\naddress = \"198.19.0.2\"\n",
+                public[1]
+            ),
+        )
+        .unwrap();
         for ns in [&t.ue, &t.gw, &t.srv] {
             sh(&["ip", "netns", "add", ns]);
             sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
@@ -122,6 +150,23 @@ impl Topo {
         let ue_log = self.path("ue.csv");
         let gw_arr = self.path("gw-arrivals.csv");
         let ue_arr = self.path("ue-arrivals.csv");
+        let insecure = extra.contains(&"--insecure");
+        let client_token = format!("198.19.0.2={TOKEN}");
+        let (gw_key, ue_key, devices) = (
+            self.path("gw.key").display().to_string(),
+            self.path("ue.key").display().to_string(),
+            self.path("devices.toml").display().to_string(),
+        );
+        let gw_auth: Vec<&str> = if insecure {
+            vec!["--client", &client_token]
+        } else {
+            vec!["--key", &gw_key, "--devices", &devices]
+        };
+        let ue_auth: Vec<&str> = if insecure {
+            vec!["--token", TOKEN]
+        } else {
+            vec!["--key", &ue_key, "--gateway-key", &self.gw_public]
+        };
         let mut g: Vec<String> = [
             "ip",
             "netns",
@@ -137,14 +182,13 @@ impl Topo {
             "198.18.1.1:4000",
             "--listen-llc",
             "198.18.2.1:4001",
-            "--client",
-            &format!("198.19.0.2={TOKEN}"),
             "--policy",
             policy,
             "--llc-mbit",
             "2",
         ]
         .iter()
+        .chain(&gw_auth)
         .map(|s| s.to_string())
         .collect();
         g.extend(output_args(&gw_stats, &gw_log, &gw_arr, extra));
@@ -168,14 +212,13 @@ impl Topo {
             &self.ue_llc,
             "--llc-gateway",
             "198.18.2.1:4001",
-            "--token",
-            TOKEN,
             "--policy",
             policy,
             "--llc-mbit",
             "2",
         ]
         .iter()
+        .chain(&ue_auth)
         .map(|s| s.to_string())
         .collect();
         c.extend(output_args(&ue_stats, &ue_log, &ue_arr, extra));

@@ -6,17 +6,24 @@ policy the agents know is a scheme: `dchannel[:alpha=..]`, `all-hbc`, `all-llc`,
 use the client's TUN (198.19.0.2, default route); gw routes that address back into
 the gateway's TUN. Extra flags: `agent_args` go to both agents, `client_args` /
 `gateway_args` to one (TestbedConfig; `dch shell --agent-arg/--client-arg/--gateway-arg`).
+
+The agents run encrypted: every testbed run makes a fresh key pair per agent with
+`dchannel genkey --out` / `dchannel pubkey` (files in the run dir, mode 0600) and a
+one-device `--devices` file for the gateway. `--insecure` in agent_args (e.g.
+`dch shell --agent-arg=--insecure`) runs the plaintext bearer-token mode instead,
+for comparison.
 """
 
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dchlab.paths import binary
 from dchlab.testbed import addressing as A
-from dchlab.testbed import reward_error
+from dchlab.testbed import reward_error, sh
 from dchlab.testbed.channels import nominal_mbit
 from dchlab.testbed.schemes import Scheme, register
 
@@ -25,6 +32,47 @@ if TYPE_CHECKING:
     from dchlab.testbed.core import Testbed
 
 TUN = "dch0"
+INSECURE = "--insecure"
+
+
+@dataclass(frozen=True)
+class AgentKeys:
+    """Key material of one testbed run: each agent's private key file, the
+    gateway's public key and the gateway's devices file (the one client)."""
+
+    gateway_key: Path
+    client_key: Path
+    gateway_public: str
+    devices: Path
+
+
+def make_keys(run_dir: Path) -> AgentKeys:
+    """A fresh key pair per agent under run_dir/keys, made with `dchannel genkey
+    --out` (mode 0600) and `dchannel pubkey`, and the gateway's devices file."""
+    exe = str(binary("dchannel"))
+    keys = run_dir / "keys"
+    keys.mkdir(mode=0o700, parents=True, exist_ok=True)
+    public: dict[str, str] = {}
+    for role in ("gateway", "client"):
+        path = keys / f"{role}.key"
+        path.unlink(missing_ok=True)
+        sh.run([exe, "genkey", "--out", str(path)], f"generate the {role}'s private key")
+        out = sh.run([exe, "pubkey", str(path)], f"derive the {role}'s public key").stdout
+        public[role] = out.strip()
+    devices = keys / "devices.toml"
+    devices.write_text(
+        f'[[device]]\nname = "ue"\npublic_key = "{public["client"]}"\naddress = "{A.UE_AGENT}"\n'
+    )
+    return AgentKeys(keys / "gateway.key", keys / "client.key", public["gateway"], devices)
+
+
+def insecure(cfg: TestbedConfig) -> bool:
+    """Whether the agents run the plaintext token mode (`--insecure` in agent_args;
+    it must be given to both agents, so not in client_args/gateway_args only)."""
+    for args, where in ((cfg.client_args, "client_args"), (cfg.gateway_args, "gateway_args")):
+        if INSECURE in args:
+            raise ValueError(f"{where}: put {INSECURE} in agent_args (both agents need it)")
+    return INSECURE in cfg.agent_args
 
 
 def agent_argv(
@@ -36,15 +84,32 @@ def agent_argv(
     llc_mbit: float,
     stats_json: Path,
     logs: dict[str, Path] | None = None,
+    keys: AgentKeys | None = None,
 ) -> list[str]:
     """The argv of `dchannel gateway` (role "gateway", on gw) or `dchannel client`
     (role "client", on ue): the testbed's plumbing, then cfg.agent_args (both agents),
     then cfg.gateway_args or cfg.client_args (this role only). `llc_mbit` is the LLC's
     nominal rate in the direction this agent sends (gateway: downlink, client: uplink).
     `logs` ({"decisions": path, "arrivals": path}) adds --decision-log/--arrival-log.
+    `keys` (from make_keys) is required unless cfg.agent_args has --insecure, in which
+    case `token` authenticates the client instead.
     """
+    if role not in ("gateway", "client"):
+        raise ValueError(f"agent role {role!r}: expected 'client' or 'gateway'")
     exe = str(binary("dchannel"))
     common = ["--policy", policy, "--tun", TUN]
+    if insecure(cfg):
+        auth = {
+            "gateway": ["--client", f"{A.UE_AGENT}={token}"],
+            "client": ["--token", token],
+        }
+    elif keys is None:
+        raise ValueError("encrypted agents need keys (make_keys), or --insecure in agent_args")
+    else:
+        auth = {
+            "gateway": ["--key", str(keys.gateway_key), "--devices", str(keys.devices)],
+            "client": ["--key", str(keys.client_key), "--gateway-key", keys.gateway_public],
+        }
     if logs:
         common += ["--decision-log", str(logs["decisions"]), "--arrival-log", str(logs["arrivals"])]
     if role == "gateway":
@@ -52,7 +117,7 @@ def agent_argv(
                 "--listen-hbc", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
                 "--listen-llc", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
                 "--hbc-dev", "hbc", "--llc-dev", "llc",
-                "--client", f"{A.UE_AGENT}={token}",
+                *auth["gateway"],
                 "--llc-mbit", f"{llc_mbit:g}",
                 "--stats-json", str(stats_json),
                 *cfg.agent_args, *cfg.gateway_args]  # fmt: skip
@@ -60,7 +125,7 @@ def agent_argv(
         return [exe, "client", *common, "--tun-addr", f"{A.UE_AGENT}/32",
                 "--hbc-dev", "hbc", "--hbc-gateway", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
                 "--llc-dev", "llc", "--llc-gateway", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
-                "--token", token,
+                *auth["client"],
                 "--llc-mbit", f"{llc_mbit:g}",
                 "--stats-json", str(stats_json),
                 *cfg.agent_args, *cfg.client_args]  # fmt: skip
@@ -91,6 +156,7 @@ class AgentScheme(Scheme):
 
     def setup(self, tb: Testbed) -> None:
         token = secrets.token_hex(16)
+        keys = None if insecure(tb.cfg) else make_keys(tb.run_dir)
         llc = tb.channels["llc"]
         self.logs: dict[str, dict[str, Path]] = {}
         for role, ns in (("gateway", "gw"), ("client", "ue")):
@@ -110,6 +176,7 @@ class AgentScheme(Scheme):
                     llc_mbit=nominal_mbit(llc, direction),
                     stats_json=tb.expect_stats("agents", role, f"{role}.stats.json"),
                     logs=self.logs.get(role),
+                    keys=keys,
                 ),
                 ns=ns,
             )

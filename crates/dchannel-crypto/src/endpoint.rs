@@ -1,0 +1,208 @@
+//! The endpoint's authentication layer backed by this crate: [`AeadAuth`]
+//! implements `dchannel_core::endpoint::DatagramAuth`, so the agent's two
+//! halves seal and open every datagram with the per-channel AEAD transport
+//! and run the Noise IK handshake through their own `poll_transmit` and
+//! timers.
+//!
+//! On the wire (docs/wire.md, "Encrypted datagrams"), a dchannel datagram
+//! becomes `0x20 | receiver index | counter | header (16, in clear,
+//! authenticated) | encrypted body | tag (16)`: the endpoint leaves
+//! [`PREFIX_LEN`] bytes of headroom in front of the header and [`TAG_LEN`]
+//! bytes of tailroom after the body. Handshake messages (`0x21`, `0x22`) and
+//! keepalives (a transport datagram without header and body) are consumed
+//! here and reported as `Opened::Control`.
+//!
+//! Endpoint peer `i` is [`PeerId`]`(i)`: the constructors build the table in
+//! the order of the endpoint's peer list. The two halves (two threads) share
+//! one [`Peers`] table behind a mutex: sealing needs the send counters,
+//! opening the replay windows, and both are short, allocation-free critical
+//! sections.
+
+use crate::devices::Device;
+use crate::format::{MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN};
+use crate::peers::{DuplicatePeer, Stats};
+use crate::{Channel, SealError};
+use crate::{Config, Drop, DropCounts, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey};
+use dchannel_core::endpoint::{self, AuthTransmit, DatagramAuth, DropReason};
+use dchannel_core::wire::{Header, WireError, HEADER_LEN};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The counter of a refused datagram in the endpoint's terms.
+pub fn drop_reason(d: Drop) -> DropReason {
+    DropReason::Crypto {
+        code: d as u8,
+        name: d.as_str(),
+    }
+}
+
+/// AEAD sealing and opening for a `dchannel_core` endpoint; clones share the
+/// session state (one clone per half).
+#[derive(Clone)]
+pub struct AeadAuth {
+    peers: Arc<Mutex<Peers>>,
+    /// Peers this side starts handshakes with (the client's gateway).
+    initiators: Arc<[PeerId]>,
+}
+
+impl AeadAuth {
+    /// The device side: one peer, the gateway with static key `gateway`, to
+    /// which a handshake is started at once (at the first
+    /// `handle_timeout`). `cfg.header_len` is set to the dchannel header's.
+    pub fn client(local: PrivateKey, gateway: PublicKey, cfg: Config) -> AeadAuth {
+        let mut peers = Peers::new(local, with_header(cfg));
+        let id = peers
+            .add_peer(gateway, "gateway", true)
+            .expect("an empty table has no duplicate");
+        peers.connect(0, id);
+        AeadAuth {
+            peers: Arc::new(Mutex::new(peers)),
+            initiators: Arc::from([id]),
+        }
+    }
+
+    /// The operator side: one responder-only peer per device, in the order
+    /// of `devices` (the endpoint's peer list must follow the same order).
+    pub fn gateway(
+        local: PrivateKey,
+        devices: &[Device],
+        cfg: Config,
+    ) -> Result<AeadAuth, DuplicatePeer> {
+        let peers = Peers::from_devices(local, with_header(cfg), devices)?;
+        Ok(AeadAuth {
+            peers: Arc::new(Mutex::new(peers)),
+            initiators: Arc::from([]),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Peers> {
+        // A poisoned lock means the other half panicked mid-datagram; the
+        // table itself is still consistent (every update is one assignment).
+        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Datagrams refused so far, per reason.
+    pub fn drops(&self) -> DropCounts {
+        self.lock().drops().clone()
+    }
+
+    /// Handshake counters.
+    pub fn stats(&self) -> Stats {
+        self.lock().stats()
+    }
+
+    /// Whether a session with endpoint peer `peer` exists.
+    pub fn has_session(&self, peer: usize) -> bool {
+        self.lock()
+            .peer(PeerId(peer as u32))
+            .is_some_and(|p| p.has_session())
+    }
+}
+
+fn with_header(cfg: Config) -> Config {
+    Config {
+        header_len: HEADER_LEN,
+        ..cfg
+    }
+}
+
+impl DatagramAuth for AeadAuth {
+    fn headroom(&self) -> usize {
+        PREFIX_LEN
+    }
+
+    fn tailroom(&self) -> usize {
+        TAG_LEN
+    }
+
+    fn seal(
+        &mut self,
+        now: Nanos,
+        peer: usize,
+        channel: Channel,
+        header: Header,
+        buf: &mut [u8],
+        body_len: usize,
+    ) -> Result<usize, DropReason> {
+        // The auth field stays 0: authenticity is the tag's job.
+        Header { token: 0, ..header }.encode(&mut buf[PREFIX_LEN..PREFIX_LEN + HEADER_LEN]);
+        let have = buf.len();
+        match self
+            .lock()
+            .seal(now, PeerId(peer as u32), channel, buf, body_len)
+        {
+            Ok(n) => Ok(n),
+            Err(SealError::NoSession | SealError::UnknownPeer) => Err(DropReason::NoSession),
+            Err(SealError::BufferTooSmall { need, .. }) => {
+                Err(DropReason::Wire(WireError::Truncated { len: have, need }))
+            }
+        }
+    }
+
+    fn open(
+        &mut self,
+        now: Nanos,
+        channel: Channel,
+        from: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Result<endpoint::Opened, DropReason> {
+        let opened = self
+            .lock()
+            .open(now, channel, from, datagram)
+            .map_err(drop_reason)?;
+        match opened {
+            Opened::Data {
+                peer,
+                header,
+                payload,
+            } => Ok(endpoint::Opened::Datagram {
+                peer: peer.0 as usize,
+                header: Header::decode(&datagram[header])?,
+                body: payload,
+            }),
+            Opened::Keepalive { peer } | Opened::Handshake { peer, .. } => {
+                Ok(endpoint::Opened::Control {
+                    peer: peer.0 as usize,
+                })
+            }
+        }
+    }
+
+    fn can_seal(&self, peer: usize) -> bool {
+        self.has_session(peer)
+    }
+
+    fn poll_transmit(&mut self, _now: Nanos, buf: &mut [u8]) -> Option<AuthTransmit> {
+        let t = self.lock().poll_transmit(buf)?;
+        Some(AuthTransmit {
+            peer: t.peer.0 as usize,
+            channel: t.channel,
+            to: t.to,
+            len: t.len,
+        })
+    }
+
+    fn max_transmit_len(&self) -> usize {
+        MAX_HANDSHAKE_LEN
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.lock().poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        let mut p = self.lock();
+        p.handle_timeout(now);
+        // A device never stops trying to reach its gateway: a handshake round
+        // given up (90 s without answer) starts over at once.
+        for &id in self.initiators.iter() {
+            let lost = p
+                .peer(id)
+                .is_some_and(|x| !x.has_session() && !x.handshake_pending());
+            if lost {
+                p.connect(now, id);
+                p.handle_timeout(now);
+            }
+        }
+    }
+}

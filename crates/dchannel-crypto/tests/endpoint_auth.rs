@@ -1,0 +1,349 @@
+//! The AEAD layer inside the agent's endpoint, both ends driven with
+//! synthetic time: handshake over either channel (through the receive
+//! half's `poll_transmit` and timers), probes held until a session exists,
+//! data sealed so that no plaintext crosses the wire, replayed / forged /
+//! moved / plaintext datagrams dropped silently and counted, rekeying by time
+//! with datagrams in flight.
+
+use dchannel_core::endpoint::{
+    self, Config, DropReason, PeerConfig, ProbeTransmit, ReceiveHalf, Received, Role, SendHalf,
+};
+use dchannel_core::packet::build;
+use dchannel_core::policy::parse_spec;
+use dchannel_core::{Channel, Nanos, MS};
+use dchannel_crypto::devices::Device;
+use dchannel_crypto::endpoint::AeadAuth;
+use dchannel_crypto::format::{
+    PREFIX_LEN, TAG_LEN, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
+};
+use dchannel_crypto::{Drop, PrivateKey, SECOND};
+use std::net::SocketAddr;
+
+type Tx = SendHalf<AeadAuth>;
+type Rx = ReceiveHalf<Vec<u8>, AeadAuth>;
+
+const UE: [u8; 4] = [198, 19, 0, 2];
+const SERVER: [u8; 4] = [198, 18, 3, 2];
+const MARKER: &[u8] = b"PLAINTEXT-MARKER-7f3a";
+
+fn addr(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// Outer addresses per channel: the gateway's and the device's.
+fn gw(ch: Channel) -> SocketAddr {
+    [addr("198.18.1.1:4000"), addr("198.18.2.1:4001")][ch.index()]
+}
+fn ue(ch: Channel) -> SocketAddr {
+    [addr("198.18.1.2:50000"), addr("198.18.2.2:50001")][ch.index()]
+}
+
+struct Side {
+    tx: Tx,
+    rx: Rx,
+    auth: AeadAuth,
+}
+
+fn side(role: Role, peers: Vec<PeerConfig>, auth: AeadAuth) -> Side {
+    let mut cfg = Config::new(role);
+    cfg.reorder = None;
+    let (tx, rx) = endpoint::new(cfg, peers, auth.clone(), || {
+        parse_spec("all-hbc", 0.75).unwrap()
+    })
+    .unwrap();
+    Side { tx, rx, auth }
+}
+
+/// A client and a gateway with fresh keys (the gateway's device list has the client).
+fn pair(crypto: dchannel_crypto::Config) -> (Side, Side) {
+    let (ue_key, gw_key) = (PrivateKey::generate(), PrivateKey::generate());
+    let device = Device {
+        name: "phone-1".into(),
+        public_key: ue_key.public_key(),
+        address: Some(UE.into()),
+    };
+    let client = side(
+        Role::Client,
+        vec![PeerConfig {
+            name: "gateway".into(),
+            token: 0,
+            tunnel_addr: None,
+            endpoints: [Some(gw(Channel::Hbc)), Some(gw(Channel::Llc))],
+        }],
+        AeadAuth::client(ue_key, gw_key.public_key(), crypto),
+    );
+    let gateway = side(
+        Role::Gateway,
+        vec![PeerConfig {
+            name: "phone-1".into(),
+            token: 0,
+            tunnel_addr: device.address,
+            endpoints: [None, None],
+        }],
+        AeadAuth::gateway(gw_key, &[device], crypto).unwrap(),
+    );
+    (client, gateway)
+}
+
+/// Everything `from` wants to send at `now`, as (transmit, bytes).
+fn outgoing(from: &mut Rx, now: Nanos) -> Vec<(ProbeTransmit, Vec<u8>)> {
+    let mut buf = vec![0u8; from.probe_buf_len()];
+    let mut out = Vec::new();
+    while let Some(t) = from.poll_transmit(now, &mut buf) {
+        out.push((t, buf[..t.len].to_vec()));
+    }
+    out
+}
+
+/// Delivers datagrams sent by the side whose addresses are `src` to `to`.
+fn deliver(
+    to: &mut Rx,
+    now: Nanos,
+    src: fn(Channel) -> SocketAddr,
+    dgs: Vec<(ProbeTransmit, Vec<u8>)>,
+) -> Vec<Received<Vec<u8>>> {
+    dgs.into_iter()
+        .map(|(t, b)| to.handle_datagram(now, t.channel, src(t.channel), b))
+        .collect()
+}
+
+/// Runs timers and exchanges datagrams until both sides are quiet.
+fn settle(c: &mut Side, g: &mut Side, now: Nanos) {
+    for _ in 0..8 {
+        c.rx.handle_timeout(now);
+        g.rx.handle_timeout(now);
+        let up = outgoing(&mut c.rx, now);
+        let down = outgoing(&mut g.rx, now);
+        if up.is_empty() && down.is_empty() {
+            return;
+        }
+        deliver(&mut g.rx, now, ue, up);
+        deliver(&mut c.rx, now, gw, down);
+    }
+    panic!("still exchanging after 8 rounds");
+}
+
+/// One inner packet through a send half: (channel, datagram).
+fn seal(tx: &mut Tx, now: Nanos, pkt: &[u8]) -> Result<(Channel, Vec<u8>), DropReason> {
+    let h = tx.headroom();
+    let mut buf = vec![0u8; h + pkt.len() + tx.tailroom()];
+    buf[h..h + pkt.len()].copy_from_slice(pkt);
+    let t = tx.handle_tun(now, &mut buf, pkt.len())?;
+    buf.truncate(t.len);
+    Ok((t.channel, buf))
+}
+
+fn uplink() -> Vec<u8> {
+    build::udp4(UE, SERVER, 40000, 5001, MARKER)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn dropped(r: Received<Vec<u8>>) -> DropReason {
+    match r {
+        Received::Dropped { reason, .. } => reason,
+        other => panic!("expected a drop, got {other:?}"),
+    }
+}
+
+fn crypto(d: Drop) -> DropReason {
+    dchannel_crypto::endpoint::drop_reason(d)
+}
+
+#[test]
+fn handshake_on_the_llc_then_probes_then_sealed_data() {
+    let (mut c, mut g) = pair(Default::default());
+    // before any session: the data packet is dropped, no probe leaves, only
+    // the initiation (on the LLC, the default first channel)
+    assert_eq!(
+        seal(&mut c.tx, 0, &uplink()).unwrap_err(),
+        DropReason::NoSession
+    );
+    c.rx.handle_timeout(0);
+    let init = outgoing(&mut c.rx, 0);
+    assert_eq!(init.len(), 1, "the initiation only, no probes yet");
+    let (t, b) = &init[0];
+    assert_eq!(
+        (t.channel, t.destination, b[0]),
+        (Channel::Llc, gw(Channel::Llc), TYPE_INITIATION)
+    );
+    assert!(matches!(
+        deliver(&mut g.rx, MS, ue, init).pop().unwrap(),
+        Received::Control { peer: 0, .. }
+    ));
+    let resp = outgoing(&mut g.rx, MS);
+    assert_eq!(resp.len(), 1);
+    assert_eq!(
+        (resp[0].0.destination, resp[0].1[0]),
+        (ue(Channel::Llc), TYPE_RESPONSE)
+    );
+    deliver(&mut c.rx, 2 * MS, gw, resp);
+    assert!(c.auth.has_session(0));
+    // the client confirms with a keepalive, then its first probe round goes
+    c.rx.handle_timeout(2 * MS);
+    let out = outgoing(&mut c.rx, 2 * MS);
+    let lens: Vec<usize> = out.iter().map(|(t, _)| t.len).collect();
+    // keepalive: prefix + tag; D-SYN: prefix + header 16 + body 2 + tag
+    assert_eq!(lens, vec![PREFIX_LEN + TAG_LEN, 47, 47]);
+    assert!(out.iter().all(|(_, b)| b[0] == TYPE_TRANSPORT));
+    for r in deliver(&mut g.rx, 3 * MS, ue, out).into_iter().skip(1) {
+        assert!(matches!(r, Received::Probe { peer: 0, .. }), "{r:?}");
+    }
+    assert!(g.auth.has_session(0));
+    settle(&mut c, &mut g, 4 * MS);
+
+    // data: sealed, no plaintext on the wire, delivered byte-exact
+    let pkt = uplink();
+    let (ch, dg) = seal(&mut c.tx, 5 * MS, &pkt).unwrap();
+    assert_eq!(dg.len(), PREFIX_LEN + 16 + pkt.len() + TAG_LEN);
+    assert!(!contains(&dg, MARKER));
+    assert!(matches!(
+        g.rx.handle_datagram(5 * MS, ch, ue(ch), dg),
+        Received::Data { peer: 0, .. }
+    ));
+    let got: Vec<Vec<u8>> = g.rx.deliveries().map(|d| d.packet().to_vec()).collect();
+    assert_eq!(got, vec![pkt]);
+    // and back: the gateway learned the client's endpoints from authentic datagrams
+    let down = build::udp4(SERVER, UE, 5001, 40000, MARKER);
+    let (ch, dg) = seal(&mut g.tx, 6 * MS, &down).unwrap();
+    assert!(!contains(&dg, MARKER));
+    c.rx.handle_datagram(6 * MS, ch, gw(ch), dg);
+    let got: Vec<Vec<u8>> = c.rx.deliveries().map(|d| d.packet().to_vec()).collect();
+    assert_eq!(got, vec![down]);
+    assert_eq!(g.auth.drops().total() + c.auth.drops().total(), 0);
+}
+
+#[test]
+fn handshake_completes_over_the_hbc_when_the_llc_loses_the_initiation() {
+    let (mut c, mut g) = pair(Default::default());
+    c.rx.handle_timeout(0);
+    let lost = outgoing(&mut c.rx, 0);
+    assert_eq!(lost[0].0.channel, Channel::Llc);
+    // the retry is due after the rekey timeout (1 s) and takes the other channel
+    c.rx.handle_timeout(SECOND - 1);
+    assert!(
+        outgoing(&mut c.rx, SECOND - 1).is_empty(),
+        "nothing before 1 s"
+    );
+    assert!(c.rx.poll_timeout().unwrap() <= SECOND);
+    c.rx.handle_timeout(SECOND);
+    let retry = outgoing(&mut c.rx, SECOND);
+    assert_eq!(retry.len(), 1);
+    assert_eq!(
+        (retry[0].0.channel, retry[0].1[0]),
+        (Channel::Hbc, TYPE_INITIATION)
+    );
+    deliver(&mut g.rx, SECOND + MS, ue, retry);
+    let resp = outgoing(&mut g.rx, SECOND + MS);
+    assert_eq!(
+        (resp[0].0.channel, resp[0].0.destination),
+        (Channel::Hbc, ue(Channel::Hbc))
+    );
+    deliver(&mut c.rx, SECOND + 2 * MS, gw, resp);
+    assert!(c.auth.has_session(0));
+    settle(&mut c, &mut g, SECOND + 3 * MS);
+    assert!(g.auth.has_session(0));
+    assert_eq!(c.auth.stats().retries, 1);
+    let (ch, dg) = seal(&mut c.tx, SECOND + 4 * MS, &uplink()).unwrap();
+    assert!(matches!(
+        g.rx.handle_datagram(SECOND + 4 * MS, ch, ue(ch), dg),
+        Received::Data { .. }
+    ));
+}
+
+#[test]
+fn replayed_forged_moved_and_plaintext_datagrams_are_dropped_silently_and_counted() {
+    let (mut c, mut g) = pair(Default::default());
+    settle(&mut c, &mut g, 0);
+    let (ch, dg) = seal(&mut c.tx, MS, &uplink()).unwrap();
+    assert!(matches!(
+        g.rx.handle_datagram(MS, ch, ue(ch), dg.clone()),
+        Received::Data { .. }
+    ));
+    g.rx.deliveries().for_each(drop);
+    // replayed
+    let r = g.rx.handle_datagram(2 * MS, ch, ue(ch), dg.clone());
+    assert_eq!(dropped(r), crypto(Drop::Replay));
+    // forged: one bit of the ciphertext, of the clear header, of the tag of
+    // datagrams not seen yet (a seen counter is refused before any decryption)
+    for at in [PREFIX_LEN + 16 + 3, PREFIX_LEN + 2, dg.len() - 1] {
+        let (_, mut f) = seal(&mut c.tx, 3 * MS, &uplink()).unwrap();
+        f[at] ^= 0x01;
+        let r = g.rx.handle_datagram(3 * MS, ch, ue(ch), f);
+        assert_eq!(dropped(r), crypto(Drop::AuthFailed), "bit flipped at {at}");
+    }
+    // moved to the other channel: the channel is part of the nonce
+    let (ch2, dg2) = seal(&mut c.tx, 4 * MS, &uplink()).unwrap();
+    let r =
+        g.rx.handle_datagram(4 * MS, ch2.other(), ue(ch2.other()), dg2.clone());
+    assert_eq!(dropped(r), crypto(Drop::AuthFailed));
+    // the forgeries did not burn the counters: the genuine datagram still opens
+    let r = g.rx.handle_datagram(4 * MS, ch2, ue(ch2), dg2);
+    assert!(matches!(r, Received::Data { .. }), "{r:?}");
+    g.rx.deliveries().for_each(drop);
+    // truncated
+    let r = g.rx.handle_datagram(5 * MS, ch, ue(ch), dg[..20].to_vec());
+    assert_eq!(dropped(r), crypto(Drop::Truncated));
+    // a version-1 plaintext datagram (the --insecure format)
+    let mut plain = vec![0x10, 0x01, 0, 1, 0, 0, 0, 9];
+    plain.extend_from_slice(&[0; 8]);
+    plain.extend_from_slice(&uplink());
+    let r = g.rx.handle_datagram(6 * MS, ch, ue(ch), plain);
+    assert_eq!(dropped(r), crypto(Drop::UnknownType));
+    // nothing was answered, nothing delivered, every drop counted by reason
+    g.rx.handle_timeout(7 * MS);
+    assert!(outgoing(&mut g.rx, 7 * MS).is_empty());
+    assert_eq!(g.rx.deliveries().count(), 0);
+    let d = g.auth.drops();
+    assert_eq!(
+        (
+            d.get(Drop::Replay),
+            d.get(Drop::AuthFailed),
+            d.get(Drop::Truncated),
+            d.get(Drop::UnknownType)
+        ),
+        (1, 4, 1, 1)
+    );
+    assert_eq!(d.total(), 7);
+    assert_eq!(
+        DropReason::Crypto {
+            code: Drop::Replay as u8,
+            name: "replay"
+        }
+        .counter(),
+        "replay"
+    );
+}
+
+#[test]
+fn rekeys_by_time_and_datagrams_in_flight_still_open() {
+    let (mut c, mut g) = pair(Default::default());
+    settle(&mut c, &mut g, 0);
+    let (_, first) = seal(&mut c.tx, MS, &uplink()).unwrap();
+    let index = |d: &[u8]| d[1..5].to_vec();
+    // 120 s later the client's timer starts a new handshake; a datagram
+    // sealed just before it completes is still opened (previous session)
+    let t = 120 * SECOND;
+    assert!(c.rx.poll_timeout().unwrap() <= t);
+    let (ch, in_flight) = seal(&mut c.tx, t, &uplink()).unwrap();
+    assert_eq!(index(&in_flight), index(&first));
+    settle(&mut c, &mut g, t);
+    assert_eq!(c.auth.stats().completed_as_initiator, 2);
+    let (ch2, after) = seal(&mut c.tx, t + MS, &uplink()).unwrap();
+    assert_ne!(
+        index(&after),
+        index(&first),
+        "a new session (index) after the rekey"
+    );
+    for (ch, d) in [(ch2, after), (ch, in_flight)] {
+        let r = g.rx.handle_datagram(t + 2 * MS, ch, ue(ch), d);
+        assert!(matches!(r, Received::Data { .. }), "{r:?}");
+    }
+    assert_eq!(g.rx.deliveries().count(), 2);
+    // past the grace period the old session is gone
+    let (_, stale) = (ch, first);
+    let r = g.rx.handle_datagram(t + 11 * SECOND, ch, ue(ch), stale);
+    assert_eq!(dropped(r), crypto(Drop::UnknownIndex));
+}

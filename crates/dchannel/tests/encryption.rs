@@ -1,0 +1,342 @@
+//! The encrypted tunnel end to end: key tools and key-file permissions,
+//! and in namespaces a capture of every datagram on both channels while a
+//! known payload crosses the tunnel (it never appears in clear), then
+//! replayed, truncated and forged datagrams injected at the gateway (dropped,
+//! never answered, counted per reason) while a transfer stays byte-exact.
+
+mod common;
+
+use common::*;
+use std::io::Write;
+use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MARKER: &[u8] = b"dchannel-plaintext-marker-0123456789";
+
+#[test]
+fn genkey_and_pubkey_and_key_file_permissions() {
+    let dir = std::env::temp_dir().join(format!("dch-keys-{}", unique_tag()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("k");
+    dchannel(&["genkey", "--out", key.to_str().unwrap()]);
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let from_file = dchannel(&["pubkey", key.to_str().unwrap()]);
+    assert_eq!(from_file.len(), 44);
+    let mut child = Command::new(BIN)
+        .arg("pubkey")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let text = std::fs::read(&key).unwrap();
+    child.stdin.take().unwrap().write_all(&text).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8(out.stdout).unwrap().trim(), from_file);
+    // two keys differ; stdout form is one line of 44 characters
+    let a = dchannel(&["genkey"]);
+    assert_eq!(a.len(), 44);
+    assert_ne!(a, dchannel(&["genkey"]));
+
+    // an agent refuses a key file group or others can read, naming it
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let o = Command::new(BIN)
+        .args([
+            "client",
+            "--tun",
+            "x",
+            "--tun-addr",
+            "198.19.0.2/32",
+            "--hbc-dev",
+            "a",
+            "--hbc-gateway",
+            "198.18.1.1:1",
+            "--llc-dev",
+            "b",
+            "--llc-gateway",
+            "198.18.2.1:1",
+            "--key",
+            key.to_str().unwrap(),
+            "--gateway-key",
+            &from_file,
+        ])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        e.contains(key.to_str().unwrap()) && e.contains("readable by group or others"),
+        "{e}"
+    );
+
+    // a gateway device without tunnel address is refused, naming file and field
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let devices = dir.join("devices.toml");
+    std::fs::write(
+        &devices,
+        format!("[[device]]\nname = \"p\"\npublic_key = \"{from_file}\"\n"),
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args([
+            "gateway",
+            "--tun",
+            "x",
+            "--tun-addr",
+            "198.19.0.1/32",
+            "--listen-hbc",
+            "127.0.0.1:1",
+            "--listen-llc",
+            "127.0.0.1:2",
+            "--key",
+            key.to_str().unwrap(),
+            "--devices",
+            devices.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains(devices.to_str().unwrap()) && e.contains("`address`"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// UDP payloads of the dchannel datagrams (ports 4000/4001) seen in the gw
+/// namespace, both directions, until `stop`: (dst port is the gateway's, payload).
+fn capture(ns: &str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(bool, Vec<u8>)>> {
+    in_ns(ns, move || {
+        // SAFETY: a plain socket call; the fd is owned right away.
+        let fd = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_DGRAM,
+                // ETH_P_ALL: also the datagrams the gateway sends
+                i32::from((libc::ETH_P_ALL as u16).to_be()),
+            )
+        };
+        assert!(
+            fd >= 0,
+            "AF_PACKET socket: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: fd is a fresh, valid descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let tv = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 50_000,
+        };
+        // SAFETY: valid fd, option value of the right type and size.
+        unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            )
+        };
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        while !stop.load(Ordering::Relaxed) {
+            // SAFETY: reading into our own buffer.
+            let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n <= 0 {
+                continue;
+            }
+            let p = &buf[..n as usize];
+            let ihl = usize::from(p[0] & 0x0f) * 4;
+            if p.len() < 20 || p[0] >> 4 != 4 || p[9] != 17 || p.len() < ihl + 8 {
+                continue;
+            }
+            let sport = u16::from_be_bytes([p[ihl], p[ihl + 1]]);
+            let dport = u16::from_be_bytes([p[ihl + 2], p[ihl + 3]]);
+            let ours = |x: u16| x == 4000 || x == 4001;
+            if ours(sport) || ours(dport) {
+                out.push((ours(dport), p[ihl + 8..].to_vec()));
+            }
+        }
+        out
+    })
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn no_plaintext_on_either_channel_and_bad_datagrams_are_dropped_and_counted() {
+    if !can_run() {
+        return;
+    }
+    let t = Topo::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let cap = capture(&t.gw, Arc::clone(&stop));
+    std::thread::sleep(Duration::from_millis(100));
+    // pkt-size:300 puts small packets on the LLC and large ones on the HBC, so
+    // the marker travels on both channels
+    let mut a = t.start("pkt-size:300", &[]);
+    let srv = in_ns(&t.srv, || {
+        let s = UdpSocket::bind((SRV, 7000)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut got = 0;
+        let mut buf = [0u8; 2048];
+        for _ in 0..40 {
+            match s.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    assert!(contains(&buf[..n], MARKER));
+                    s.send_to(&buf[..n], from).unwrap(); // echo: downlink too
+                    got += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        got
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let echoed = in_ns(&t.ue, || {
+        let s = UdpSocket::bind(("198.19.0.2", 0)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut back = 0;
+        for i in 0..40 {
+            // sizes 40 .. 1240: both sides of the 300-byte threshold
+            let mut msg = MARKER.to_vec();
+            msg.resize(40 + i * 30, b'.');
+            s.send_to(&msg, (SRV, 7000)).unwrap();
+            let mut buf = [0u8; 2048];
+            if let Ok(n) = s.recv(&mut buf) {
+                back += usize::from(buf[..n] == msg[..]);
+            }
+        }
+        back
+    });
+    assert_eq!(srv.join().unwrap(), 40);
+    assert_eq!(echoed.join().unwrap(), 40);
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, Ordering::Relaxed);
+    let seen = cap.join().unwrap();
+    let data: Vec<&(bool, Vec<u8>)> = seen
+        .iter()
+        .filter(|(_, p)| p[0] == 0x20 && p.len() > 13 + 16)
+        .collect();
+    // AF_PACKET sees each datagram once at the gateway (in or out)
+    let up = data.iter().filter(|(to_gw, _)| *to_gw).count();
+    assert!(
+        data.len() >= 80,
+        "captured {} data datagrams, {up} to the gateway",
+        data.len()
+    );
+    for (_, p) in &seen {
+        assert!(!contains(p, MARKER), "plaintext marker on the wire");
+        assert!(matches!(p[0], 0x20..=0x22), "type byte {:#x}", p[0]);
+    }
+    let uplink: Vec<&Vec<u8>> = data
+        .iter()
+        .filter(|(to_gw, _)| *to_gw)
+        .map(|(_, p)| p)
+        .collect();
+    let big = uplink
+        .iter()
+        .find(|p| p.len() > 300)
+        .expect("an uplink datagram on the HBC");
+
+    // inject, from the client's own HBC address: replay, truncation, forgery
+    let (replay, short) = ((*big).clone(), big[..20].to_vec());
+    let mut forged = (*big).clone();
+    // a counter far ahead (fresh for the window), same index: fails the tag
+    forged[5..13].copy_from_slice(&(1u64 << 40).to_be_bytes());
+    let mut flipped_init = vec![0x21; 110];
+    flipped_init[1] = 7;
+    in_ns(&t.ue, move || {
+        let s = UdpSocket::bind(("198.18.1.2", 0)).unwrap();
+        for d in [&replay, &short, &forged, &flipped_init] {
+            s.send_to(d, (GW_HBC, 4000)).unwrap();
+        }
+        // nothing comes back to a bad datagram
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let mut b = [0u8; 2048];
+        assert!(s.recv(&mut b).is_err(), "an answer to a bad datagram");
+    })
+    .join()
+    .unwrap();
+    let (ue, gw) = {
+        run_transfer(&t);
+        a.stop()
+    };
+    let drops = &gw["crypto"]["drops"];
+    for (k, n) in [
+        ("replay", 1),
+        ("truncated", 1),
+        ("auth_failed", 1),
+        ("handshake_invalid", 1),
+    ] {
+        assert_eq!(drops[k].as_u64(), Some(n), "{k}: {drops}");
+    }
+    let total: u64 = drops
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 4, "{drops}");
+    assert_eq!(gw["malformed"]["unauthentic"].as_u64(), Some(4));
+    assert_eq!(
+        ue["crypto"]["drops"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum::<u64>(),
+        0
+    );
+    for s in [&ue, &gw] {
+        assert_eq!(s["malformed"]["no_session"].as_u64(), Some(0), "{s}");
+        assert!(
+            s["channels"]["llc"]["control_rx"].as_u64().unwrap()
+                + s["channels"]["hbc"]["control_rx"].as_u64().unwrap()
+                >= 1
+        );
+    }
+    assert_eq!(
+        ue["crypto"]["handshakes"]["completed_as_initiator"].as_u64(),
+        Some(1)
+    );
+    assert_eq!(gw["crypto"]["handshakes"]["answered"].as_u64(), Some(1));
+}
+
+/// A 1 MiB TCP transfer from srv to ue, checked byte for byte.
+fn run_transfer(t: &Topo) {
+    use std::io::Read;
+    use std::net::{TcpListener, TcpStream};
+    let data = pattern(1 << 20, 7);
+    let expect = data.clone();
+    let l = in_ns(&t.srv, || TcpListener::bind((SRV, 7001)).unwrap())
+        .join()
+        .unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.write_all(&data).unwrap();
+    });
+    let got = in_ns(&t.ue, || {
+        let mut s = TcpStream::connect((SRV, 7001)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut v = Vec::new();
+        s.read_to_end(&mut v).unwrap();
+        v
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+    assert!(
+        got == expect,
+        "transfer not byte-exact ({} bytes)",
+        got.len()
+    );
+}
