@@ -1,7 +1,8 @@
 """A browsing session in one browser and one testbed (issue 17): a landing page of the
 synthetic corpus then its four internal pages. Five valid PLTs; connections are kept
-(page 2 opens fewer than page 1); each page's request bytes are recorded, and only a
-page's own objects go to the network (the shared CSS, scripts and images are cached)."""
+(page 2 opens fewer than page 1); each page's request bytes are recorded and grow with
+the site's cookies, and only a page's own objects go to the network (the shared CSS,
+scripts and images are cached)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import math
 import pytest
 from conftest import require_binaries, require_root
 
+from dchlab.pages.generator import VISIT_COOKIE_BYTES
 from dchlab.workloads.measure import RunSpec
 from dchlab.workloads.session import corpus_session, open_session_corpus, session_rows
 
@@ -43,3 +45,9 @@ def test_a_five_page_session_keeps_its_connections(scheme: str) -> None:
     assert second["connections_opened"] < first["connections_opened"]
     assert second["requests_cached"] > 0  # the landing page's CSS, scripts and images
     assert "testbed" in first["stats"] and first["trace_offset_ms"] is not None
+    # Requests grow page after page (each page view adds a first-party cookie of
+    # VISIT_COOKIE_BYTES): page 4's document request alone carries three cookies more
+    # than page 1's, each "_dchpvN=" + value + "; " >= VISIT_COOKIE_BYTES + 10 bytes.
+    assert rows[4]["requests"] == rows[1]["requests"]
+    grown = rows[4]["request_bytes"] - rows[1]["request_bytes"]
+    assert grown >= 3 * (VISIT_COOKIE_BYTES + 10), grown

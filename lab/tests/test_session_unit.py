@@ -61,6 +61,10 @@ def test_internal_pages_share_the_landing_pages_objects(corpus) -> None:  # type
         imgs = [i for i in top.children if landing.resources[i].kind == "image"]
         assert [r.idx for r in shared if r.kind == "image"] == imgs[::2]
         assert own and all(r.kind == "image" and f"/p{k}/" in r.url for r in own)
+        # Each page view sets a first-party cookie for the site's domain, first thing.
+        doc = next(o for o in corpus.objects if o.url == html.url)
+        head = corpus.read_body(doc).decode().split("<link", 1)[0]
+        assert '"_dchpv"+n+"=' in head and ";domain=site1.test;path=/;" in head
         # The corpus holds exactly the page's own objects under its name.
         assert sorted(o.url for o in corpus.objects_of(ip.name)) == sorted(
             [html.url, *(r.url for r in own)]

@@ -34,6 +34,8 @@ from dchlab.pages.corpus import Corpus, CorpusWriter, load
 # Log-normal fits: sigma = ln(p90 / median) / z_0.9.
 # Bumped whenever generated bodies change, so cached corpora are rebuilt.
 GENERATOR_VERSION = 2
+# Bumped whenever internal pages (generate(internal_pages=...)) change.
+INTERNAL_PAGES_VERSION = 2
 Z90 = 1.2815515655446004
 REQ_MEDIAN, REQ_P90 = 70.0, 180.0
 BYTES_MEDIAN, BYTES_P90 = 2.0e6, 6.0e6
@@ -210,6 +212,9 @@ def plan_page(seed: int, index: int) -> PagePlan:
 
 SHARED_IMAGE_EVERY = 2  # an internal page shows every 2nd image of the landing page again
 NEW_IMAGE_SHARE = 0.5  # and half as many images of its own (articles, thumbnails)
+# Cookie value bytes each page view adds (HotMobile'21: the p99 request grows by ~1 KB,
+# 1.92 -> 2.9 KB, over a landing page and four internal pages).
+VISIT_COOKIE_BYTES = 240
 
 
 def internal_url(plan: PagePlan, k: int) -> str:
@@ -248,11 +253,26 @@ def plan_internal(seed: int, index: int, k: int, landing: PagePlan | None = None
     return PagePlan(f"{landing.name}-p{k}", html.url, res)
 
 
+def visit_cookie(plan: PagePlan, seed: int, k: int) -> str:
+    """Inline script of page `k` (0: the landing page) of a site with internal pages: each
+    page view adds a first-party cookie of VISIT_COOKIE_BYTES for the site's domain, as
+    analytics and session scripts do — so, as on the sites of HotMobile'21 Fig. 4, the
+    requests to the site's hosts grow page after page of a session (a fresh browser
+    starts without cookies: pageload is unaffected)."""
+    domain = plan.resources[0].host.split(".", 1)[1]
+    value = np.random.default_rng([seed, k, 0xC00C]).bytes(VISIT_COOKIE_BYTES // 2).hex()
+    return (
+        '(function(){var n=document.cookie.split("_dchpv").length-1;'
+        f'document.cookie="_dchpv"+n+"={value};domain={domain};path=/;max-age=86400;'
+        'secure;samesite=lax";})();'
+    )
+
+
 def render_internal(plan: PagePlan, r: Res, seed: int, index: int, k: int) -> bytes:
     """Body of one of the objects an internal page adds (its HTML, its new images)."""
     rng = np.random.default_rng([seed, index, k, r.idx, 0xB0D3])
     if r.kind == "html":
-        return _html(plan, r, rng)
+        return _html(plan, r, rng, None, visit_cookie(plan, seed, k))
     return media.jpeg(r.size, rng) if r.fmt == "jpeg" else media.png(r.size, rng)
 
 
@@ -316,7 +336,11 @@ def _pad_to(body: str, size: int, filler) -> str:  # type: ignore[no-untyped-def
 
 
 def _html(
-    plan: PagePlan, r: Res, rng: np.random.Generator, links: list[str] | None = None
+    plan: PagePlan,
+    r: Res,
+    rng: np.random.Generator,
+    links: list[str] | None = None,
+    visit_cookie: str = "",
 ) -> bytes:
     kids = [plan.resources[i] for i in r.children]
     fonts = [
@@ -331,6 +355,8 @@ def _html(
         f"<title>{plan.name} — dchannel synthetic page</title>",
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
     ]
+    if visit_cookie:  # first, so that the page's own requests already carry it
+        head.append(f"<script>{visit_cookie}</script>")
     head += [f'<link rel="stylesheet" href="{c.url}">' for c in kids if c.kind == "css"]
     scripts = [c for c in kids if c.kind == "js"]
     # Half the scripts block the parser in <head>, the rest are deferred (as on real pages).
@@ -423,9 +449,12 @@ def _json(plan: PagePlan, r: Res, rng: np.random.Generator) -> bytes:
 
 
 def render(plan: PagePlan, r: Res, seed: int, links: list[str] | None = None) -> bytes:
+    """Body of one object; `links`: the internal pages a landing page's menu links (and
+    then it sets a visit cookie, as they do)."""
     rng = np.random.default_rng([seed, int(plan.name[4:]), r.idx, 0xB0D1])
     if r.kind == "html":
-        return _html(plan, r, rng, links)
+        cookie = visit_cookie(plan, seed, 0) if links else ""
+        return _html(plan, r, rng, links, cookie)
     if r.kind == "css":
         return _css(plan, r, rng)
     if r.kind == "js":
@@ -497,7 +526,7 @@ def cached(seed: int = 1, pages: int = 20, internal_pages: int = 0) -> Corpus:
 
     name = f"synthetic-{seed}-p{pages}-g{GENERATOR_VERSION}"
     if internal_pages:
-        name += f"-i{internal_pages}"
+        name += f"-i{internal_pages}v{INTERNAL_PAGES_VERSION}"
     root = cache_dir() / "corpora" / name
     stamp = root / ".complete"
     if stamp.exists():
