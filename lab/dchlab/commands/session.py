@@ -40,7 +40,8 @@ def cmd_session(args: argparse.Namespace) -> int:
     )
 
     pages = _pages_arg(args)
-    internal = int(pages) if pages.isdigit() else 0
+    # synthetic: generated with the internal pages a URL list may name too
+    internal = int(pages) if pages.isdigit() else DEFAULT_FURTHER_PAGES
     corpus = open_session_corpus(args.corpus, internal)
     if args.sites is None:
         sites = landing_pages(corpus)[:1]
