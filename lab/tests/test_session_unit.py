@@ -160,3 +160,19 @@ def test_a_session_campaign_makes_one_group_per_session() -> None:
     bad = {**CAMPAIGN, "workload": {"kind": "session", "session_pages": 0}}
     with pytest.raises(Exception, match="session_pages"):
         parse_campaign(bad, Path("sess.yaml"), check_channels=False)
+
+
+def test_dch_session_reads_its_pages_from_a_file(tmp_path: Path) -> None:
+    import argparse
+
+    from dchlab.commands.session import pages_arg, register
+
+    ap = argparse.ArgumentParser()
+    register(ap.add_subparsers())
+    f = tmp_path / "pages.txt"
+    f.write_text("# internal pages\nhttps://www.site0.test/p2/\n\n  https://www.site0.test/p1/\n")
+    args = ap.parse_args(["session", "--pages-file", str(f)])
+    assert pages_arg(args) == "https://www.site0.test/p2/,https://www.site0.test/p1/"
+    assert pages_arg(ap.parse_args(["session"])) == "4"
+    with pytest.raises(SystemExit):  # one source of pages only
+        ap.parse_args(["session", "--pages", "2", "--pages-file", str(f)])

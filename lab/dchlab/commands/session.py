@@ -23,7 +23,8 @@ def _show(row: dict[str, Any]) -> str:
     )
 
 
-def _pages_arg(args: argparse.Namespace) -> str:
+def pages_arg(args: argparse.Namespace) -> str:
+    """--pages, or --pages-file's URLs (one a line, # comments) joined by commas."""
     if args.pages_file:
         lines = Path(args.pages_file).read_text().splitlines()
         urls = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
@@ -39,7 +40,7 @@ def cmd_session(args: argparse.Namespace) -> int:
         session_urls,
     )
 
-    pages = _pages_arg(args)
+    pages = pages_arg(args)
     # synthetic: generated with the internal pages a URL list may name too
     internal = int(pages) if pages.isdigit() else DEFAULT_FURTHER_PAGES
     corpus = open_session_corpus(args.corpus, internal)
