@@ -485,5 +485,34 @@ mod tests {
         assert_eq!(json["channels"]["llc"]["tx_bytes"], 116);
         assert_eq!(json["rtt_ms"]["hbc"], Value::Null);
         assert_eq!(json["peers"][0]["peer"], "gateway");
+        assert_eq!(json["crypto"], Value::Null, "--insecure: no crypto object");
+    }
+
+    #[test]
+    fn crypto_drops_are_counted_per_reason_and_in_total() {
+        use dchannel_crypto::{Drop, PrivateKey};
+        let mut s = stats();
+        let auth = AeadAuth::client(
+            PrivateKey::generate(),
+            PrivateKey::generate().public_key(),
+            Default::default(),
+        );
+        s.crypto = Some(auth.clone());
+        // what the agent does with a refused datagram: the endpoint's reason
+        s.dropped(dchannel_crypto::endpoint::drop_reason(Drop::AuthFailed));
+        s.dropped(DropReason::NoSession);
+        let json = s.to_json();
+        assert_eq!(json["malformed"]["unauthentic"], 1);
+        assert_eq!(json["malformed"]["no_session"], 1);
+        // the per-reason counts come from the crypto table itself (none opened here)
+        assert_eq!(json["crypto"]["drops"]["auth_failed"], 0);
+        assert_eq!(
+            json["crypto"]["drops"].as_object().unwrap().len(),
+            Drop::ALL.len()
+        );
+        assert_eq!(json["crypto"]["handshakes"]["initiations_sent"], 0);
+        let text = s.to_prometheus();
+        assert!(text.contains("dchannel_crypto_drops_total{role=\"client\",reason=\"replay\"} 0"));
+        assert!(text.contains("dchannel_malformed_total{role=\"client\",reason=\"unauthentic\"} 1"));
     }
 }
