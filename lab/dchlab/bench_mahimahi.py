@@ -3,7 +3,7 @@
 
     PYTHONPATH=lab .venv/bin/python -m dchlab.bench_mahimahi \\
         [--mahimahi-bin /tmp/mahimahi-src/src/frontend] [--user nobody] \\
-        [--only ping,const,trace,ceiling] [--trace TMobile-LTE-short] [--json OUT]
+        [--only ping,const,trace,ceiling,plt] [--trace TMobile-LTE-short] [--json OUT]
 
 Tests (each tool measured the same way, TCP always downloads: server → device):
 - ping: `ping -n -c 200 -i 0.05` over 40 ms RTT (chanemu `fixed:40ms/unlimited`,
@@ -14,6 +14,9 @@ Tests (each tool measured the same way, TCP always downloads: server → device)
   trace start offset does not matter), against the trace's mean capacity.
 - ceiling: iperf3 goodput with unlimited rate and zero delay (chanemu
   `fixed:0ms/unlimited`, Mahimahi `mm-delay 0`).
+- plt: page-load time of the first `--pages` tp5n pages over 40 ms / 200 Mbit/s
+  (`dch pageload` with all-hbc and hbc-only; Chromium inside `mm-delay 20 mm-link
+  200mbps` beside LocalReplay's webreplay), both judged by the lab's verdict.
 
 chanemu runs in the lab testbed (`hbc-only`: the raw link; `all-hbc`: through the
 agents, what the experiments measure). Mahimahi must be built outside the repository
