@@ -171,6 +171,14 @@ class TestbedKill:
     leftovers: list[str]
 
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default. A soak started in the
+    background of a non-interactive shell (`cmd &`) ignores SIGINT, and an ignored
+    signal stays ignored across exec — `dch shell` would then never see the SIGINTs
+    this soak sends it, and neither would the daemons it starts."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _record_of(owner_pid: int) -> runrecord.RunRecord | None:
     for path in sorted(runrecord.RUN_DIR.glob("dtb*.json")):
         try:
@@ -274,7 +282,11 @@ def testbed_kill(rng: random.Random, max_moment_s: float = 6.0) -> TestbedKill:
         "20",
     ]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_default_sigint,
     )
     moment = rng.uniform(0.0, max_moment_s)
     sig = rng.choice([signal.SIGINT, signal.SIGKILL])
