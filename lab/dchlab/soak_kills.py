@@ -74,6 +74,9 @@ class CampaignKills:
     final_rows: int = 0
     cleanup_removed: int = 0
     leftovers: list[str] = field(default_factory=list)
+    full_run_s: float = 0.0  # an uninterrupted run of the campaign (the moments' range)
+    rounds: int = 0  # fresh stores used
+    incomplete_rounds: int = 0  # rounds whose final run left a cell unfinished or doubled
 
     @property
     def ok(self) -> bool:
@@ -82,6 +85,7 @@ class CampaignKills:
             and not self.duplicates
             and not self.lost
             and not self.leftovers
+            and self.incomplete_rounds == 0
             and self.final_cells == CAMPAIGN_CELLS
             and self.final_rows == CAMPAIGN_CELLS
         )
@@ -109,50 +113,67 @@ def _finished_cells(db: Path) -> tuple[dict[str, int], str | None]:
 
 
 def soak_campaign(kills: int, rng: random.Random, workdir: Path) -> CampaignKills:
-    """SIGKILL `dch run` `kills` times at random moments, then let it finish."""
+    """SIGKILL `dch run` at `kills` random moments, in rounds: each round is the small
+    campaign in a fresh store, killed and restarted until a run finishes it; then it
+    must hold exactly one finished row per cell. Moments are uniform over the time an
+    uninterrupted run took (measured first), so kills land anywhere in a run: at
+    start-up, in a load, in a store write."""
     spec = workdir / "soak-kills.yaml"
     spec.write_text(textwrap.dedent(CAMPAIGN))
-    db = workdir / "soak-kills.duckdb"
-    # --any-revision: a commit made while the soak runs must not turn finished cells into
-    # pending ones (resume is per code revision by default); every row here is one run's.
-    cmd = [*_dch(), "run", str(spec), "--store", str(db), "--max-setup-errors", "0"]
-    cmd.append("--any-revision")
     out = CampaignKills()
-    before: dict[str, int] = {}
-    horizon = 8.0  # seconds; grows while kills land before anything was stored
-    for k in range(kills):
-        moment = rng.uniform(0.3, horizon)
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        start = time.monotonic()
-        try:
-            proc.wait(moment)
-            finished = True  # nothing was left to do before the moment
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            finished = False
-        took = time.monotonic() - start
-        out.kills += 0 if finished else 1
-        out.kill_moments_s.append(round(took, 2))
-        out.cleanup_removed += _cleanup()
+
+    def cmd(db: Path) -> list[str]:
+        # --any-revision: a commit made while the soak runs must not turn finished cells
+        # into pending ones (resume is per code revision by default).
+        return [*_dch(), "run", str(spec), "--store", str(db), "--max-setup-errors", "0",
+                "--any-revision"]  # fmt: skip
+
+    start = time.monotonic()
+    subprocess.run(cmd(workdir / "calibrate.duckdb"), capture_output=True, timeout=900)
+    full_s = time.monotonic() - start
+    out.full_run_s = round(full_s, 1)
+    out.cleanup_removed += _cleanup()
+    rounds = 0
+    while out.kills < kills and rounds < 4 * kills:
+        rounds += 1
+        db = workdir / f"round{rounds}.duckdb"
+        before: dict[str, int] = {}
+        while out.kills < kills:
+            moment = rng.uniform(0.2, full_s)
+            proc = subprocess.Popen(cmd(db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t0 = time.monotonic()
+            try:
+                proc.wait(moment)
+                killed = False  # it finished the campaign first
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                killed = True
+            where = f"round {rounds}, " + (f"kill {out.kills + 1}" if killed else "final run")
+            if killed:
+                out.kills += 1
+                out.kill_moments_s.append(round(time.monotonic() - t0, 2))
+            out.cleanup_removed += _cleanup()
+            cells, problem = _finished_cells(db)
+            if problem:
+                out.corrupt.append(f"{where}: {problem}")
+            out.duplicates += [f"{where}: {c} x{n}" for c, n in cells.items() if n > 1]
+            out.lost += [f"{where}: {c}" for c in before if c not in cells]
+            out.finished_after_kill.append(len(cells))
+            log.info("%s: %d/%d cells finished", where, len(cells), CAMPAIGN_CELLS)
+            before = cells
+            if not killed:
+                break
+        # finish the round (a run that is not killed) and check it whole
+        subprocess.run(cmd(db), capture_output=True, timeout=900)
         cells, problem = _finished_cells(db)
         if problem:
-            out.corrupt.append(f"after kill {k + 1}: {problem}")
-        out.duplicates += [f"after kill {k + 1}: {c} x{n}" for c, n in cells.items() if n > 1]
-        out.lost += [f"after kill {k + 1}: {c}" for c in before if c not in cells]
-        out.finished_after_kill.append(len(cells))
-        log.info("kill %d at %.1f s: %d/%d cells finished", k + 1, took, len(cells), CAMPAIGN_CELLS)
-        if len(cells) == len(before):
-            horizon = min(horizon * 1.5, 120.0)  # a slow machine: kill later next time
-        before = cells
-        if len(cells) == CAMPAIGN_CELLS:
-            break  # nothing left to interrupt
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
-    cells, problem = _finished_cells(db)
-    if problem:
-        out.corrupt.append(f"final: {problem}")
-    out.duplicates += [f"final: {c} x{n}" for c, n in cells.items() if n > 1]
-    out.final_cells, out.final_rows = len(cells), sum(cells.values())
+            out.corrupt.append(f"round {rounds} final: {problem}")
+        out.duplicates += [f"round {rounds} final: {c} x{n}" for c, n in cells.items() if n > 1]
+        out.final_cells, out.final_rows = len(cells), sum(cells.values())
+        if (out.final_cells, out.final_rows) != (CAMPAIGN_CELLS, CAMPAIGN_CELLS):
+            out.incomplete_rounds += 1
+    out.rounds = rounds
     out.leftovers = _testbed_leftovers_of(_dead_prefixes())
     return out
 
@@ -358,10 +379,11 @@ def main(argv: list[str] | None = None) -> int:
         report["campaign"] = c.__dict__ | {"ok": c.ok}
         ok &= c.ok
         print(
-            f"campaign: {c.kills} SIGKILLs of dch run (at {c.kill_moments_s} s); finished cells "
-            f"after each {c.finished_after_kill}; corrupt {len(c.corrupt)}, duplicates "
-            f"{len(c.duplicates)}, lost {len(c.lost)}; final {c.final_rows} rows for "
-            f"{c.final_cells}/{CAMPAIGN_CELLS} cells; leftovers {len(c.leftovers)}"
+            f"campaign: {c.kills} SIGKILLs of dch run over {c.rounds} rounds (moments "
+            f"{c.kill_moments_s} s, uniform over a {c.full_run_s} s run); finished cells after "
+            f"each {c.finished_after_kill}; corrupt {len(c.corrupt)}, duplicates "
+            f"{len(c.duplicates)}, lost {len(c.lost)}, incomplete rounds "
+            f"{c.incomplete_rounds}; leftovers {len(c.leftovers)}"
         )
     runs = [testbed_kill(rng) for _ in range(args.testbed_runs)]
     if runs:
