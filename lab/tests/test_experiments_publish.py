@@ -177,3 +177,21 @@ def test_paper_number_above_our_ideal_bound_is_marked():
     assert _paper_vs_bound(34.0, ideal) == "34.0"
     assert _paper_vs_bound(None, ideal) == "—"
     assert _paper_vs_bound(42.0, None) == "42.0"
+
+
+def test_publish_as_another_campaign_keeps_the_original_unpublished(campaign, tmp_path, pub):
+    """`dch publish fig3 --as fig3-busy`: the rows become a rerun of fig3, published
+    beside it; fig3's own cells stay unmeasured for `dch run`."""
+    db = tmp_path / "s.duckdb"
+    runner.run_campaign(campaign, store_path=db, executor=fake_ms(10.0))
+    path, n = publish.export("publish-test", db, as_name="publish-busy")
+    assert path == pub / "publish-busy.parquet" and n == 4
+    assert not (pub / "publish-test.parquet").exists()
+    with duckdb.connect() as con:
+        got = con.execute(
+            f"SELECT DISTINCT campaign, rerun_of FROM read_parquet('{path}')"
+        ).fetchall()
+    assert got == [("publish-busy", "publish-test")]
+    assert publish.published_cells("publish-test") == set()
+    s = runner.run_campaign(campaign, store_path=tmp_path / "fresh.duckdb", executor=fake_ms(9.0))
+    assert s.measured == 4  # nothing skipped: the busy rows are not the campaign's

@@ -101,3 +101,16 @@ def test_a_campaigns_cdn_block_reaches_webreplay(campaign, tmp_path):
     assert args == tuple(c.cdn.webreplay_args()) and args  # non-empty: the tier model is on
     plain = make_spec(load_campaign(tmp_path / "rr.yaml", check_channels=False), groups[0])
     assert plain.webreplay_args == ()
+
+
+def test_rows_measured_on_a_busy_machine_are_counted():
+    from dchlab.experiments.summary import busy_text
+
+    rows = [
+        {"cell": "a", "host_load1": 1.5, "host_cpus": 2, "valid": True, "plt_ms": 1.0},
+        {"cell": "b", "host_load1": 9.25, "host_cpus": 2, "valid": True, "plt_ms": 1.0},
+        {"cell": "c", "valid": True, "plt_ms": 1.0},  # older row: no load recorded
+    ]
+    assert busy_text(rows).startswith("1 of 2 measurements were taken while the machine's")
+    assert "up to 9.2" in busy_text(rows)
+    assert busy_text(rows[:1]) == ""

@@ -18,10 +18,14 @@ def cmd_publish(args: argparse.Namespace) -> int:
         print("dch publish: name a campaign (or --all)", file=sys.stderr)
         return 2
     console = Console(stderr=True)
+    if args.as_name and len(names) != 1:
+        print("dch publish: --as takes exactly one campaign", file=sys.stderr)
+        return 2
     for name in names:
         # PublishError (a UserError) goes up to cli.main: message and exit status 2
-        path, n = publish.export(name, args.store)
-        console.print(f"{name}: {n} rows -> {path}")
+        path, n = publish.export(name, args.store, as_name=args.as_name)
+        shown = f"{name} as {args.as_name}" if args.as_name else name
+        console.print(f"{shown}: {n} rows -> {path}")
     return 0
 
 
@@ -40,4 +44,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("campaigns", nargs="*", metavar="CAMPAIGN", help="campaign names (e.g. fig3)")
     p.add_argument("--all", action="store_true", help="every campaign in the store")
     p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
+    p.add_argument(
+        "--as",
+        dest="as_name",
+        metavar="NAME",
+        help="publish the rows as campaign NAME, a rerun of CAMPAIGN (rows measured under "
+        "conditions that must not count as the campaign, e.g. a busy machine; the report "
+        "shows them beside it and `dch run CAMPAIGN` still measures those cells)",
+    )
     p.set_defaults(func=cmd_publish)

@@ -28,6 +28,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return EXIT_BAD_INPUT
     status = 0
+    _warn_if_busy(console)
     for path in args.files:
         c = load_campaign(path)
         if args.quick:
@@ -81,6 +82,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print("  failed cells are retried by running the same command again")
             status = EXIT_FAILED_CELLS
     return status
+
+
+def _warn_if_busy(console: Console) -> None:
+    """Page loads through the agents slow down under CPU contention far more than the
+    baseline (docs/results.md): say so before measuring on a busy machine."""
+    import os
+
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    if load > cpus:
+        console.print(
+            f"[yellow]warning[/]: the machine is busy (load average {load:.1f} on {cpus} "
+            "cores). Agent-based schemes lose their gains under CPU contention; measure on a "
+            "quiet machine (every row records host_load1; the report counts busy rows)"
+        )
 
 
 def _publish(campaign: str, store_path: str | None, console: Console) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -67,13 +68,19 @@ def export(
     campaign: str,
     store_path: str | os.PathLike[str] | None = None,
     out: Path | None = None,
+    as_name: str | None = None,
 ) -> tuple[Path, int]:
     """Write `campaign`'s measurements from the store to its published file.
 
     Rows already published but missing from the store (measured on another machine)
     are kept: the file is the union, one row per cell, the latest measurement winning.
-    Returns (path, rows written); raises PublishError when there is nothing to write.
+    `as_name` publishes them as another campaign, a rerun of `campaign` (`rerun_of`):
+    e.g. rows measured under conditions that must not count as the campaign itself
+    (a busy machine), kept as evidence beside it. Returns (path, rows written);
+    raises PublishError when there is nothing to write.
     """
+    if as_name is not None:
+        return _export_as(campaign, as_name, store_path, out)
     out = out or published_path(campaign)
     db = store.resolve_path(store_path)
     sources = []
@@ -119,6 +126,33 @@ def export(
         tmp.unlink(missing_ok=True)
     log.info("published %d rows of %s to %s", count, campaign, out)
     return out, count
+
+
+def _export_as(
+    campaign: str, as_name: str, store_path: str | os.PathLike[str] | None, out: Path | None
+) -> tuple[Path, int]:
+    if not store.has_table(store_path):
+        raise PublishError(f"campaign {campaign!r}: no store at {store.resolve_path(store_path)}")
+    with store.connect(store_path, read_only=True) as scon:
+        stored = scon.sql(
+            f"SELECT * FROM {store.TABLE} WHERE campaign = ?", params=[campaign]
+        ).to_arrow_table()
+    tmpdir = Path(tempfile.mkdtemp(prefix="dch-publish-as-"))
+    try:
+        db = tmpdir / "renamed.duckdb"
+        with duckdb.connect(str(db)) as con:
+            con.register("stored_rows", stored)
+            if "rerun_of" in stored.column_names:
+                select = "* REPLACE (? AS campaign, coalesce(rerun_of, ?) AS rerun_of)"
+            else:
+                select = "* REPLACE (? AS campaign), ? AS rerun_of"
+            con.execute(
+                f"CREATE TABLE {store.TABLE} AS SELECT {select} FROM stored_rows",
+                [as_name, campaign],
+            )
+        return export(as_name, db, out or published_path(as_name))
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 def _quote(path: Path) -> str:

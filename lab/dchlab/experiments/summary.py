@@ -73,6 +73,22 @@ def exclusion_text(s: Summary) -> str:
     return out
 
 
+def busy_text(rows: list[dict[str, Any]]) -> str:
+    """How many measurements were taken on a machine busier than its core count (rows
+    carry `host_load1`, `host_cpus`); empty when none or unknown. Agent-based schemes
+    lose their gains under CPU contention (docs/results.md), so a reader must know."""
+    meas = [r for r in an.latest_per_cell(rows) if r.get("host_load1") is not None]
+    busy = [r for r in meas if float(r["host_load1"]) > float(r.get("host_cpus") or 1)]
+    if not busy:
+        return ""
+    peak = max(float(r["host_load1"]) for r in busy)
+    return (
+        f"{len(busy)} of {len(meas)} measurements were taken while the machine's load "
+        f"average exceeded its core count (up to {peak:.1f}): CPU contention slows the "
+        "agent-based schemes more than the baseline (docs/results.md)"
+    )
+
+
 def paper_value(c: Campaign, cond: str, arm: str, metric: str) -> float | None:
     vals = c.paper.get("values", {}).get(cond, {})
     v = vals.get(arm)
