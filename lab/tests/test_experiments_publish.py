@@ -195,3 +195,14 @@ def test_publish_as_another_campaign_keeps_the_original_unpublished(campaign, tm
     assert publish.published_cells("publish-test") == set()
     s = runner.run_campaign(campaign, store_path=tmp_path / "fresh.duckdb", executor=fake_ms(9.0))
     assert s.measured == 4  # nothing skipped: the busy rows are not the campaign's
+
+
+def test_rows_without_cells_are_all_published(tmp_path, pub):
+    """`dch pageload --campaign NAME` rows have no cell: each is its own measurement."""
+    db = tmp_path / "s.duckdb"
+    rows = [
+        {"scheme": s, "page": p, "plt_ms": 1.0, "valid": True} for s in ("a", "b") for p in "xyz"
+    ]
+    store.append_rows(rows, campaign="adhoc", store=db)
+    _, n = publish.export("adhoc", db)
+    assert n == 6

@@ -53,14 +53,17 @@ def published_files(directory: Path | None = None) -> list[Path]:
 
 
 # The published row of a cell: its latest finished measurement. A failed run (`error`
-# set) is not a measurement; a quick subset is not the campaign.
+# set) is not a measurement; a quick subset is not the campaign. Rows without a cell
+# (`dch pageload --campaign NAME`, ad-hoc runs) are each their own measurement: all kept.
 _LATEST_PER_CELL = """
 SELECT * EXCLUDE (_rank) FROM (
-    SELECT *, row_number() OVER (PARTITION BY cell ORDER BY ts DESC, row_id DESC) AS _rank
+    SELECT *, row_number() OVER (
+        PARTITION BY coalesce(cell, row_id) ORDER BY ts DESC, row_id DESC
+    ) AS _rank
     FROM {source}
     WHERE campaign = ? AND error IS NULL AND coalesce(quick, false) = false
 ) WHERE _rank = 1
-ORDER BY condition, item, trial, arm
+ORDER BY condition, item, trial, arm, page, scheme, ts
 """
 
 
