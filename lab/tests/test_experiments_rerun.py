@@ -114,3 +114,14 @@ def test_rows_measured_on_a_busy_machine_are_counted():
     assert busy_text(rows).startswith("1 of 2 measurements were taken while the machine's")
     assert "up to 9.2" in busy_text(rows)
     assert busy_text(rows[:1]) == ""
+
+
+def test_a_rerun_without_its_original_still_gets_its_tables(campaign, tmp_path):
+    """Published as a rerun only (e.g. fig3-busy): summarised with the original's
+    definition under its own name."""
+    from dchlab.experiments.report import build_report
+
+    db = tmp_path / "s.duckdb"
+    run_campaign(campaign.variant(name="rr-busy"), store_path=db, executor=fake(800.0))
+    html = build_report(db, tmp_path / "r.html", [campaign.path], with_channels=False).read_text()
+    assert "rr-busy" in html and "A rerun of rr" in html and "20.0%" in html

@@ -153,6 +153,17 @@ class Campaign:
         flags = "".join(f" {f}" for f in self.variant_flags)
         return f"./dch run {rel}" + (" --quick" if self.is_quick else "") + flags
 
+    def as_rerun(self, name: str) -> Campaign:
+        """This campaign's definition under a rerun's name (to summarise the rerun's
+        rows on their own: same schemes, conditions and analysis)."""
+        return replace(
+            self,
+            name=name,
+            rerun_of=self.name,
+            description=f"A rerun of {self.name} (its rows say how it differs: seed, pages, "
+            f"machine, host_load1). {self.description}",
+        )
+
     def variant(
         self, name: str | None = None, seed: int | None = None, pages: int | None = None
     ) -> Campaign:

@@ -474,9 +474,11 @@ def build_report(
             continue
         seen.add(c.name)
         reruns = store.reruns_of(c.name, store_path)
-        seen.update(reruns)  # shown inside their original's section
+        seen.update(reruns)  # shown beside their original, with its definition
         rows = store.load_rows(c.name, store=store_path)
         sections.append(section(c, rows, with_channels, reruns))
+        for name, rr in sorted(reruns.items()):
+            sections.append(section(c.as_rerun(name), rr, with_channels=False))
     for name in store.campaigns(store_path):
         if name not in seen:
             orphan: dict[str, Any] = {
