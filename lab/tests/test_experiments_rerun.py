@@ -107,7 +107,7 @@ def test_rows_measured_on_a_busy_machine_are_counted():
     from dchlab.experiments.summary import busy_text
 
     rows = [
-        {"cell": "a", "host_load1": 1.5, "host_cpus": 2, "valid": True, "plt_ms": 1.0},
+        {"cell": "a", "host_load1": 5.5, "host_cpus": 2, "valid": True, "plt_ms": 1.0},
         {"cell": "b", "host_load1": 9.25, "host_cpus": 2, "valid": True, "plt_ms": 1.0},
         {"cell": "c", "valid": True, "plt_ms": 1.0},  # older row: no load recorded
     ]
