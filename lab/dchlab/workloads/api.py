@@ -83,7 +83,7 @@ def load_one(
     the testbed is up; $DCH_PREPARE_AHEAD=0: nothing prepared ahead. `more=False`:
     the caller knows no load follows (nothing is prepared for it)."""
     from dchlab.workloads import ahead
-    from dchlab.workloads.validity import judge
+    from dchlab.workloads.validity import fill_page_row
 
     t_start = time.monotonic()
     entry = corpus.page(page)
@@ -133,30 +133,7 @@ def load_one(
             timing["nss_db"] = _ms(t1 - t0)
             res = run_browser(tb, entry.entry_url, timeout_s, home)
         timing["driver"] = _ms(time.monotonic() - t1)
-        row.update(
-            plt_ms=res.get("plt_ms"),
-            fcp_ms=res.get("fcp_ms"),
-            lcp_ms=res.get("lcp_ms"),
-            speed_index_ms=res.get("speed_index_ms"),
-            atf_ms=res.get("atf_ms"),
-            valid=bool(res.get("valid")),
-            invalid_reason=res.get("invalid_reason", ""),
-            resources_loaded=res.get("resources_loaded"),
-            resources_failed=res.get("resources_failed"),
-            dns_ms=res.get("dns_ms"),
-            connect_ms=res.get("connect_ms"),
-            tls_ms=res.get("tls_ms"),
-            ttfb_ms=res.get("ttfb_ms"),
-            total_ms=res.get("plt_ms"),
-            size_bytes=res.get("bytes_received"),
-        )
-        verdict = judge(res, entry.missing_urls)
-        row.update(
-            valid=verdict.valid,
-            invalid_reason=verdict.invalid_reason,
-            resources_failed=verdict.failed,
-            resources_failed_unexpected=len(verdict.unexpected),
-        )
+        fill_page_row(row, res, entry.missing_urls)
         row["_browser"] = res
 
     try:

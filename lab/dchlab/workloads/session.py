@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 from dchlab.workloads import browser as B
 from dchlab.workloads.chromium_pipe import PipeChromium, chromium_for
 from dchlab.workloads.measure import RunSpec, measure, new_row, testbed_config
-from dchlab.workloads.validity import judge
+from dchlab.workloads.validity import fill_page_row
 
 SESSION_KEYS = [
     "session_id",
@@ -245,26 +245,8 @@ def session_rows(
 def _fill(
     row: dict[str, Any], res: dict[str, Any], tally: dict[str, Any], missing: list[str] | None
 ) -> None:
-    row.update(
-        plt_ms=res.get("plt_ms"),
-        fcp_ms=res.get("fcp_ms"),
-        lcp_ms=res.get("lcp_ms"),
-        resources_loaded=res.get("resources_loaded"),
-        dns_ms=res.get("dns_ms"),
-        connect_ms=res.get("connect_ms"),
-        tls_ms=res.get("tls_ms"),
-        ttfb_ms=res.get("ttfb_ms"),
-        total_ms=res.get("plt_ms"),
-        size_bytes=res.get("bytes_received"),
-        **tally,
-    )
-    verdict = judge(res, missing)
-    row.update(
-        valid=verdict.valid,
-        invalid_reason=verdict.invalid_reason,
-        resources_failed=verdict.failed,
-        resources_failed_unexpected=len(verdict.unexpected),
-    )
+    fill_page_row(row, res, missing)
+    row.update(tally)
     row["stats"] = {"browser": res}
 
 

@@ -94,3 +94,30 @@ def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Ver
             why += "; the corpus records no missing URLs (re-run `dch corpus probe`)"
         return Verdict(False, why, n_failed, unexpected)
     return Verdict(True, "", n_failed, [])
+
+
+def fill_page_row(row: dict[str, Any], res: dict[str, Any], missing_urls: Any) -> None:
+    """Copy one page load's browser result (`browser.LoadResult` as a dict) into its
+    row and judge it against the page's record (`missing_urls`, `judge`): the
+    one mapping `dch pageload` and `dch session` rows share."""
+    row.update(
+        plt_ms=res.get("plt_ms"),
+        fcp_ms=res.get("fcp_ms"),
+        lcp_ms=res.get("lcp_ms"),
+        speed_index_ms=res.get("speed_index_ms"),
+        atf_ms=res.get("atf_ms"),
+        resources_loaded=res.get("resources_loaded"),
+        dns_ms=res.get("dns_ms"),
+        connect_ms=res.get("connect_ms"),
+        tls_ms=res.get("tls_ms"),
+        ttfb_ms=res.get("ttfb_ms"),
+        total_ms=res.get("plt_ms"),
+        size_bytes=res.get("bytes_received"),
+    )
+    verdict = judge(res, missing_urls)
+    row.update(
+        valid=verdict.valid,
+        invalid_reason=verdict.invalid_reason,
+        resources_failed=verdict.failed,
+        resources_failed_unexpected=len(verdict.unexpected),
+    )
