@@ -28,9 +28,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         return EXIT_BAD_INPUT
     status = 0
-    _warn_if_busy(console)
-    for path in args.files:
-        c = load_campaign(path)
+    for i, path in enumerate(args.files):
+        c = load_campaign(path)  # a bad file is reported before anything else
+        if i == 0:
+            _warn_if_busy(console)
         if args.quick:
             c = c.quick()
         if args.trials:
