@@ -205,3 +205,70 @@ def test_prepared_servers_are_kept_only_for_the_same_configuration() -> None:
         assert tb._sup.daemons["webreplay"].pid != pid  # restarted with the new hosts
         assert fetch(tb, "extra.test") == "1000"
     assert _wait_gone([tb.prefix]) == []
+
+
+def test_a_prepared_browser_serves_only_a_scheme_that_starts_it_the_same_way(
+    tmp_path: Path,
+) -> None:
+    """mptcp wraps Chromium in mptcpize and objproxy points it at the proxy: a browser
+    prepared for all-hbc must not serve them (fig3's mptcp rows once had 0 MPTCP
+    connections). Announced (expect_next, as the campaign runner does), the next
+    scheme's browser is prepared its own way; unannounced, the load launches its own
+    browser and lets it settle before navigating."""
+    require_root()
+    require_binaries("chanemu", "webreplay", "dchannel", "objproxy")
+    if not Path("/usr/lib/chromium/chromium").exists():
+        pytest.skip("chromium not installed")
+    from dchlab.pages.generator import generate
+
+    corpus = generate(tmp_path / "syn", seed=5, pages=1)
+    page = corpus.pages[0].name
+    script = textwrap.dedent(
+        f"""
+        import json
+        from dchlab.pages import open_corpus
+        from dchlab.workloads import ahead
+        from dchlab.workloads.api import RunSpec, load_one
+        c = open_corpus({str(corpus.root)!r})
+        # (scheme, what the runner announces as the next load's scheme)
+        plan = [("all-hbc", None), ("mptcp", "obj-oracle"), ("obj-oracle", "mptcp"),
+                ("mptcp", None)]
+        for scheme, nxt in plan:
+            ahead.expect_next(nxt)
+            r = load_one(RunSpec(scheme, "fixed:20ms/50mbit", "urllc"), c, {page!r})
+            s = r["stats"]
+            print(json.dumps({{
+                "scheme": scheme, "valid": r["valid"], "why": r["invalid_reason"],
+                "mptcp": (s.get("mptcp") or {{}}).get("connections"),
+                "timing": s["timing"]["load"], "browser": s["timing"]["browser"],
+            }}), flush=True)
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       env=_env(), timeout=600)  # fmt: skip
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 4, r.stderr[-3000:]
+    for row in rows:
+        assert row["valid"], row
+    first, mptcp_after_hbc, obj, mptcp_after_obj = rows
+    from dchlab.workloads.chromium_pipe import SETTLE_S
+
+    # No prepared browser (the first load; mptcp after a browser prepared for all-hbc,
+    # unannounced): each launched its own and let it settle before navigating.
+    for row in (first, mptcp_after_hbc):
+        assert row["timing"].get("prepared_ahead") is None, row
+        assert row["browser"]["attached_for"] >= SETTLE_S * 1000 - 1, row
+    assert mptcp_after_hbc["mptcp"] > 0
+    # Announced: prepared the next scheme's way (proxy wrapper; mptcpize).
+    assert obj["timing"].get("prepared_ahead") == 1.0, obj
+    assert mptcp_after_obj["timing"].get("prepared_ahead") == 1.0, mptcp_after_obj
+    assert mptcp_after_obj["mptcp"] > 0
+
+
+def test_mptcp_rows_without_an_mptcp_connection_are_invalid() -> None:
+    from dchlab.testbed import get_scheme
+
+    s = get_scheme("mptcp")
+    assert "no MPTCP connection" in (s.invalid_reason({"mptcp": {"connections": 0}}) or "")
+    assert s.invalid_reason({"mptcp": {"connections": 3}}) is None
+    assert get_scheme("all-hbc").invalid_reason({}) is None

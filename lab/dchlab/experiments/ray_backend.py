@@ -43,7 +43,14 @@ from typing import Any
 from dchlab.errors import EXIT_UNAVAILABLE, UserError
 from dchlab.experiments import store
 from dchlab.experiments.campaign import Campaign
-from dchlab.experiments.runner import Executor, Group, error_rows, pair_units, run_group
+from dchlab.experiments.runner import (
+    Executor,
+    Group,
+    error_rows,
+    expect_next,
+    pair_units,
+    run_group,
+)
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +118,8 @@ def run_unit(
     if host["code_rev"] != head_rev:
         prov["node_code_rev"] = host["code_rev"]
     out = []
-    for g in unit:
+    for i, g in enumerate(unit):
+        expect_next(unit[i + 1] if i + 1 < len(unit) else None)
         rows = run_group(c, g, executor)
         for r in rows:
             r.update(prov)

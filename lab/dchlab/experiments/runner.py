@@ -340,9 +340,20 @@ def local_dispatch(
     c: Campaign, groups: list[Group], executor: Executor, status: Callable[[str], None]
 ) -> Iterator[tuple[Group, list[dict[str, Any]]]]:
     """Every group in this process, one after another, in plan order."""
-    for g in groups:
+    for i, g in enumerate(groups):
         status(f"{g.condition.name} t{g.trial} {g.scheme.label} ({len(g.items)})")
+        expect_next(groups[i + 1] if i + 1 < len(groups) else None)
         yield g, run_group(c, g, executor)
+    expect_next(None)
+
+
+def expect_next(g: Group | None) -> None:
+    """Say which scheme the load after the current group uses, so that the browser
+    prepared during its tail is started the way that scheme starts it
+    (dchlab.workloads.ahead)."""
+    from dchlab.workloads import ahead
+
+    ahead.expect_next(g.scheme.scheme if g is not None else None)
 
 
 def run_campaign(

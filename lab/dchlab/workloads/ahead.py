@@ -11,10 +11,19 @@ while that Chromium finishes starting. Nothing runs during another load's PLT wi
 (navigation until the load event), every load still gets its own namespaces, emulators,
 agents, servers, Chromium process and profile.
 
-A prepared testbed that is not taken (the process ends, the next load is of a scheme
-that starts programs only after its setup, such as objproxy) is closed like any
-testbed: at interpreter exit at the latest (atexit), also after SIGTERM; `dch cleanup`
-removes it after a SIGKILL. $DCH_PREPARE_AHEAD=0 turns this off.
+The Chromium prepared ahead inherits its scheme's wrapper and environment (mptcp:
+`mptcpize run`; objproxy: the proxy). It is prepared for the scheme the caller says
+comes next (`expect_next`, the campaign runner's next cell), else for the current one,
+and it is used only by a load whose scheme has the same `Scheme.launch_signature`:
+otherwise the mptcp cell after an all-hbc cell would run a Chromium without mptcpize
+(measured: fig3's first mptcp rows had 0 MPTCP connections). A load that gets no
+prepared browser launches its own and lets it settle before navigating
+(chromium_pipe.SETTLE_S), so it does not pay Chromium's start-up inside its PLT.
+
+A prepared testbed that is not taken (the process ends, the next load's scheme has
+another launch signature) is closed like any testbed: at interpreter exit at the
+latest (atexit), also after SIGTERM; `dch cleanup` removes it after a SIGKILL.
+$DCH_PREPARE_AHEAD=0 turns this off.
 """
 
 from __future__ import annotations
@@ -23,25 +32,43 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: thread ident -> (prepared Testbed, [its PipeChromium], launch timing)
-_NEXT: dict[int, tuple[Any, list[Any], dict[str, float]]] = {}
+#: thread ident -> (prepared Testbed, [its PipeChromium], launch timing, launch signature)
+_NEXT: dict[int, tuple[Any, list[Any], dict[str, float], tuple[object, ...]]] = {}
+#: thread ident -> the scheme of the load that comes next (expect_next)
+_EXPECTED: dict[int, str] = {}
 
 
 def enabled() -> bool:
     return os.environ.get("DCH_PREPARE_AHEAD", "1") != "0"
 
 
-def prepare_next(cfg: Any, launch: Callable[[Any, dict[str, float]], Any]) -> None:
-    """Prepare a testbed (scheme and keep_logs of `cfg`; the rest is set when taken)
-    with `launch(tb, timing)` run in its ue (returns the browser). Replaces any
-    testbed this thread prepared before."""
+def expect_next(scheme: str | None) -> None:
+    """Tell this thread's next prepare_next() which scheme the load after the current
+    one uses (None: the current load's). The campaign runner calls it per cell."""
+    if scheme is None:
+        _EXPECTED.pop(threading.get_ident(), None)
+    else:
+        _EXPECTED[threading.get_ident()] = scheme
+
+
+def prepare_next(
+    cfg: Any, launch: Callable[[Any, dict[str, float]], Any], scheme: str | None = None
+) -> None:
+    """Prepare a testbed (keep_logs of `cfg`; the scheme `scheme`, else the one given to
+    expect_next(), else `cfg`'s; the rest is set when taken) with `launch(tb, timing)`
+    run in its ue (returns the browser). Replaces any testbed this thread prepared
+    before."""
     from dchlab.testbed import Testbed, TestbedError, TestbedInterrupted
 
     discard()
+    expected = scheme or _EXPECTED.get(threading.get_ident())
+    if expected is not None and expected != cfg.scheme:
+        cfg = replace(cfg, scheme=expected, agent_args=[], client_args=(), gateway_args=())
     tb = Testbed(cfg)
     browsers: list[Any] = []
     timing: dict[str, float] = {}
@@ -62,20 +89,23 @@ def prepare_next(cfg: Any, launch: Callable[[Any, dict[str, float]], Any]) -> No
     if not browsers:  # the scheme starts programs only after its setup
         tb.close()
         return
-    _NEXT[threading.get_ident()] = (tb, browsers, timing)
+    _NEXT[threading.get_ident()] = (tb, browsers, timing, tb.scheme.launch_signature(tb))
 
 
 def take(cfg: Any) -> tuple[Any, list[Any], dict[str, float]] | None:
     """The testbed this thread prepared, configured with `cfg`, or None (none, or its
-    browser died, or cfg's scheme cannot start programs before its setup)."""
+    browser died, or cfg's scheme cannot start programs before its setup or would
+    start them otherwise than the prepared browser was)."""
     from dchlab.testbed import get_scheme
 
     item = _NEXT.pop(threading.get_ident(), None)
     if item is None:
         return None
-    tb, browsers, timing = item
+    tb, browsers, timing, signature = item
     alive = all(b.proc is not None and b.proc.poll() is None for b in browsers)
-    if not alive or not get_scheme(cfg.scheme).apps_before_setup:
+    scheme = get_scheme(cfg.scheme)
+    if not alive or not scheme.apps_before_setup or scheme.launch_signature(tb) != signature:
+        log.debug("prepared testbed %s not used for scheme %s", tb.prefix, cfg.scheme)
         _close(tb, browsers)
         return None
     return tb.use(cfg), browsers, timing

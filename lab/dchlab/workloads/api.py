@@ -49,7 +49,13 @@ def pageload(
     """Load each page of `corpus` (a directory or `synthetic[:SEED]`) once in Chromium."""
     c = open_corpus_cached(corpus)
     names = pages if pages else [p.name for p in c.pages]
-    return [load_one(spec, c, c.page(n).name, timeout_s) for n in names]
+    # inside the list the next load is of the same scheme; after its last one, what
+    # the caller announced (dchlab.workloads.ahead.expect_next)
+    last = len(names) - 1
+    return [
+        load_one(spec, c, c.page(n).name, timeout_s, next_scheme=None if k == last else spec.scheme)
+        for k, n in enumerate(names)
+    ]
 
 
 _CORPORA: dict[tuple[str, int, int], Any] = {}
@@ -73,7 +79,12 @@ def open_corpus_cached(spec: str) -> Any:
 
 
 def load_one(
-    spec: RunSpec, corpus: Any, page: str, timeout_s: float = 60, more: bool = True
+    spec: RunSpec,
+    corpus: Any,
+    page: str,
+    timeout_s: float = 60,
+    more: bool = True,
+    next_scheme: str | None = None,
 ) -> dict[str, Any]:
     """One cold Chromium load of `page` in a fresh testbed. Chromium (a new process and
     profile) is driven over a CDP pipe from this process and launched while the testbed
@@ -81,7 +92,8 @@ def load_one(
     Chromium are prepared (dchlab.workloads.ahead). $DCH_BROWSER_DRIVER=subprocess: the
     older per-load Python driver on ue; $DCH_BROWSER_EARLY=0: launch Chromium only once
     the testbed is up; $DCH_PREPARE_AHEAD=0: nothing prepared ahead. `more=False`:
-    the caller knows no load follows (nothing is prepared for it)."""
+    the caller knows no load follows (nothing is prepared for it); `next_scheme`: the
+    scheme of the load that follows, when the caller knows it (ahead.prepare_next)."""
     from dchlab.workloads import ahead
     from dchlab.workloads.validity import fill_page_row
 
@@ -108,7 +120,7 @@ def load_one(
 
     def next_ahead() -> None:
         t0 = time.monotonic()
-        ahead.prepare_next(cfg, launch_browser)
+        ahead.prepare_next(cfg, launch_browser, next_scheme)
         timing["prepare_next"] = _ms(time.monotonic() - t0)
 
     def body(tb: Any) -> None:

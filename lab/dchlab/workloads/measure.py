@@ -149,5 +149,9 @@ def measure(
         row["invalid_reason"] = f"testbed: {e}"
     stats = tb.stats()
     row["stats"] = stats
+    reason = tb.scheme.invalid_reason(stats)
+    if reason and row.get("valid", True):
+        row["valid"] = False
+        row["invalid_reason"] = reason
     row.update(channel_counters(stats))
     return row

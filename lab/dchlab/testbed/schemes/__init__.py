@@ -83,6 +83,19 @@ class Scheme:
         """One line for the user at the end of `dch shell` (None: nothing to say)."""
         return None
 
+    def invalid_reason(self, stats: dict[str, Any]) -> str | None:
+        """Why a measurement under this scheme did not test the scheme (its stats
+        show it never took effect), or None. Such a row is marked invalid."""
+        return None
+
+    def launch_signature(self, tb: Testbed) -> tuple[object, ...]:
+        """What a program started on ue before setup() inherits from the scheme: its
+        wrapper and environment. A browser started for one scheme (prepared ahead,
+        dchlab.workloads.ahead) may serve another only if the two are equal: a
+        Chromium started without `mptcpize` or without the proxy would silently
+        measure another scheme."""
+        return (tuple(self.wrap(tb, [])), tuple(sorted(self.env(tb).items())))
+
 
 @dataclass(frozen=True)
 class Entry:

@@ -67,6 +67,15 @@ class MptcpScheme(Scheme):
             f"({m['joins']} joined), {m['fallbacks']} fallback(s) to TCP"
         )
 
+    def invalid_reason(self, stats: dict[str, Any]) -> str | None:
+        m = stats.get("mptcp")
+        if m is not None and not m.get("connections"):
+            return (
+                "mptcp: no MPTCP connection was made (the application did not run under "
+                "mptcpize, or the server did not accept MPTCP)"
+            )
+        return None
+
 
 def _nonzero(c: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in c.items() if v}

@@ -83,7 +83,9 @@ def nominal_rtt_ms(resolved: str) -> float | None:
 @register("passthrough", help="objproxy: every object on the HBC (the proxy's own cost)")
 class ObjproxyScheme(Scheme):
     kind = "proxy"
-    apps_before_setup = False  # env() points Chromium at a wrapper setup() writes
+    # env() writes the wrapper it points Chromium at (only the run directory and the
+    # proxy's fixed address go into it), so Chromium may start before setup(): it
+    # talks to the proxy only once it navigates, after the testbed is up.
 
     def required_binaries(self) -> list[str]:
         return ["objproxy"]
@@ -140,15 +142,15 @@ class ObjproxyScheme(Scheme):
                 ["route", "add", f"{A.DNS_SERVER}/32", "dev", A.LLC.name, "src", A.LLC.near],
                 "DNS over the LLC on ue",
             )
-        real = os.environ.get("DCH_CHROMIUM", "/usr/lib/chromium/chromium")
-        wrapper = tb.run_dir / "chromium-via-objproxy"
-        wrapper.write_text(_WRAPPER.format(real=real, proxy=PROXY_URL))
-        wrapper.chmod(0o755)
-        self.wrapper = wrapper
         tb.spawn("objproxy", argv, ns="ue", ready=f"READY 127.0.0.1:{PORT}")
         tb.wait_ready(["objproxy"])
 
     def env(self, tb: Testbed) -> dict[str, str]:
+        wrapper = tb.run_dir / "chromium-via-objproxy"
+        if not wrapper.exists():
+            real = os.environ.get("DCH_CHROMIUM", "/usr/lib/chromium/chromium")
+            wrapper.write_text(_WRAPPER.format(real=real, proxy=PROXY_URL))
+            wrapper.chmod(0o755)
         no_proxy = "localhost,127.0.0.1,::1"
         return {
             "http_proxy": PROXY_URL,
@@ -158,7 +160,7 @@ class ObjproxyScheme(Scheme):
             "no_proxy": no_proxy,
             "NO_PROXY": no_proxy,
             "DCH_PROXY": PROXY_URL,
-            "DCH_CHROMIUM": str(self.wrapper),
+            "DCH_CHROMIUM": str(wrapper),
         }
 
     def stop_first(self) -> list[str]:
