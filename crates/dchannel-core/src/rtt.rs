@@ -7,6 +7,23 @@
 //! ends thus learn both channels' RTT. The estimate is the minimum over a
 //! sliding window (base RTT without queueing); it can be pinned, and the HBC
 //! one scaled (NSDI'23 Fig. 10: x0.2 .. x5).
+//!
+//! Liveness: a channel is down once nothing has been heard on it for
+//! `dead_after` (2 s). The LLC is also declared down as soon as a probe round
+//! shows it silent (`llc_probe_slack`), so that traffic leaves a dead LLC within
+//! about one probe interval (issue 16), not 2 s:
+//!
+//! * initiator: a D-SYN sent on the LLC at `t0` is unanswered at
+//!   `t0 + grace` and nothing has been heard on the LLC since `t0`;
+//! * responder: the round's D-SYN arrived on the HBC at `t` but not on the LLC
+//!   (where it is normally first) by `t + grace`, and nothing has been heard on
+//!   the LLC for `grace`;
+//!
+//! with `grace = 2 x max(latest, min) LLC RTT + llc_probe_slack`. Anything heard
+//! on the LLC afterwards brings it back at once. Only the LLC: taking a live HBC
+//! for dead (a D-SYN stuck behind an upload's queue) would push everything onto
+//! the narrow LLC, while taking a live LLC for dead only sends its packets the
+//! way `all-hbc` would until the next probe is answered.
 
 use crate::wire::ProbeKind;
 use crate::{Channel, Nanos, MS};
@@ -32,6 +49,9 @@ pub struct RttConfig {
     pub hbc_scale: f64,
     /// A channel with no valid datagram heard for this long counts as down.
     pub dead_after: Nanos,
+    /// Slack on top of twice the LLC's RTT after which a silent probe round
+    /// declares the LLC down (module docs); `None`: only `dead_after`.
+    pub llc_probe_slack: Option<Nanos>,
 }
 
 impl Default for RttConfig {
@@ -43,6 +63,7 @@ impl Default for RttConfig {
             pin: [None, None],
             hbc_scale: 1.0,
             dead_after: 2_000 * MS,
+            llc_probe_slack: Some(50 * MS),
         }
     }
 }
@@ -82,6 +103,10 @@ pub struct RttEstimator {
     /// Monotonic deque (time, rtt) for the sliding minimum.
     mins: [VecDeque<(Nanos, Nanos)>; 2],
     last_heard: [Option<Nanos>; 2],
+    /// Latest RTT sample per channel (the grace of a probe round).
+    latest: [Option<Nanos>; 2],
+    /// Responder: the newest D-SYN round seen per channel, (id, arrival).
+    syn_seen: [Option<(u32, Nanos)>; 2],
     /// Counters.
     pub stats: RttStats,
 }
@@ -98,6 +123,8 @@ impl RttEstimator {
             synack_sent: Default::default(),
             mins: Default::default(),
             last_heard: [None, None],
+            latest: [None, None],
+            syn_seen: [None, None],
             stats: RttStats::default(),
         }
     }
@@ -154,6 +181,10 @@ impl RttEstimator {
         let i = ch.index();
         match kind {
             ProbeKind::DSyn => {
+                let newer = self.syn_seen[i].map_or(true, |(seen, _)| is_newer(id, seen));
+                if newer {
+                    self.syn_seen[i] = Some((id, now));
+                }
                 let q = &mut self.synack_sent[i];
                 if q.len() == MAX_OUTSTANDING {
                     q.pop_front();
@@ -197,6 +228,7 @@ impl RttEstimator {
     fn sample(&mut self, now: Nanos, ch: Channel, rtt: Nanos) {
         let i = ch.index();
         self.stats.samples[i] += 1;
+        self.latest[i] = Some(rtt);
         let q = &mut self.mins[i];
         while q.back().is_some_and(|&(_, r)| r >= rtt) {
             q.pop_back();
@@ -237,10 +269,46 @@ impl RttEstimator {
 
     /// False once nothing has been heard on `ch` for `dead_after` (counting
     /// from the first poll when nothing was ever heard).
+    /// and, for the LLC, false while a probe round shows it silent (module docs).
     pub fn alive(&self, ch: Channel, now: Nanos) -> bool {
         let since = self.last_heard[ch.index()].or(self.started).unwrap_or(now);
         now.saturating_sub(since) <= self.cfg.dead_after
+            && !(ch == Channel::Llc && self.llc_silent(now))
     }
+
+    /// A probe round shows the LLC silent at `now` (module docs).
+    fn llc_silent(&self, now: Nanos) -> bool {
+        let (llc, hbc) = (Channel::Llc.index(), Channel::Hbc.index());
+        let Some(slack) = self.cfg.llc_probe_slack else {
+            return false;
+        };
+        // min over the window: the monotonic deque's front (may be a little stale)
+        let rtt = match (self.latest[llc], self.mins[llc].front()) {
+            (Some(l), Some(&(_, m))) => l.max(m),
+            (Some(l), None) => l,
+            _ => return false, // no RTT yet: no grace to judge by
+        };
+        let grace = 2 * rtt + slack;
+        let heard = self.last_heard[llc];
+        if self.cfg.initiator {
+            // the newest unanswered D-SYN whose answer is overdue
+            let overdue = self.syn_sent[llc]
+                .iter()
+                .rev()
+                .find(|&&(_, t0)| t0 + grace <= now);
+            return overdue.is_some_and(|&(_, t0)| heard.map_or(true, |h| h < t0));
+        }
+        let Some((round, t)) = self.syn_seen[hbc] else {
+            return false;
+        };
+        let missing = self.syn_seen[llc].map_or(true, |(seen, _)| is_newer(round, seen));
+        missing && t + grace <= now && heard.map_or(true, |h| h + grace <= now)
+    }
+}
+
+/// Probe id `a` is newer than `b` (ids wrap around).
+fn is_newer(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
 }
 
 fn take(q: &mut VecDeque<(u32, Nanos)>, id: u32) -> Option<Nanos> {
@@ -346,5 +414,97 @@ mod tests {
         assert!(!c.alive(Channel::Llc, 2001 * MS));
         c.heard(2500 * MS, Channel::Llc);
         assert!(c.alive(Channel::Llc, 3000 * MS));
+    }
+
+    /// One round in which the LLC's D-SYN is lost; the HBC's completes.
+    /// Returns the id of the round.
+    fn round_llc_lost(c: &mut RttEstimator, g: &mut RttEstimator, t0: Nanos, hbc: Nanos) -> u32 {
+        let mut out = Vec::new();
+        c.poll_probes(t0, &mut out);
+        let p = *out.iter().find(|p| p.channel == Channel::Hbc).unwrap();
+        let synack = g
+            .handle_probe(t0 + hbc / 2, Channel::Hbc, p.kind, p.id)
+            .unwrap();
+        let ack = c
+            .handle_probe(t0 + hbc, Channel::Hbc, synack.kind, synack.id)
+            .unwrap();
+        g.handle_probe(t0 + 3 * hbc / 2, Channel::Hbc, ack.kind, ack.id);
+        p.id
+    }
+
+    #[test]
+    fn initiator_declares_the_llc_down_once_a_probe_is_overdue() {
+        // HBC 22 ms, LLC 6 ms: grace = 2 x 6 + 50 = 62 ms after the lost D-SYN
+        let (mut c, mut g) = pair();
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        assert!(c.alive(Channel::Llc, 561 * MS));
+        assert!(!c.alive(Channel::Llc, 562 * MS));
+        assert!(c.alive(Channel::Hbc, 562 * MS));
+        // the next round's answer brings it back at once
+        round(&mut c, &mut g, 1000 * MS, [22 * MS, 6 * MS]);
+        assert!(c.alive(Channel::Llc, 1006 * MS));
+        assert!(c.alive(Channel::Llc, 1400 * MS));
+    }
+
+    #[test]
+    fn initiator_keeps_an_llc_it_hears_from_despite_a_lost_probe() {
+        let (mut c, mut g) = pair();
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        c.heard(520 * MS, Channel::Llc); // a data datagram after the probe left
+        assert!(c.alive(Channel::Llc, 900 * MS));
+    }
+
+    #[test]
+    fn responder_declares_the_llc_down_when_a_round_misses_it() {
+        // the gateway last heard the LLC at 9 ms (D-ACK of round 1); round 2's
+        // D-SYN arrives on the HBC at 511 ms only: down at 511 + 62 = 573 ms
+        let (mut c, mut g) = pair();
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        assert!(g.alive(Channel::Llc, 572 * MS));
+        assert!(!g.alive(Channel::Llc, 573 * MS));
+        assert!(g.alive(Channel::Hbc, 573 * MS));
+        // round 3 reaches it on the LLC: back
+        round(&mut c, &mut g, 1000 * MS, [22 * MS, 6 * MS]);
+        assert!(g.alive(Channel::Llc, 1003 * MS));
+    }
+
+    #[test]
+    fn responder_keeps_an_llc_that_carried_data_recently() {
+        let (mut c, mut g) = pair();
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        g.heard(540 * MS, Channel::Llc);
+        assert!(g.alive(Channel::Llc, 601 * MS)); // 540 + 62 = 602
+        assert!(!g.alive(Channel::Llc, 602 * MS));
+    }
+
+    #[test]
+    fn without_slack_or_for_the_hbc_only_silence_counts() {
+        let (_, mut g) = pair();
+        let mut c = RttEstimator::new(RttConfig {
+            llc_probe_slack: None,
+            ..RttConfig::default()
+        });
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        assert!(c.alive(Channel::Llc, 1000 * MS));
+        // an HBC D-SYN lost the same way leaves the HBC up until dead_after
+        let (mut c, mut g) = pair();
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        let mut out = Vec::new();
+        c.poll_probes(500 * MS, &mut out); // both lost
+        assert!(c.alive(Channel::Hbc, 1500 * MS));
+        assert!(!c.alive(Channel::Llc, 1500 * MS));
+        assert!(!c.alive(Channel::Hbc, 2023 * MS)); // last heard at 22 ms + 2 s
+    }
+
+    #[test]
+    fn probe_ids_compare_across_the_wrap() {
+        assert!(is_newer(1, u32::MAX));
+        assert!(!is_newer(u32::MAX, 1));
+        assert!(!is_newer(5, 5));
     }
 }

@@ -110,6 +110,11 @@ pub struct Common {
     /// A channel with nothing heard for this long is treated as down.
     #[arg(long, default_value_t = 2000)]
     pub channel_dead_ms: u64,
+    /// The LLC also counts as down as soon as a probe round finds it silent for
+    /// twice its RTT plus this slack (traffic leaves a dead LLC within about one
+    /// probe interval); 0 turns this off, leaving only --channel-dead-ms.
+    #[arg(long, default_value_t = 50)]
+    pub llc_probe_slack_ms: u64,
     /// Serve Prometheus text metrics on this TCP address (e.g. 127.0.0.1:9100).
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,

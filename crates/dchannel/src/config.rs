@@ -283,6 +283,8 @@ pub fn endpoint(
     ];
     cfg.rtt.hbc_scale = common.hbc_rtt_scale;
     cfg.rtt.dead_after = common.channel_dead_ms * MS;
+    cfg.rtt.llc_probe_slack =
+        (common.llc_probe_slack_ms > 0).then(|| common.llc_probe_slack_ms * MS);
     cfg.reorder = (common.reorder == OnOff::On).then(|| ReorderConfig {
         timeout: common.reorder_timeout_ms * MS,
         max_flow_bytes: common.reorder_flow_bytes,
