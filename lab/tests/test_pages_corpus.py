@@ -400,3 +400,25 @@ def test_corpus_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "g" / "manifest.json").write_text("{}")
     assert main(["corpus", "info", str(tmp_path / "g")]) == 2
     assert "$.format: missing required field" in capsys.readouterr().err
+
+
+def test_synthetic_specs_parse_in_one_place() -> None:
+    import pytest
+
+    from dchlab.pages import DEFAULT_SYNTHETIC_PAGES, CorpusError, parse_synthetic
+
+    assert parse_synthetic("synthetic") == (1, DEFAULT_SYNTHETIC_PAGES)
+    assert parse_synthetic("synthetic:7") == (7, DEFAULT_SYNTHETIC_PAGES)
+    assert parse_synthetic("synthetic:7:3") == (7, 3)
+    assert parse_synthetic("synthetic::3") == (1, 3)
+    assert parse_synthetic("tp5n") is None
+    assert parse_synthetic("/data/synthetic") is None
+    for bad, why in [
+        ("synthetic:x", "with integers"),
+        ("synthetic:1:0", "PAGES >= 1"),
+        ("synthetic:1:2:3", "PAGES >= 1"),
+    ]:
+        with pytest.raises(CorpusError, match=why):
+            parse_synthetic(bad)
+    with pytest.raises(CorpusError, match=r"synthetic\[:SEED\[:SITES\]\]"):
+        parse_synthetic("synthetic:1:x", unit="SITES")

@@ -30,15 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
+from dchlab import progress as progress_bar
 from dchlab.errors import EXIT_UNAVAILABLE, UserError
 from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
@@ -390,18 +383,16 @@ def run_campaign(
             "published, skipped[/]"
         )
     start = time.monotonic()
-    columns = (
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        TextColumn("{task.fields[status]}"),
-    )
-    with _stop_on_term(), Progress(*columns, console=console, transient=False) as progress:
+    with _stop_on_term(), progress_bar.bar(console, status=True) as progress:
         task = progress.add_task(c.name, total=pending, status="")
-        outcomes = dispatch(c, groups, executor, lambda s: progress.update(task, status=s))
+        beat = progress_bar.heartbeat(console, c.name)
+        running = [""]
+
+        def show(status: str) -> None:
+            running[0] = status
+            progress.update(task, status=status)
+
+        outcomes = dispatch(c, groups, executor, show)
         # One store write per (condition, trial, item) — all its schemes — instead of one
         # per load: a write opens the DuckDB file and costs ~0.1-0.3 s. Rows are flushed
         # when the next pair starts and on any exit (Ctrl-C, stop, error).
@@ -417,6 +408,7 @@ def run_campaign(
                 buffered.extend(rows)
                 _tally(summary, rows)
                 progress.advance(task, len(rows))
+                beat(summary.measured + summary.failed, pending, running[0])
                 guard.feed(rows)
         except RepeatedSetupError as e:
             summary.stopped = str(e)

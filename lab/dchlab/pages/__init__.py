@@ -9,6 +9,24 @@ from dchlab.pages.corpus import Corpus, CorpusError, load
 DEFAULT_SYNTHETIC_PAGES = 20
 
 
+def parse_synthetic(spec: str, unit: str = "PAGES") -> tuple[int, int] | None:
+    """(seed, count) of a `synthetic[:SEED[:COUNT]]` spec (seed 1 and
+    DEFAULT_SYNTHETIC_PAGES when left out), None for any other spec. `unit` names
+    COUNT in the error (PAGES; SITES for sessions)."""
+    if spec != "synthetic" and not spec.startswith("synthetic:"):
+        return None
+    bits = spec.split(":")[1:]
+    form = f"synthetic[:SEED[:{unit}]]"
+    try:
+        seed = int(bits[0]) if bits and bits[0] else 1
+        count = int(bits[1]) if len(bits) > 1 else DEFAULT_SYNTHETIC_PAGES
+    except ValueError as e:
+        raise CorpusError(f"corpus {spec!r}: expected {form} with integers") from e
+    if count < 1 or len(bits) > 2:
+        raise CorpusError(f"corpus {spec!r}: expected {form}, {unit} >= 1")
+    return seed, count
+
+
 def open_corpus(spec: str) -> Corpus:
     """A corpus by name: a corpus directory, `synthetic[:SEED[:PAGES]]` (built-in,
     generated once into the cache), or `tp5n` (real saved pages: $DCH_CORPUS_TP5N or
@@ -17,20 +35,11 @@ def open_corpus(spec: str) -> Corpus:
         from dchlab.pages.named import open_tp5n
 
         return open_tp5n()
-    if spec == "synthetic" or spec.startswith("synthetic:"):
+    synthetic = parse_synthetic(spec)
+    if synthetic is not None:
         from dchlab.pages.generator import cached
 
-        bits = spec.split(":")[1:]
-        try:
-            seed = int(bits[0]) if bits and bits[0] else 1
-            pages = int(bits[1]) if len(bits) > 1 else DEFAULT_SYNTHETIC_PAGES
-        except ValueError as e:
-            raise CorpusError(
-                f"corpus {spec!r}: expected synthetic[:SEED[:PAGES]] with integers"
-            ) from e
-        if pages < 1 or len(bits) > 2:
-            raise CorpusError(f"corpus {spec!r}: expected synthetic[:SEED[:PAGES]], PAGES >= 1")
-        return cached(seed, pages)
+        return cached(*synthetic)
     path = Path(spec)
     if not path.exists():
         raise CorpusError(

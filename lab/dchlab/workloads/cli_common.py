@@ -64,14 +64,8 @@ def run_jobs(
     """Run (label, job) pairs with a progress bar; print rows; store them. Exit status 1
     when any measurement was invalid."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+
+    from dchlab import progress
 
     err = Console(stderr=True)
     problem = check_schemes(args)
@@ -79,16 +73,7 @@ def run_jobs(
         err.print(f"[red]error:[/red] {problem}")
         return 2
     bad = 0
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=err,
-        transient=False,
-    ) as prog:
+    with progress.bar(err) as prog:
         task = prog.add_task("starting", total=len(jobs))
         for label, job in jobs:
             prog.update(task, description=label)

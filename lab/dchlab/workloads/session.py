@@ -318,23 +318,14 @@ def open_session_corpus(spec: str, internal_pages: int) -> Any:
     """A corpus for sessions: `synthetic[:SEED[:SITES]]` is generated with
     `internal_pages` internal pages per site (generator.plan_internal); anything else is
     opened as dch pageload opens it."""
-    from dchlab.pages import DEFAULT_SYNTHETIC_PAGES, CorpusError, open_corpus
+    from dchlab.pages import open_corpus, parse_synthetic
 
-    if spec != "synthetic" and not spec.startswith("synthetic:"):
+    synthetic = parse_synthetic(spec, unit="SITES")
+    if synthetic is None:
         return open_corpus(spec)
     from dchlab.pages.generator import cached
 
-    bits = spec.split(":")[1:]
-    try:
-        seed = int(bits[0]) if bits and bits[0] else 1
-        sites = int(bits[1]) if len(bits) > 1 else DEFAULT_SYNTHETIC_PAGES
-    except ValueError as e:
-        raise CorpusError(
-            f"corpus {spec!r}: expected synthetic[:SEED[:SITES]] with integers"
-        ) from e
-    if sites < 1 or len(bits) > 2:
-        raise CorpusError(f"corpus {spec!r}: expected synthetic[:SEED[:SITES]], SITES >= 1")
-    return cached(seed, sites, max(0, internal_pages))
+    return cached(*synthetic, max(0, internal_pages))
 
 
 # --- campaigns (dchlab.experiments.runner: workload kind `session`) ----------------------
