@@ -32,6 +32,12 @@ def parse_size(value: str | int) -> int:
     return n
 
 
+def is_uint(text: str) -> bool:
+    """`text` is ASCII digits only (`str.isdigit` also takes "²" and "٣", which int()
+    then refuses or reads as another number)."""
+    return text.isascii() and text.isdigit()
+
+
 def format_size(n: int) -> str:
     """The shortest decimal form of `n` bytes (`10KB`, `1MB`, `1500B`): campaign item names."""
     for unit, mult in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):

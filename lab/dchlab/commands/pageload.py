@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from dchlab.run_options import run_specs
+from dchlab.units import is_uint
 from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
 
 
@@ -25,7 +26,7 @@ def cmd_pageload(args: argparse.Namespace) -> int:
     corpus = open_corpus(args.corpus)
     if args.pages is None:
         names = [p.name for p in corpus.pages]
-    elif args.pages.isdigit():
+    elif is_uint(args.pages):
         names = [p.name for p in corpus.pages[: int(args.pages)]]
     else:
         names = [corpus.page(n.strip()).name for n in args.pages.split(",") if n.strip()]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dchlab.errors import UserError
+from dchlab.units import is_uint
 
 Tier = Literal["edge", "parent", "origin"]
 TIERS: tuple[Tier, ...] = ("edge", "parent", "origin")
@@ -161,16 +162,16 @@ def classify(headers: Iterable[tuple[str, str]] | Mapping[str, str]) -> Tier | N
             return "edge" if s else "origin"
     if "x-cache-hits" in h:
         counts = [c.strip() for c in h["x-cache-hits"]]
-        if counts and all(c.isdigit() for c in counts):
+        if counts and all(is_uint(c) for c in counts):
             return chain_tier([int(c) > 0 for c in reversed(counts)])
     if "x-varnish" in h:
         # Varnish: "<xid>" on a miss, "<xid> <xid of the cached object>" on a hit.
         ids = h["x-varnish"][-1].split()
-        if ids and all(i.isdigit() for i in ids):
+        if ids and all(is_uint(i) for i in ids):
             return "edge" if len(ids) >= 2 else "origin"
     if "age" in h:
         age = h["age"][0]
-        if age.isdigit() and int(age) > 0:
+        if is_uint(age) and int(age) > 0:
             return "edge"
     return None
 

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from dchlab.traces.atomic import atomic_write_text
 from dchlab.traces.errors import TraceFormatError
+from dchlab.units import is_uint
 
 PACKET_BYTES = 1500
 MBIT_PER_OPPORTUNITY = PACKET_BYTES * 8 / 1e6
@@ -38,7 +39,7 @@ def read_mahimahi(path: str | Path) -> npt.NDArray[np.int64]:
         line = raw.strip()
         if not line:
             continue
-        if not line.isdigit():
+        if not is_uint(line):
             raise TraceFormatError(
                 path, f"expected an integer ms timestamp, got {line!r}", no, "timestamp"
             )

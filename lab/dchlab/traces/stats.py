@@ -15,6 +15,7 @@ from dchlab.traces.capacity import CapacitySeries, read_capacity
 from dchlab.traces.errors import TraceFormatError
 from dchlab.traces.mahimahi import opportunities_to_rate, read_mahimahi
 from dchlab.traces.timeline import RttTimeline, read_rtt
+from dchlab.units import is_uint
 
 COLUMNS = [
     "span_min",
@@ -66,9 +67,9 @@ def sniff(path: Path) -> str:
         return "rtt"
     if first == "t_s,up_mbit,down_mbit":
         return "cap"
-    if first.isdigit() and (second.isdigit() or not second):
+    if is_uint(first) and (is_uint(second) or not second):
         return "mahimahi"  # integer ms per line (ping logs may start with one epoch line)
-    if first.startswith("PING ") or first.isdigit() or "bytes from" in first:
+    if first.startswith("PING ") or is_uint(first) or "bytes from" in first:
         return "ping"
     raise TraceFormatError(
         path,

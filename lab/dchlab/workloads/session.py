@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from dchlab.units import is_uint
 from dchlab.workloads import browser as B
 from dchlab.workloads.chromium_pipe import PipeChromium, chromium_for
 from dchlab.workloads.measure import RunSpec, measure, new_row, testbed_config
@@ -263,7 +264,7 @@ def session_urls(corpus: Any, landing: str, pages: str | int) -> tuple[list[str]
     """(urls, names) of one session: `pages` further pages from the landing page's
     links (an int or digits), or a comma-separated list of URLs loaded after it (each a
     URL the corpus serves; rows name it by its page when it is a page's entry URL)."""
-    if isinstance(pages, int) or pages.strip().isdigit():
+    if isinstance(pages, int) or is_uint(pages.strip()):
         return corpus_session(corpus, landing, int(pages))
     entry = corpus.page(landing)
     by_url = {p.entry_url: p.name for p in corpus.pages}
