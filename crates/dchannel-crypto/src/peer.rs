@@ -50,6 +50,9 @@ pub struct Peer {
     pub(crate) last_stamp: u64,
     /// Earliest deadline this peer has in the timer heap.
     pub(crate) scheduled: Option<Nanos>,
+    /// When a datagram from this peer last authenticated (transport or
+    /// handshake response); `Limits::stale_after` counts from it.
+    pub(crate) last_heard: Option<Nanos>,
 }
 
 impl Peer {
@@ -63,6 +66,7 @@ impl Peer {
             next: None,
             pending: None,
             want_handshake: false,
+            last_heard: None,
             last_stamp: 0,
             scheduled: None,
         }

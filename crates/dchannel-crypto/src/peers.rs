@@ -43,6 +43,12 @@ pub struct Limits {
     pub rekey_attempt_time: Nanos,
     /// A replaced session still opens datagrams this long (10 s).
     pub previous_grace: Nanos,
+    /// An initiator that keeps sending but has opened nothing from its peer for
+    /// this long starts a new handshake: the peer has lost the session (it
+    /// restarted) and drops everything sealed with it. `None` (the default):
+    /// only rekeys by time and volume. The dchannel agent sets three probe
+    /// intervals: a live gateway answers every probe round.
+    pub stale_after: Option<Nanos>,
 }
 
 impl Default for Limits {
@@ -55,6 +61,7 @@ impl Default for Limits {
             rekey_timeout: SECOND,
             rekey_attempt_time: 90 * SECOND,
             previous_grace: 10 * SECOND,
+            stale_after: None,
         }
     }
 }
@@ -165,6 +172,8 @@ pub struct Stats {
     pub completed_as_initiator: u64,
     /// Initiations this side answered.
     pub answered: u64,
+    /// Handshakes started because the peer had gone silent ([`Limits::stale_after`]).
+    pub stale: u64,
     /// Handshake datagrams not queued because the queue was full.
     pub queue_overflow: u64,
 }
@@ -391,11 +400,20 @@ impl Peers {
         }
         let s = p.current.as_mut().expect("usable");
         let n = s.seal(channel, buf, h, payload_len);
+        let stale = l
+            .stale_after
+            .zip(p.last_heard)
+            .is_some_and(|(after, heard)| now >= heard + after);
         let rekey = p.initiates
             && p.pending.is_none()
             && !p.want_handshake
-            && (s.max_sent() >= l.rekey_after_messages || now >= s.created + l.rekey_after_time);
+            && (stale
+                || s.max_sent() >= l.rekey_after_messages
+                || now >= s.created + l.rekey_after_time);
         if rekey {
+            if stale {
+                self.stats.stale += 1;
+            }
             p.want_handshake = true;
             self.schedule(peer, now);
         }
@@ -462,6 +480,7 @@ impl Peers {
             return Err(Drop::Expired);
         }
         s.open(channel, dgram, h, l.reject_after_messages)?;
+        p.last_heard = Some(now);
         if slot == 1 {
             // key confirmation: the answered session becomes the one we send on
             let next = p.next.take();
@@ -569,6 +588,7 @@ impl Peers {
         let mut s = pending.hs.complete(dgram, now)?;
         p.pending = None;
         p.want_handshake = false;
+        p.last_heard = Some(now);
         // confirm the session to the responder at once with a keepalive
         let mut q = Queued {
             peer: id,

@@ -705,3 +705,84 @@ fn handshake_flood_is_bounded_by_rate_limits() {
         Ok(Opened::Handshake { .. })
     ));
 }
+
+#[test]
+fn a_device_handshakes_again_once_its_restarted_gateway_goes_silent() {
+    // stale_after 1.5 s (the agent: three 500 ms probe intervals)
+    let mut limits = Limits::default();
+    limits.stale_after = Some(1_500 * MS);
+    let cfg = Config {
+        limits,
+        ..Config::default()
+    };
+    let dev_key = PrivateKey::generate();
+    let gw_key = PrivateKey::generate();
+    let mut dev = Peers::new(dev_key.clone(), cfg);
+    let gw_id = dev.add_peer(gw_key.public_key(), "gateway", true).unwrap();
+    let new_gw = |key: &PrivateKey| {
+        let mut gw = Peers::new(key.clone(), cfg);
+        let id = gw.add_peer(dev_key.public_key(), "phone", false).unwrap();
+        (gw, id)
+    };
+    let (gw, dev_id) = new_gw(&gw_key);
+    let mut p = Pair {
+        dev,
+        gw,
+        gw_id,
+        dev_id,
+        dev_key: dev_key.clone(),
+    };
+    establish(&mut p, 0);
+    // traffic both ways keeps the session fresh: no new handshake at 1.4 s
+    let up = seal(&mut p.dev, 1_000 * MS, gw_id, Channel::Llc, 1, b"up").unwrap();
+    open(&mut p.gw, 1_000 * MS, Channel::Llc, dev_addr(), &up).unwrap();
+    let down = seal(&mut p.gw, 1_000 * MS, dev_id, Channel::Llc, 1, b"down").unwrap();
+    open(&mut p.dev, 1_000 * MS, Channel::Llc, gw_addr(), &down).unwrap();
+    seal(&mut p.dev, 2_400 * MS, gw_id, Channel::Llc, 2, b"up").unwrap();
+    p.dev.handle_timeout(2_400 * MS);
+    assert!(take_all(&mut p.dev).is_empty());
+    // the gateway restarts: a fresh table with the same key knows no session
+    let (mut gw, dev_id) = new_gw(&gw_key);
+    let lost = seal(&mut p.dev, 2_450 * MS, gw_id, Channel::Llc, 3, b"lost").unwrap();
+    assert_eq!(
+        open(&mut gw, 2_450 * MS, Channel::Llc, dev_addr(), &lost),
+        Err(Drop::UnknownIndex)
+    );
+    // 1.5 s after the device last heard the gateway (1.0 s), its next seal
+    // starts a handshake; the restarted gateway answers it
+    seal(&mut p.dev, 2_499 * MS, gw_id, Channel::Llc, 4, b"x").unwrap();
+    p.dev.handle_timeout(2_499 * MS);
+    assert!(take_all(&mut p.dev).is_empty(), "not before 2.5 s");
+    seal(&mut p.dev, 2_500 * MS, gw_id, Channel::Llc, 5, b"x").unwrap();
+    p.dev.handle_timeout(2_500 * MS);
+    let init = take_all(&mut p.dev);
+    assert_eq!(init.len(), 1, "one initiation");
+    assert_eq!(p.dev.stats().stale, 1);
+    let mut m = init[0].1.clone();
+    gw.open(2_510 * MS, init[0].0.channel, dev_addr(), &mut m)
+        .unwrap();
+    let mut resp = take_all(&mut gw)[0].1.clone();
+    p.dev
+        .open(2_520 * MS, init[0].0.channel, gw_addr(), &mut resp)
+        .unwrap();
+    // the keepalive confirms it; data flows again both ways
+    for (t, mut d) in take_all(&mut p.dev) {
+        gw.open(2_530 * MS, t.channel, dev_addr(), &mut d).unwrap();
+    }
+    let up = seal(&mut p.dev, 2_540 * MS, gw_id, Channel::Hbc, 6, b"again").unwrap();
+    assert_eq!(
+        open(&mut gw, 2_540 * MS, Channel::Hbc, dev_addr(), &up)
+            .unwrap()
+            .1,
+        b"again"
+    );
+    let down = seal(&mut gw, 2_540 * MS, dev_id, Channel::Hbc, 6, b"back").unwrap();
+    assert_eq!(
+        open(&mut p.dev, 2_550 * MS, Channel::Hbc, gw_addr(), &down)
+            .unwrap()
+            .1,
+        b"back"
+    );
+    // without stale_after (the default) nothing would have happened
+    assert_eq!(Limits::default().stale_after, None);
+}

@@ -61,13 +61,19 @@ impl Auth {
 }
 
 /// The crypto layer's settings: stamps of our handshake initiations follow
-/// the wall clock, so a restarted client is not taken for a replay.
-fn crypto_config() -> dchannel_crypto::Config {
+/// the wall clock, so a restarted client is not taken for a replay; a client
+/// that has heard nothing authentic for three probe intervals (a live
+/// gateway answers every round) handshakes again, so a restarted gateway
+/// gets a session back within about that long.
+fn crypto_config(probe_interval_ms: u64) -> dchannel_crypto::Config {
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
+    let mut limits = dchannel_crypto::Limits::default();
+    limits.stale_after = Some(3 * probe_interval_ms.max(1) * MS);
     dchannel_crypto::Config {
         wall_clock_at_zero: wall,
+        limits,
         ..Default::default()
     }
 }
@@ -117,7 +123,14 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
             .as_deref()
             .context("--gateway-key BASE64 is required: the gateway's public key")?;
         let gw = PublicKey::from_base64(gw, "--gateway-key")?;
-        (0, Auth::Aead(AeadAuth::client(key, gw, crypto_config())))
+        (
+            0,
+            Auth::Aead(AeadAuth::client(
+                key,
+                gw,
+                crypto_config(a.common.probe_interval_ms),
+            )),
+        )
     };
     let any = |gw: &SocketAddr| -> SocketAddr {
         if gw.is_ipv4() {
@@ -206,7 +219,7 @@ fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
             endpoints: [None, None],
         });
     }
-    let auth = AeadAuth::gateway(key, &devices, crypto_config())
+    let auth = AeadAuth::gateway(key, &devices, crypto_config(a.common.probe_interval_ms))
         .with_context(|| format!("{}", path.display()))?;
     Ok((peers, Auth::Aead(auth)))
 }

@@ -211,6 +211,7 @@ impl Stats {
                 "gave_up": h.gave_up,
                 "completed_as_initiator": h.completed_as_initiator,
                 "answered": h.answered,
+                "stale": h.stale,
                 "queue_overflow": h.queue_overflow,
             },
         })
