@@ -141,32 +141,41 @@ impl Topo {
     /// Starts gateway and client with `policy` and `extra` flags, waits for
     /// READY from both and installs the routes (the caller's job per contract).
     pub fn start(&self, policy: &str, extra: &[&str]) -> Agents {
-        let tag = &self.tag;
-        let gw_tun = format!("d4G{tag}");
-        let ue_tun = format!("d4U{tag}");
-        let gw_stats = self.path("gw.json");
-        let ue_stats = self.path("ue.json");
-        let gw_log = self.path("gw.csv");
-        let ue_log = self.path("ue.csv");
-        let gw_arr = self.path("gw-arrivals.csv");
-        let ue_arr = self.path("ue-arrivals.csv");
+        let gateway = spawn_ready(&self.gateway_argv(policy, extra));
+        let client = spawn_ready(&self.client_argv(policy, extra));
+        self.route_gateway();
+        self.route_client();
+        Agents {
+            gateway: Some(gateway),
+            client: Some(client),
+            gw_stats: self.path("gw.json"),
+            ue_stats: self.path("ue.json"),
+            gw_log: self.path("gw.csv"),
+            ue_log: self.path("ue.csv"),
+            gw_arr: self.path("gw-arrivals.csv"),
+            ue_arr: self.path("ue-arrivals.csv"),
+        }
+    }
+
+    /// The gateway's TUN (in gw) and the client's (in ue).
+    pub fn tuns(&self) -> (String, String) {
+        (format!("d4G{}", self.tag), format!("d4U{}", self.tag))
+    }
+
+    /// `ip netns exec gw dchannel gateway ...` with `policy` and `extra` flags.
+    pub fn gateway_argv(&self, policy: &str, extra: &[&str]) -> Vec<String> {
         let insecure = extra.contains(&"--insecure");
         let client_token = format!("198.19.0.2={TOKEN}");
-        let (gw_key, ue_key, devices) = (
+        let (gw_key, devices) = (
             self.path("gw.key").display().to_string(),
-            self.path("ue.key").display().to_string(),
             self.path("devices.toml").display().to_string(),
         );
-        let gw_auth: Vec<&str> = if insecure {
+        let auth: Vec<&str> = if insecure {
             vec!["--client", &client_token]
         } else {
             vec!["--key", &gw_key, "--devices", &devices]
         };
-        let ue_auth: Vec<&str> = if insecure {
-            vec!["--token", TOKEN]
-        } else {
-            vec!["--key", &ue_key, "--gateway-key", &self.gw_public]
-        };
+        let tun = self.tuns().0;
         let mut g: Vec<String> = [
             "ip",
             "netns",
@@ -175,7 +184,7 @@ impl Topo {
             BIN,
             "gateway",
             "--tun",
-            &gw_tun,
+            &tun,
             "--tun-addr",
             "198.19.0.1/32",
             "--listen-hbc",
@@ -188,11 +197,28 @@ impl Topo {
             "2",
         ]
         .iter()
-        .chain(&gw_auth)
+        .chain(&auth)
         .map(|s| s.to_string())
         .collect();
-        g.extend(output_args(&gw_stats, &gw_log, &gw_arr, extra));
-        let gateway = spawn_ready(&g);
+        let (stats, log, arr) = (
+            self.path("gw.json"),
+            self.path("gw.csv"),
+            self.path("gw-arrivals.csv"),
+        );
+        g.extend(output_args(&stats, &log, &arr, extra));
+        g
+    }
+
+    /// `ip netns exec ue dchannel client ...` with `policy` and `extra` flags.
+    pub fn client_argv(&self, policy: &str, extra: &[&str]) -> Vec<String> {
+        let insecure = extra.contains(&"--insecure");
+        let ue_key = self.path("ue.key").display().to_string();
+        let auth: Vec<&str> = if insecure {
+            vec!["--token", TOKEN]
+        } else {
+            vec!["--key", &ue_key, "--gateway-key", &self.gw_public]
+        };
+        let tun = self.tuns().1;
         let mut c: Vec<String> = [
             "ip",
             "netns",
@@ -201,7 +227,7 @@ impl Topo {
             BIN,
             "client",
             "--tun",
-            &ue_tun,
+            &tun,
             "--tun-addr",
             "198.19.0.2/32",
             "--hbc-dev",
@@ -218,34 +244,39 @@ impl Topo {
             "2",
         ]
         .iter()
-        .chain(&ue_auth)
+        .chain(&auth)
         .map(|s| s.to_string())
         .collect();
-        c.extend(output_args(&ue_stats, &ue_log, &ue_arr, extra));
-        let client = spawn_ready(&c);
+        let (stats, log, arr) = (
+            self.path("ue.json"),
+            self.path("ue.csv"),
+            self.path("ue-arrivals.csv"),
+        );
+        c.extend(output_args(&stats, &log, &arr, extra));
+        c
+    }
+
+    /// gw routes the client's tunnel address into its TUN (again after a restart).
+    pub fn route_gateway(&self) {
+        let tun = self.tuns().0;
         sh(&[
             "ip",
             "-n",
             &self.gw,
             "route",
-            "add",
+            "replace",
             "198.19.0.2/32",
             "dev",
-            &gw_tun,
+            &tun,
         ]);
+    }
+
+    /// ue's default route into its TUN (again after a restart).
+    pub fn route_client(&self) {
+        let tun = self.tuns().1;
         sh(&[
-            "ip", "-n", &self.ue, "route", "add", "default", "dev", &ue_tun,
+            "ip", "-n", &self.ue, "route", "replace", "default", "dev", &tun,
         ]);
-        Agents {
-            gateway: Some(gateway),
-            client: Some(client),
-            gw_stats,
-            ue_stats,
-            gw_log,
-            ue_log,
-            gw_arr,
-            ue_arr,
-        }
     }
 }
 
