@@ -79,6 +79,8 @@ def run_specs(args: argparse.Namespace, trial: int) -> list[RunSpec]:
             agent_args=tuple(args.agent_arg),
             client_args=tuple(args.client_arg),
             gateway_args=tuple(args.gateway_arg),
+            # --speed-index (pageload, session); without it $DCH_SPEED_INDEX decides
+            speed_index=True if getattr(args, "speed_index", False) else None,
         )
         for s in args.scheme.split(",")
         if s.strip()

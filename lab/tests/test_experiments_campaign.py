@@ -64,6 +64,13 @@ def test_good_campaign_parses(tmp_path):
         ({"workload": {"kind": "bulk", "sizes": ["ten"]}}, "workload.sizes[0]"),
         ({"workload": {"kind": "pageload", "pages": "all"}}, "workload.pages"),
         ({"workload": {"kind": "curl-phases"}}, "workload.url"),
+        ({"workload": {"kind": "pageload", "speed_index": "yes"}}, "workload.speed_index"),
+        (
+            {"workload": {"kind": "bulk", "sizes": ["1KB"], "speed_index": True}},
+            "workload.speed_index",
+        ),
+        ({"workload": {"kind": "pageload", "timeout_s": float("nan")}}, "workload.timeout_s"),
+        ({"workload": {"kind": "pageload", "timeout_s": float("inf")}}, "workload.timeout_s"),
         ({"quick": {"schemes": ["nope"]}}, "quick.schemes[0]"),
         ({"analysis": {"kind": "gain", "baseline": "all-llc"}}, "analysis.baseline"),
         ({"seed": -1}, "seed"),
@@ -367,3 +374,17 @@ def test_shipped_campaigns_use_known_testbed_schemes(path):
             get_scheme(s.scheme)
         except TestbedError as e:
             pytest.fail(f"{path.name}: {s.label}: {e}")
+
+
+def test_speed_index_is_the_campaign_files_choice(tmp_path):
+    from dchlab.experiments.runner import make_spec
+
+    data = yaml.safe_load(GOOD)
+    data["workload"] = {"kind": "pageload", "corpus": "synthetic:1", "speed_index": True}
+    on = load_campaign(write(tmp_path, yaml.safe_dump(data)), check_channels=False)
+    data["workload"].pop("speed_index")
+    off = load_campaign(write(tmp_path, yaml.safe_dump(data)), check_channels=False)
+    g_on, g_off = plan(on, set())[0][0], plan(off, set())[0][0]
+    assert make_spec(on, g_on).speed_index is True
+    # not asked: off, whatever $DCH_SPEED_INDEX says (a campaign is reproducible)
+    assert make_spec(off, g_off).speed_index is False

@@ -44,3 +44,12 @@ def test_workload_flags_reach_every_runspec_and_the_testbed() -> None:
     assert cfgs[1].agent_args == ["--probe-interval-ms", "250"]
     sh = _sub("shell").parse_args(["--client-arg=--reorder", "--client-arg=off", "--", "true"])
     assert list(shell.config_from_args(sh).client_args) == ["--reorder", "off"]
+
+
+def test_speed_index_flag_reaches_the_runspec_and_is_off_by_default() -> None:
+    for command in ("pageload", "session"):
+        on = run_specs(_sub(command).parse_args(["--speed-index", "--scheme", "all-hbc"]), 0)
+        off = run_specs(_sub(command).parse_args(["--scheme", "all-hbc"]), 0)
+        assert on[0].speed_index is True, command
+        assert off[0].speed_index is None, command  # $DCH_SPEED_INDEX decides
+    assert run_specs(_sub("bulk").parse_args(["--scheme", "all-hbc"]), 0)[0].speed_index is None

@@ -38,8 +38,13 @@ def cmd_pageload(args: argparse.Namespace) -> int:
     for i, (name, trial, spec) in enumerate(todo):
         label = f"{spec.scheme} {name} #{trial}"
         more = i + 1 < len(todo)  # the last load prepares no testbed for a next one
+        # the browser prepared during this load's tail is started the next scheme's way
+        nxt = todo[i + 1][2].scheme if more else None
         jobs.append(
-            (label, lambda s=spec, n=name, m=more: [load_one(s, corpus, n, args.timeout, m)])
+            (
+                label,
+                lambda s=spec, n=name, m=more, x=nxt: [load_one(s, corpus, n, args.timeout, m, x)],
+            )
         )
     return run_jobs(jobs, args, _show)
 
@@ -65,5 +70,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--pages", help="first K pages, or comma-separated page names (default: all)")
     p.add_argument("--timeout", type=float, default=60.0, help="per-load timeout, s (default 60)")
+    p.add_argument(
+        "--speed-index",
+        action="store_true",
+        help="also Speed Index and atf_ms (records a screencast during the load, which costs "
+        "the PLT ~6%%; FCP and LCP are always measured)",
+    )
     add_common(p)
     p.set_defaults(func=cmd_pageload)

@@ -103,5 +103,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--pages-file", help="file with one URL a line (# comments): the further pages"
     )
     p.add_argument("--timeout", type=float, default=60.0, help="per-page timeout, s (default 60)")
+    p.add_argument(
+        "--speed-index",
+        action="store_true",
+        help="also Speed Index and atf_ms per page (a screencast during each load, ~6%% PLT)",
+    )
     add_common(p)
     p.set_defaults(func=cmd_session)

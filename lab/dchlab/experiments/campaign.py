@@ -12,6 +12,7 @@ is what the runner looks up in the results store to skip finished work.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -84,6 +85,9 @@ class Workload:
     profiles: tuple[str, ...] = ()  # app: app profiles (social, shopping, news)
     interactions: tuple[str, ...] = ()  # app: launch, search, item
     timeout_s: float = 60.0
+    # pageload / session: record the screencast for Speed Index and atf_ms (costs the
+    # PLT ~6%, docs/benchmarks.md "Page metrics"); FCP and LCP are always measured
+    speed_index: bool = False
 
 
 @dataclass(frozen=True)
@@ -244,9 +248,15 @@ class _V:
         return v
 
     def number(self, v: Any, where: str, minimum: float = 0.0) -> float:
-        if not isinstance(v, int | float) or isinstance(v, bool) or v < minimum:
-            raise self.err(where, f"expected a number >= {minimum}, got {v!r}")
+        ok = isinstance(v, int | float) and not isinstance(v, bool)
+        if not ok or not math.isfinite(v) or v < minimum:
+            raise self.err(where, f"expected a finite number >= {minimum}, got {v!r}")
         return float(v)
+
+    def boolean(self, v: Any, where: str) -> bool:
+        if not isinstance(v, bool):
+            raise self.err(where, f"expected true or false, got {v!r}")
+        return v
 
     def args(self, v: Any, where: str) -> tuple[str, ...]:
         if v is None:
@@ -362,20 +372,22 @@ def _parse_workload(v: _V, raw: Any) -> Workload:
     if kind not in WORKLOAD_KINDS:
         raise v.err("workload.kind", f"expected one of {', '.join(WORKLOAD_KINDS)}, got {kind!r}")
     allowed = {
-        "pageload": {"kind", "corpus", "pages", "timeout_s"},
+        "pageload": {"kind", "corpus", "pages", "timeout_s", "speed_index"},
         "curl-phases": {"kind", "corpus", "url", "timeout_s"},
         "bulk": {"kind", "sizes", "timeout_s"},
         "app": {"kind", "profiles", "interactions", "timeout_s"},
-        "session": {"kind", "corpus", "pages", "session_pages", "timeout_s"},
+        "session": {"kind", "corpus", "pages", "session_pages", "timeout_s", "speed_index"},
     }[kind]
     v.unknown(d, allowed, "workload")
     timeout = v.number(d.get("timeout_s", 60.0), "workload.timeout_s", minimum=1.0)
+    speed_index = v.boolean(d.get("speed_index", False), "workload.speed_index")
     if kind == "pageload":
         return Workload(
             kind=kind,
             corpus=v.string(d.get("corpus", "synthetic:1"), "workload.corpus"),
             pages=_parse_pages(v, d.get("pages"), "workload.pages"),
             timeout_s=timeout,
+            speed_index=speed_index,
         )
     if kind == "session":  # browsing sessions (dchlab.workloads.session)
         return Workload(
@@ -384,6 +396,7 @@ def _parse_workload(v: _V, raw: Any) -> Workload:
             pages=_parse_pages(v, d.get("pages"), "workload.pages"),
             session_pages=v.pos_int(d.get("session_pages", 4), "workload.session_pages"),
             timeout_s=timeout,
+            speed_index=speed_index,
         )
     if kind == "curl-phases":
         if "url" not in d:

@@ -217,6 +217,8 @@ def make_spec(c: Campaign, g: Group) -> Any:
         decision_logs=c.analysis.get("kind") == "reward-error",
         # the campaign's CDN tier model (`cdn:` block), as webreplay flags
         webreplay_args=c.cdn.webreplay_args() if c.cdn else (),
+        # the file decides (reproducible), not the environment
+        speed_index=c.workload.speed_index,
     )
 
 

@@ -133,6 +133,7 @@ def load_one(
             if not browsers:
                 launch(tb)
             t1 = time.monotonic()
+            browsers[0].speed_index = spec.speed_index
             after = next_ahead if use_ahead and more else None
             res = asdict(browsers[0].load(entry.entry_url, timeout_s, after_load=after))
         else:

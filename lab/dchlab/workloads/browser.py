@@ -279,12 +279,14 @@ async def navigate(
     on_load: Callable[[], None] | None = None,
     observe: Callable[[str, dict[str, Any]], None] | None = None,
     last: bool = True,
+    speed_index: bool | None = None,
 ) -> None:
     """Navigate the attached page (session `sid`) to `url`, follow the load until the
     network is quiet, and fill `res`. `on_load()` is called when the load event fired
     (the PLT is measured; the quiet tail follows). `observe(method, params)` sees every
     CDP event of the load (browsing sessions count request sizes and connections);
-    `last=False`: more navigations follow on this `cdp` (its reader keeps running)."""
+    `last=False`: more navigations follow on this `cdp` (its reader keeps running).
+    `speed_index`: record the screencast (pagemetrics.screencast_enabled)."""
     requests: dict[str, str] = {}  # requestId -> url
     status: dict[str, int] = {}
     done: set[str] = set()
@@ -293,7 +295,7 @@ async def navigate(
     loaded = False
     last_activity = time.monotonic()
     screencast = None
-    if pagemetrics.screencast_enabled():
+    if pagemetrics.screencast_enabled(speed_index):
         screencast = pagemetrics.Screencast(cdp, sid)
         await screencast.start()
     # transitionType "link": a typed navigation would let Chromium's loading predictor

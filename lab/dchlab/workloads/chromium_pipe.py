@@ -114,6 +114,8 @@ class PipeChromium:
         self._url = ""
         self._timeout_s = 60.0
         self._error: BaseException | None = None
+        #: Speed Index / atf_ms for this load (None: $DCH_SPEED_INDEX decides)
+        self.speed_index: bool | None = None
 
     def argv(self, cmd_fd: int, ev_fd: int) -> list[str]:
         # fds >= 10 in the child are moved to 3 (commands) and 4 (events) by the shell
@@ -231,7 +233,15 @@ class PipeChromium:
         `self.res`. A subclass may drive it otherwise (dchlab.workloads.session: several
         pages in one browser)."""
         await asyncio.wait_for(
-            B.navigate(cdp, sid, self._url, self.res, self._timeout_s, self._loaded.set),
+            B.navigate(
+                cdp,
+                sid,
+                self._url,
+                self.res,
+                self._timeout_s,
+                self._loaded.set,
+                speed_index=self.speed_index,
+            ),
             self._timeout_s + 15,
         )
 

@@ -67,6 +67,8 @@ class RunSpec:
     decision_logs: bool = False  # agents' decision/arrival logs -> reward error (Fig. 11)
     # webreplay flags, e.g. a campaign's CDN model (dchlab.pages.cdn.CdnSpec.webreplay_args)
     webreplay_args: tuple[str, ...] = ()
+    # Speed Index and atf_ms (the screencast costs the PLT ~6%); None: $DCH_SPEED_INDEX
+    speed_index: bool | None = None
 
 
 def paired_seed(seed: int, item: str, trial: int) -> int:

@@ -71,11 +71,15 @@ PAINT_JS = f"""new Promise(resolve => {{
 }})"""
 
 
-def screencast_enabled() -> bool:
-    """Speed Index and atf_ms need the screencast, which is opt-in: $DCH_SPEED_INDEX=1.
+def screencast_enabled(asked: bool | None = None) -> bool:
+    """Speed Index and atf_ms need the screencast, which is opt-in: `asked` (a
+    campaign's `workload.speed_index`, `dch pageload --speed-index`), else
+    $DCH_SPEED_INDEX=1.
     Capturing frames during the load cost the PLT +6% (median, paired; 95% CI 0..12%)
     on this loaded 2-core machine (docs/benchmarks.md, "Page metrics"). fcp_ms and
     lcp_ms are always measured: they are read after the load and cost it nothing."""
+    if asked is not None:
+        return asked
     return os.environ.get("DCH_SPEED_INDEX", "0") == "1"
 
 

@@ -154,7 +154,17 @@ class SessionChromium(PipeChromium):
             last = i == len(self.urls) - 1
             try:
                 await asyncio.wait_for(
-                    B.navigate(cdp, sid, url, res, self.page_timeout, None, tally.on_event, last),
+                    B.navigate(
+                        cdp,
+                        sid,
+                        url,
+                        res,
+                        self.page_timeout,
+                        None,
+                        tally.on_event,
+                        last,
+                        speed_index=self.speed_index,
+                    ),
                     self.page_timeout + 15,
                 )
             except TimeoutError:
@@ -208,6 +218,7 @@ def session_rows(
         if not holder:
             launch(tb)
         t0 = time.monotonic()
+        holder[0].speed_index = spec.speed_index
         # The whole session's budget: load() kills the browser once it returns.
         res = holder[0].load(urls[0], timeout_s * len(urls))
         timing["driver"] = round((time.monotonic() - t0) * 1000, 1)
