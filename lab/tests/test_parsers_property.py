@@ -144,7 +144,7 @@ def test_sizes(text: str) -> None:
     try:
         n = parse_size(text)
     except ValueError as e:
-        assert "bad size" in str(e) and "expected" in str(e) or "at least 1 byte" in str(e)
+        assert ("bad size" in str(e) and "expected" in str(e)) or "at least 1 byte" in str(e)
     else:
         assert isinstance(n, int) and n >= 1
 
@@ -165,7 +165,7 @@ def test_fault_specs(text: str) -> None:
         try:
             f = parse(text)
         except ValueError as e:
-            assert repr(text) in str(e) and "expected" in str(e) or "must" in str(e), e
+            assert (repr(text) in str(e) and "expected" in str(e)) or "must" in str(e), e
         else:
             assert f.to_ms > f.from_ms
 
