@@ -117,3 +117,20 @@ def test_fig3_summary_labels_the_object_level_rows() -> None:
     assert {"obj-size:3000", "obj-size:6000", "obj-oracle", "ians"} <= shown
     # the better threshold (lower PLT) is the best-of row
     assert "best obj-size (= obj-size:6000)" in shown
+
+
+def test_cost_text_sums_each_loads_wall_time() -> None:
+    import json as _json
+
+    from dchlab.experiments.summary import cost_text
+
+    rows = [
+        {"cell": f"c{i}", "ts": i, "plt_ms": 500.0,
+         "stats": _json.dumps({"timing": {"load": {"total": 2000.0}}})}
+        for i in range(90)
+    ]  # fmt: skip
+    rows.append({"cell": "x", "ts": 99, "plt_ms": 1.0, "stats": {}})  # no timing: not counted
+    assert cost_text(rows) == (
+        "machine time 3 min for 90 loads (2.00 s per load, of which a mean PLT of 0.50 s)"
+    )
+    assert cost_text([{"cell": "x", "stats": "{}"}]) == ""

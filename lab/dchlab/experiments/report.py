@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt
 from dchlab.experiments import store
 from dchlab.experiments.analysis import latest_per_cell, unpaired
 from dchlab.experiments.campaign import Campaign, CampaignError, load_campaign
-from dchlab.experiments.summary import Summary, busy_text, exclusion_text, summarize
+from dchlab.experiments.summary import Summary, busy_text, cost_text, exclusion_text, summarize
 from dchlab.paths import repo_root
 
 log = logging.getLogger(__name__)
@@ -435,6 +435,9 @@ def section(
         f"{s.loads} measurements ({s.invalid} invalid, excluded), {s.failed} failed runs (not "
         f"measurements). {exclusion_text(s)}."
     )
+    cost = cost_text(rows)
+    if cost:
+        sec["counts"] += f" {cost[0].upper()}{cost[1:]}."
     busy = busy_text(rows)
     if busy:
         sec["counts"] += f" {busy}."

@@ -7,6 +7,7 @@ report and the terminal, plus the numbers the plots need). The statistics come f
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -99,6 +100,37 @@ def busy_text(rows: list[dict[str, Any]]) -> str:
         "was running, and CPU contention slows the agent-based schemes more than the "
         "baseline (docs/results.md)"
     )
+
+
+def cost_text(rows: list[dict[str, Any]]) -> str:
+    """What the measurements cost: the machine time (sum of each load's wall time from
+    its testbed's start to its teardown, `stats.timing.load.total`) and the mean per
+    load beside the mean PLT; empty when the rows do not record it."""
+    meas = an.latest_per_cell(rows)
+    totals, plts = [], []
+    for r in meas:
+        st = r.get("stats")
+        if isinstance(st, str):
+            try:
+                st = json.loads(st)
+            except ValueError:
+                continue
+        total = ((st or {}).get("timing") or {}).get("load", {}).get("total")
+        if isinstance(total, int | float):
+            totals.append(float(total))
+            if isinstance(r.get("plt_ms"), int | float):
+                plts.append(float(r["plt_ms"]))
+    if not totals:
+        return ""
+    minutes = sum(totals) / 60_000
+    span = f"{minutes / 60:.1f} h" if minutes >= 90 else f"{minutes:.0f} min"
+    text = (
+        f"machine time {span} for {len(totals)} loads ({sum(totals) / len(totals) / 1000:.2f} s "
+        "per load"
+    )
+    if plts:
+        text += f", of which a mean PLT of {sum(plts) / len(plts) / 1000:.2f} s"
+    return text + ")"
 
 
 def paper_value(c: Campaign, cond: str, arm: str, metric: str) -> float | None:
