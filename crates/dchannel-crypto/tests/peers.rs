@@ -709,10 +709,11 @@ fn handshake_flood_is_bounded_by_rate_limits() {
 #[test]
 fn a_device_handshakes_again_once_its_restarted_gateway_goes_silent() {
     // stale_after 1.5 s (the agent: three 500 ms probe intervals)
-    let mut limits = Limits::default();
-    limits.stale_after = Some(1_500 * MS);
     let cfg = Config {
-        limits,
+        limits: Limits {
+            stale_after: Some(1_500 * MS),
+            ..Limits::default()
+        },
         ..Config::default()
     };
     let dev_key = PrivateKey::generate();

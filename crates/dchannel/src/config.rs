@@ -69,11 +69,12 @@ fn crypto_config(probe_interval_ms: u64) -> dchannel_crypto::Config {
     let wall = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut limits = dchannel_crypto::Limits::default();
-    limits.stale_after = Some(3 * probe_interval_ms.max(1) * MS);
     dchannel_crypto::Config {
         wall_clock_at_zero: wall,
-        limits,
+        limits: dchannel_crypto::Limits {
+            stale_after: Some(3 * probe_interval_ms.max(1) * MS),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
