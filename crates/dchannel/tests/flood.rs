@@ -34,11 +34,15 @@ fn status_kib(pid: u32, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("{key} not in /proc/{pid}/status"))
 }
 
-/// UDP counters of a namespace (`Udp:` of /proc/net/snmp): (InDatagrams, RcvbufErrors).
+/// UDP counters of a namespace (`Udp:` of its snmp file; /proc/net follows the
+/// process, /proc/thread-self/net the thread that entered the namespace):
+/// (InDatagrams, RcvbufErrors).
 fn udp_counters(ns: &str) -> (u64, u64) {
-    let out = in_ns(ns, || std::fs::read_to_string("/proc/net/snmp").unwrap())
-        .join()
-        .unwrap();
+    let out = in_ns(ns, || {
+        std::fs::read_to_string("/proc/thread-self/net/snmp").unwrap()
+    })
+    .join()
+    .unwrap();
     let mut rows = out.lines().filter(|l| l.starts_with("Udp:"));
     let (names, values) = (rows.next().unwrap(), rows.next().unwrap());
     let field = |name: &str| {

@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const LEN: usize = 50 << 20;
-const PROBE_MS: u64 = 500;
 
 /// Which agent is restarted.
 #[derive(Clone, Copy, Debug)]
@@ -104,15 +103,6 @@ fn restart_during_download(who: Who) {
         Who::Client => t.route_client(),
     }
     let up_again = killed_at.elapsed();
-    // the download moves again: first bytes after the restart
-    while got.load(Ordering::Relaxed) == at_kill {
-        assert!(
-            killed_at.elapsed() < Duration::from_secs(30),
-            "no byte after the restart"
-        );
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    let resumed = killed_at.elapsed();
     let (data, worst_gap) = rx.join().unwrap();
     assert!(
         data == pattern(LEN, 11),
@@ -122,10 +112,10 @@ fn restart_during_download(who: Who) {
     let (ue, gw) = a.stop();
     let hs = &ue["crypto"]["handshakes"];
     println!(
-        "{who:?} restart: agent back after {} ms, download moving again after {} ms \
-         (longest read gap {} ms); client handshakes: {hs}; gateway answered {}",
+        "{who:?} restart: agent back after {} ms; download stalled {} ms at most (longest \
+         gap between two reads; {at_kill} of {LEN} bytes had arrived at the kill); client \
+         handshakes: {hs}; gateway answered {}",
         up_again.as_millis(),
-        resumed.as_millis(),
         worst_gap.as_millis(),
         gw["crypto"]["handshakes"]["answered"]
     );
@@ -135,14 +125,12 @@ fn restart_during_download(who: Who) {
         // the new client's first handshake
         Who::Client => assert!(hs["completed_as_initiator"].as_u64().unwrap() >= 1, "{hs}"),
     }
-    // within three probe intervals plus the handshake, the restart itself and
-    // TCP's backed-off retransmission (RTO doubling from 200 ms: up to 1.6 s
-    // more), with slack for a loaded 2-core machine
-    let bound = up_again + Duration::from_millis(3 * PROBE_MS + 1_600 + 1_500);
-    assert!(
-        resumed <= bound,
-        "resumed after {resumed:?}, bound {bound:?}"
-    );
+    // The stall: three probe intervals until the client handshakes again (gateway
+    // restart), the handshake, then TCP's next retransmission, whose timeout has
+    // doubled meanwhile (200 ms, 400, 800, 1600, ...). Without the new handshake
+    // the session would stay dead until the 120 s rekey and the download would
+    // hit its 60 s read timeout. 8 s: slack for a loaded 2-core machine.
+    assert!(worst_gap <= Duration::from_secs(8), "stalled {worst_gap:?}");
 }
 
 #[test]
