@@ -15,9 +15,10 @@
 //!
 //! * initiator: a D-SYN sent on the LLC at `t0` is unanswered at
 //!   `t0 + grace` and nothing has been heard on the LLC since `t0`;
-//! * responder: the round's D-SYN arrived on the HBC at `t` but not on the LLC
-//!   (where it is normally first) by `t + grace`, and nothing has been heard on
-//!   the LLC for `grace`;
+//! * responder: a round's D-SYN arrived on the HBC at `t` but not on the LLC
+//!   (where it is normally first) by `t + grace`, no later LLC D-SYN either, and
+//!   nothing has been heard on the LLC for `grace` (`t` is the first such round:
+//!   later rounds that miss the LLC too do not restart the clock);
 //!
 //! with `grace = 2 x max(latest, min) LLC RTT + llc_probe_slack`. Anything heard
 //! on the LLC afterwards brings it back at once. Only the LLC: taking a live HBC
@@ -107,6 +108,9 @@ pub struct RttEstimator {
     latest: [Option<Nanos>; 2],
     /// Responder: the newest D-SYN round seen per channel, (id, arrival).
     syn_seen: [Option<(u32, Nanos)>; 2],
+    /// Responder: arrival on the HBC of the first D-SYN round the LLC has not
+    /// delivered since its own last D-SYN (cleared by the next LLC D-SYN).
+    llc_missing_since: Option<Nanos>,
     /// Counters.
     pub stats: RttStats,
 }
@@ -125,6 +129,7 @@ impl RttEstimator {
             last_heard: [None, None],
             latest: [None, None],
             syn_seen: [None, None],
+            llc_missing_since: None,
             stats: RttStats::default(),
         }
     }
@@ -184,6 +189,16 @@ impl RttEstimator {
                 let newer = self.syn_seen[i].map_or(true, |(seen, _)| is_newer(id, seen));
                 if newer {
                     self.syn_seen[i] = Some((id, now));
+                }
+                let llc = self.syn_seen[Channel::Llc.index()];
+                match ch {
+                    Channel::Llc => self.llc_missing_since = None,
+                    // the LLC (normally first) has not delivered this round yet:
+                    // the silence counts from the first such round, not the latest
+                    Channel::Hbc if llc.map_or(true, |(seen, _)| is_newer(id, seen)) => {
+                        self.llc_missing_since.get_or_insert(now);
+                    }
+                    Channel::Hbc => {}
                 }
                 let q = &mut self.synack_sent[i];
                 if q.len() == MAX_OUTSTANDING {
@@ -278,7 +293,7 @@ impl RttEstimator {
 
     /// A probe round shows the LLC silent at `now` (module docs).
     fn llc_silent(&self, now: Nanos) -> bool {
-        let (llc, hbc) = (Channel::Llc.index(), Channel::Hbc.index());
+        let llc = Channel::Llc.index();
         let Some(slack) = self.cfg.llc_probe_slack else {
             return false;
         };
@@ -298,11 +313,10 @@ impl RttEstimator {
                 .find(|&&(_, t0)| t0 + grace <= now);
             return overdue.is_some_and(|&(_, t0)| heard.map_or(true, |h| h < t0));
         }
-        let Some((round, t)) = self.syn_seen[hbc] else {
+        let Some(since) = self.llc_missing_since else {
             return false;
         };
-        let missing = self.syn_seen[llc].map_or(true, |(seen, _)| is_newer(round, seen));
-        missing && t + grace <= now && heard.map_or(true, |h| h + grace <= now)
+        since + grace <= now && heard.map_or(true, |h| h + grace <= now)
     }
 }
 
@@ -466,9 +480,13 @@ mod tests {
         assert!(g.alive(Channel::Llc, 572 * MS));
         assert!(!g.alive(Channel::Llc, 573 * MS));
         assert!(g.alive(Channel::Hbc, 573 * MS));
-        // round 3 reaches it on the LLC: back
-        round(&mut c, &mut g, 1000 * MS, [22 * MS, 6 * MS]);
-        assert!(g.alive(Channel::Llc, 1003 * MS));
+        // round 3 misses the LLC too: still down right after its HBC D-SYN (the
+        // silence counts from round 2, a new round does not restart the clock)
+        round_llc_lost(&mut c, &mut g, 1000 * MS, 22 * MS);
+        assert!(!g.alive(Channel::Llc, 1012 * MS));
+        // round 4 reaches it on the LLC: back
+        round(&mut c, &mut g, 1500 * MS, [22 * MS, 6 * MS]);
+        assert!(g.alive(Channel::Llc, 1503 * MS));
     }
 
     #[test]
