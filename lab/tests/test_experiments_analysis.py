@@ -161,3 +161,52 @@ def test_unpaired_offsets_are_detected():
         row("dchannel", "b", 0, 90.0, trace_offset_ms=8.0),
     ]
     assert unpaired(rows) == ["c|b|t0: [7.0, 8.0]"]
+
+
+def test_better_single_network_by_hand():
+    """IANS' comparison: per scenario the single network with the lower mean is the
+    baseline; per page the improvement in %, then the median over pages."""
+    from dchlab.experiments.analysis import better_single_gains
+
+    rows = []
+    # scenario s1: llc-only means 1000, hbc-only 800 -> hbc-only is the better single
+    for page, (llc, hbc, ians) in {
+        "p1": (1000, 800, 600),  # +25%
+        "p2": (1000, 800, 720),  # +10%
+        "p3": (1000, 800, 880),  # -10%
+    }.items():
+        rows += [row("all-llc", page, 0, llc, cond="s1"), row("all-hbc", page, 0, hbc, cond="s1"),
+                 row("ians", page, 0, ians, cond="s1")]  # fmt: skip
+    # scenario s2: the LLC network is better; an invalid ians load is left out
+    rows += [row("all-llc", "p1", 0, 500, cond="s2"), row("all-hbc", "p1", 0, 900, cond="s2"),
+             row("ians", "p1", 0, 400, cond="s2"), row("all-llc", "p2", 0, 500, cond="s2"),
+             row("all-hbc", "p2", 0, 900, cond="s2"), row("ians", "p2", 0, 1, valid=False,
+             cond="s2")]  # fmt: skip
+    g = better_single_gains(rows, ["all-llc", "all-hbc"])
+    s1, s2 = g[("s1", "ians")], g[("s2", "ians")]
+    assert s1.better == "all-hbc" and s1.pages == 3
+    assert s1.improvement_pct.mean == pytest.approx(10.0)  # median of 25, 10, -10
+    assert s1.singles_mean == {"all-llc": 1000.0, "all-hbc": 800.0}
+    assert s2.better == "all-llc" and s2.pages == 1
+    assert s2.improvement_pct.mean == pytest.approx(20.0)  # (500 - 400) / 500
+    assert ("s1", "all-hbc") not in g  # the singles are baselines, not rows
+
+
+def test_heatmap_campaign_summarizes_and_plots(tmp_path):
+    from dchlab.experiments.campaign import load_campaign
+    from dchlab.experiments.report import plot_heatmap
+    from dchlab.experiments.summary import summarize
+    from dchlab.paths import repo_root
+
+    c = load_campaign(repo_root() / "experiments" / "ians.yaml", check_channels=False)
+    rows = []
+    for cond in c.conditions[:3]:
+        for page in ("p1", "p2"):
+            for arm, v in (("all-llc", 900), ("all-hbc", 1000), ("ians", 800), ("mptcp", 950)):
+                rows.append(row(arm, page, 0, v, cond=cond.name, atf_ms=v / 2))
+    s = summarize(c, rows)
+    atf, plt = s.tables
+    assert len(atf.rows) == len(plt.rows) == 3 * 2  # 3 scenarios x (ians, mptcp)
+    assert atf.rows[0][3] == "all-llc" and atf.rows[0][5].startswith("11.1%")
+    png = plot_heatmap(s)
+    assert png and len(png) > 1000

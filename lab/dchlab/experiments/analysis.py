@@ -87,6 +87,23 @@ def bootstrap_mean(
     return CI(mean, float(lo), float(hi), int(x.size))
 
 
+def bootstrap_median(
+    values: Sequence[float], n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED
+) -> CI:
+    """Median (in CI.mean) with a 95% percentile-bootstrap interval."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if x.size == 0:
+        return NAN_CI
+    med = float(np.median(x))
+    if x.size == 1:
+        return CI(med, med, med, 1)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(n_boot, x.size))
+    meds = np.median(x[idx], axis=1)
+    lo, hi = np.percentile(meds, [2.5, 97.5])
+    return CI(med, float(lo), float(hi), int(x.size))
+
+
 # ---------------------------------------------------------------- row handling
 
 
@@ -327,3 +344,64 @@ def unpaired(rows: Iterable[dict[str, Any]]) -> list[str]:
         if off is not None:
             offsets[(condition_of(r), item_of(r), int(r.get("trial") or 0))].add(float(off))
     return [f"{c}|{i}|t{t}: {sorted(v)}" for (c, i, t), v in sorted(offsets.items()) if len(v) > 1]
+
+
+@dataclass(frozen=True)
+class BetterSingleGain:
+    """A scheme against the better of the single networks under one condition (IANS'
+    comparison): the single arm with the lower mean metric is the baseline."""
+
+    condition: str
+    arm: str
+    better: str  # the single arm with the lower mean metric here
+    singles_mean: dict[str, float]  # mean metric of each single arm
+    improvement_pct: CI  # median over pages of (better - arm) / better, %
+    pages: int
+
+
+def better_single_gains(
+    rows: Iterable[dict[str, Any]],
+    singles: Sequence[str],
+    metric: str = "plt_ms",
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+) -> dict[tuple[str, str], BetterSingleGain]:
+    """Every other scheme against the better single network, per condition: per page
+    the mean over paired trials of (better - arm) / better in %, then the median over
+    pages with a bootstrap CI (IANS reports medians)."""
+    rows = latest_per_cell(rows)
+    table: dict[str, dict[str, dict[str, dict[int, float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(dict))
+    )
+    for r in rows:
+        if is_valid(r, metric):
+            v = float(r[metric])
+            table[condition_of(r)][arm_of(r)][item_of(r)][int(r.get("trial") or 0)] = v
+    out: dict[tuple[str, str], BetterSingleGain] = {}
+    for cond, arms in table.items():
+        means_of = {
+            a: float(np.mean([v for t in arms[a].values() for v in t.values()]))
+            for a in singles
+            if arms.get(a)
+        }
+        if not means_of:
+            continue
+        better = min(means_of, key=lambda a: means_of[a])
+        base = arms[better]
+        for arm, items in arms.items():
+            if arm in singles:
+                continue
+            per_page = []
+            for item, trials in items.items():
+                pct = [
+                    (base[item][t] - v) / base[item][t] * 100
+                    for t, v in trials.items()
+                    if t in base.get(item, {}) and base[item][t] > 0
+                ]
+                if pct:
+                    per_page.append(float(np.mean(pct)))
+            out[(cond, arm)] = BetterSingleGain(
+                cond, arm, better, means_of,
+                bootstrap_median(per_page, n_boot, seed), len(per_page),
+            )  # fmt: skip
+    return out

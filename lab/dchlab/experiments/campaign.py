@@ -25,7 +25,9 @@ from dchlab.errors import UserError
 from dchlab.pages.cdn import CdnSpec, CdnSpecError, parse_spec
 
 WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app", "session")
-ANALYSIS_KINDS = ("gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error", "app")
+ANALYSIS_KINDS = (
+    "gain", "plt", "phases", "sweep", "bulk", "reorder", "reward-error", "app", "heatmap",
+)  # fmt: skip
 
 _TOP_KEYS = {
     "name",
@@ -489,7 +491,7 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
     analysis = v.mapping(d.get("analysis", {"kind": "gain"}), "analysis")
     v.unknown(
         analysis,
-        {"kind", "baseline", "metric", "metrics", "best_of", "stats", "stat", "ideal"},
+        {"kind", "baseline", "metric", "metrics", "best_of", "stats", "stat", "ideal", "singles"},
         "analysis",
     )
     akind = analysis.get("kind", "gain")
@@ -504,6 +506,23 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
             raise v.err(
                 f"analysis.best_of.{blabel}", f"expected a list of scheme labels of {labels}"
             )
+    singles = analysis.get("singles", [])
+    if akind == "heatmap":
+        if (
+            not isinstance(singles, list)
+            or len(singles) < 1
+            or any(m not in labels for m in singles)
+        ):
+            raise v.err(
+                "analysis.singles",
+                f"expected a list of the single-network schemes (labels of {labels}), got {singles!r}",
+            )
+        for i, cond in enumerate(conditions):
+            if not {"a", "b"} <= set(cond.x):
+                raise v.err(
+                    f"conditions[{i}].x",
+                    "a heatmap needs x: {a: <network A>, b: <network B>} (its row and column)",
+                )
     _check_paper(v, paper, cnames, labels + list(best_of))
     quick = v.mapping(d.get("quick", {}), "quick")
     v.unknown(

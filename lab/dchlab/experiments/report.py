@@ -24,6 +24,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 
 from dchlab.experiments import store
 from dchlab.experiments.analysis import latest_per_cell, unpaired
@@ -241,6 +242,40 @@ def plot_cdf(s: Summary) -> str | None:
     return _png(fig)
 
 
+def plot_heatmap(s: Summary) -> str | None:
+    """One heatmap per (metric, scheme): rows network A, columns network B, colour the
+    median improvement over the better single network (annotated; blank: not run)."""
+    cells_by_metric = s.plot.get("cells") or {}
+    panels = [
+        (m, arm)
+        for m, cells in cells_by_metric.items()
+        for arm in dict.fromkeys(k[2] for k in cells)
+    ]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.2), squeeze=False)
+    for ax, (m, arm) in zip(axes[0], panels, strict=True):
+        cells = {k[:2]: g for k, g in cells_by_metric[m].items() if k[2] == arm}
+        rows_a = list(dict.fromkeys(k[0] for k in cells))
+        cols_b = list(dict.fromkeys(k[1] for k in cells))
+        grid = np.full((len(rows_a), len(cols_b)), np.nan)
+        for (a, b), g in cells.items():
+            grid[rows_a.index(a), cols_b.index(b)] = g.improvement_pct.mean
+        lim = max(5.0, float(np.nanmax(np.abs(grid)))) if np.isfinite(grid).any() else 5.0
+        im = ax.imshow(grid, cmap="RdYlGn", vmin=-lim, vmax=lim, aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(cols_b)), cols_b, rotation=60, fontsize=6)
+        ax.set_yticks(range(len(rows_a)), rows_a, fontsize=6)
+        ax.set_xlabel("network B (HBC)")
+        ax.set_ylabel("network A (LLC)")
+        ax.set_title(f"{arm}: {m}", fontsize=9)
+        fig.colorbar(im, ax=ax, shrink=0.7, label="% vs better single")
+    fig.suptitle(f"{s.campaign.name}: median improvement over the better single network")
+    return _png(fig)
+
+
 _PLOTTERS = {
     "gain": plot_gain_bars,
     "reorder": plot_gain_bars,
@@ -250,6 +285,7 @@ _PLOTTERS = {
     "bulk": plot_bulk,
     "reward-error": plot_cdf,
     "app": plot_gain_bars,
+    "heatmap": plot_heatmap,
 }
 
 

@@ -412,7 +412,42 @@ def summarize(
             )
         s.tables.append(t)
         s.plot["samples"] = samples
+    elif kind == "heatmap":
+        metrics = list(c.analysis.get("metrics") or [metric])
+        s.plot["metrics"] = metrics
+        for m in metrics:
+            t, by_cell = _better_single_table(c, rows, m)
+            s.tables.append(t)
+            s.plot.setdefault("cells", {})[m] = by_cell
     return s
+
+
+def _better_single_table(
+    c: Campaign, rows: list[dict[str, Any]], metric: str
+) -> tuple[Table, dict[tuple[str, str, str], an.BetterSingleGain]]:
+    """IANS' comparison: each scheme against the better single network of its
+    scenario (`analysis.singles`), median improvement over pages with a 95% CI.
+    Returns the table and {(network A, network B, scheme): gain} for the heatmap."""
+    singles = list(c.analysis.get("singles") or [])
+    gains = an.better_single_gains(rows, singles, metric=metric)
+    t = Table(
+        f"{metric}: median improvement over the better single network (positive = faster; "
+        "95% bootstrap CI over pages)",
+        ["scenario", "network A (LLC)", "network B (HBC)", "better single", "scheme",
+         "improvement % [CI]", "pages"],
+    )  # fmt: skip
+    cells: dict[tuple[str, str, str], an.BetterSingleGain] = {}
+    for cond in c.conditions:
+        a, b = str(cond.x.get("a", cond.llc)), str(cond.x.get("b", cond.hbc))
+        for sch in c.schemes:
+            g = gains.get((cond.name, sch.label))
+            if g is None:
+                continue
+            cells[(a, b, sch.label)] = g
+            t.rows.append(
+                [cond.name, a, b, g.better, sch.label, g.improvement_pct.fmt(1, "%"), str(g.pages)]
+            )
+    return t, cells
 
 
 def _plt_table(c: Campaign, rows: list[dict[str, Any]], metric: str) -> Table:
