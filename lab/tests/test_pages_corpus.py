@@ -422,3 +422,21 @@ def test_synthetic_specs_parse_in_one_place() -> None:
             parse_synthetic(bad)
     with pytest.raises(CorpusError, match=r"synthetic\[:SEED\[:SITES\]\]"):
         parse_synthetic("synthetic:1:x", unit="SITES")
+
+
+def test_named_warc_corpus_comes_from_its_folder(tmp_path, monkeypatch) -> None:
+    import pytest
+
+    from dchlab.pages import CorpusError, open_corpus
+    from dchlab.pages.named import NAMES, source
+
+    assert "warc" in NAMES
+    monkeypatch.setenv("DCH_CORPUS_WARC", str(tmp_path / "nowhere"))
+    assert source("warc") == tmp_path / "nowhere"
+    with pytest.raises(CorpusError, match="DCH_CORPUS_WARC"):
+        open_corpus("warc")
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setenv("DCH_CORPUS_WARC", str(tmp_path / "empty"))
+    monkeypatch.setenv("DCH_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(CorpusError, match=r"no \*\.warc"):
+        open_corpus("warc")

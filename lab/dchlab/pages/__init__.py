@@ -29,12 +29,13 @@ def parse_synthetic(spec: str, unit: str = "PAGES") -> tuple[int, int] | None:
 
 def open_corpus(spec: str) -> Corpus:
     """A corpus by name: a corpus directory, `synthetic[:SEED[:PAGES]]` (built-in,
-    generated once into the cache), or `tp5n` (real saved pages: $DCH_CORPUS_TP5N or
-    ../shared/data/pages/tp5n, imported once into the cache; dchlab.pages.named)."""
-    if spec == "tp5n":
-        from dchlab.pages.named import open_tp5n
+    generated once into the cache), `tp5n` (real saved pages: $DCH_CORPUS_TP5N or
+    ../shared/data/pages/tp5n) or `warc` (real WARC captures: $DCH_CORPUS_WARC or
+    ../shared/data/pages/warc), imported once into the cache (dchlab.pages.named)."""
+    from dchlab.pages.named import NAMES, open_named
 
-        return open_tp5n()
+    if spec in NAMES:
+        return open_named(spec)
     synthetic = parse_synthetic(spec)
     if synthetic is not None:
         from dchlab.pages.generator import cached

@@ -1,10 +1,12 @@
-"""Named real-page corpora: `tp5n` resolves to a saved-page tree, imported once.
+"""Named real-page corpora, imported once: `tp5n` (a saved-page tree) and `warc` (a
+folder of WARC captures, one page each).
 
-Campaigns say `corpus: tp5n`; the name means `$DCH_CORPUS_TP5N` when set, else
-`../shared/data/pages/tp5n` beside the repository (`dchlab.paths.shared_data`). The
-path may be a saved-page tree (tp5n layout, imported here) or an already imported
-corpus directory (used as it is). A tree is imported once into
-`.cache/corpora/tp5n-<fingerprint>/`: the fingerprint covers every file's path, size
+Campaigns say `corpus: tp5n` or `corpus: warc`; the name means `$DCH_CORPUS_TP5N` /
+`$DCH_CORPUS_WARC` when set, else `../shared/data/pages/tp5n` / `.../warc` beside the
+repository (`dchlab.paths.shared_data`). The path may be the source (a tp5n tree; a
+folder of `*.warc` / `*.warc.gz`, imported here) or an already imported corpus
+directory (used as it is). A source is imported once into
+`.cache/corpora/<name>-<fingerprint>/`: the fingerprint covers every file's path, size
 and mtime and `IMPORT_VERSION`, so an edited tree (or an importer whose output changed
 and says so) gives a fresh import and an unchanged one is reused. After the import, when this process can (root,
 Chromium, webreplay), every page is probed once (`dch corpus probe`), so the corpus
@@ -26,23 +28,31 @@ from dchlab.paths import cache_dir, shared_data
 log = logging.getLogger(__name__)
 
 TP5N_ENV = "DCH_CORPUS_TP5N"
-NAMES = ("tp5n",)
+WARC_ENV = "DCH_CORPUS_WARC"
+NAMES = ("tp5n", "warc")
+_ENV = {"tp5n": TP5N_ENV, "warc": WARC_ENV}
 # Bump when the importer's output changes (skips, URL mapping, manifest fields): cached
 # imports made by older code are then redone. (Not a hash of the code: a comment edit
 # should not cost a 3-minute import and probe.)
 IMPORT_VERSION = 3
 
 
-def tp5n_source() -> Path:
-    env = os.environ.get(TP5N_ENV)
+def source(name: str) -> Path:
+    """Where the named corpus comes from: its environment variable, else
+    ../shared/data/pages/<name>."""
+    env = os.environ.get(_ENV[name])
     if env:
         return Path(env)
     data = shared_data()
     if data is not None:
-        return data / "pages" / "tp5n"
+        return data / "pages" / name
     from dchlab.paths import repo_root
 
-    return repo_root().parent / "shared" / "data" / "pages" / "tp5n"
+    return repo_root().parent / "shared" / "data" / "pages" / name
+
+
+def tp5n_source() -> Path:
+    return source("tp5n")
 
 
 def fingerprint(src: Path) -> str:
@@ -75,36 +85,60 @@ def _probe_possible() -> str | None:
     return None
 
 
+_WHAT = {
+    "tp5n": "saved-page tree (<site>/<host>/<path>, as `dch corpus import-tp5n` takes)",
+    "warc": "folder of WARC captures (*.warc, *.warc.gz; one page each, as `dch corpus "
+    "import-warc` takes)",
+}
+
+
 def open_tp5n() -> Corpus:
-    src = tp5n_source()
+    return open_named("tp5n")
+
+
+def open_named(name: str) -> Corpus:
+    """The named corpus (NAMES), imported and probed on first use."""
+    src = source(name)
     if not src.is_dir():
         raise CorpusError(
-            f"no tp5n saved-page tree at {src}. Put the tp5n pages there "
-            f"(../shared/data/pages/tp5n beside the repository) or set {TP5N_ENV} to a "
-            "saved-page tree (<site>/<host>/<path>, as `dch corpus import-tp5n` takes) or "
-            "to an imported corpus directory; or use `corpus: synthetic` in the campaign"
+            f"no {name} corpus at {src}. Put the pages there (../shared/data/pages/{name} "
+            f"beside the repository) or set {_ENV[name]} to a {_WHAT[name]} or to an "
+            "imported corpus directory; or use `corpus: synthetic` in the campaign"
         )
     if (src / "manifest.json").is_file():
         return load(src)
     root = cache_dir() / "corpora"
     root.mkdir(parents=True, exist_ok=True)
-    dest = root / f"tp5n-{fingerprint(src)[:16]}"
+    dest = root / f"{name}-{fingerprint(src)[:16]}"
     # One importer at a time (a campaign's workers may all ask at once); the others wait
     # and then find the finished import.
-    with open(root / "tp5n.lock", "w") as lock:
+    with open(root / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (dest / ".complete").is_file():
             return load(dest)
-        _import(src, dest)
+        _import(name, src, dest)
         return load(dest)
 
 
-def _import(src: Path, dest: Path) -> None:
+def _import_source(name: str, src: Path, tmp: Path) -> Corpus:
+    if name == "warc":
+        from dchlab.pages.warc import import_warc
+
+        files = sorted(p for p in src.iterdir() if p.name.endswith((".warc", ".warc.gz")))
+        if not files:
+            raise CorpusError(f"{src}: no *.warc or *.warc.gz file to import")
+        corpus, _ = import_warc(files, tmp, name="warc")
+        return corpus
     from dchlab.pages.tp5n import import_tp5n
 
-    tmp = dest.with_name(dest.name + ".tmp")
-    log.warning("importing %s into %s (once; reused until the tree changes)", src, dest)
     corpus, _ = import_tp5n(src, tmp)
+    return corpus
+
+
+def _import(name: str, src: Path, dest: Path) -> None:
+    tmp = dest.with_name(dest.name + ".tmp")
+    log.warning("importing %s into %s (once; reused until the source changes)", src, dest)
+    corpus = _import_source(name, src, tmp)
     why = _probe_possible()
     if why is None:
         from dchlab.commands.corpus import probe_corpus
@@ -126,6 +160,6 @@ def _import(src: Path, dest: Path) -> None:
         shutil.rmtree(dest)
     tmp.replace(dest)
     # Earlier imports of the same name are stale now (the tree or the importer changed).
-    for old in dest.parent.glob("tp5n-*"):
+    for old in dest.parent.glob(f"{name}-*"):
         if old != dest and old.is_dir():
             shutil.rmtree(old, ignore_errors=True)
