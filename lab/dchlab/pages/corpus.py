@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +139,18 @@ class CorpusWriter:
         self.pages: list[Page] = []
         self.objects: dict[str, Object] = {}
         self.duplicates = 0
+
+    @classmethod
+    def for_captures(
+        cls, kind: str, files: list[Path], dest: Path, name: str | None = None
+    ) -> CorpusWriter:
+        """A writer that replaces `dest` with a corpus made from capture `files` (HAR,
+        WARC, ...): named `name` or `<kind>-<number of files>`."""
+        dest = Path(dest)
+        if dest.exists():
+            shutil.rmtree(dest)
+        src = Path(files[0]).parent if files else Path(".")
+        return cls(dest, name or f"{kind}-{len(files)}", f"{kind} import of {src}")
 
     def add_origin(self, host: str, alpn: list[str] | None = None) -> None:
         host = host.lower()

@@ -14,7 +14,6 @@ import base64
 import json
 import logging
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +68,7 @@ def import_har(
 ) -> tuple[Corpus, dict[str, int]]:
     """Import HAR files into `dest` (replaced). Returns missing per page."""
     files = [Path(f) for f in files]
-    dest = Path(dest)
-    if dest.exists():
-        shutil.rmtree(dest)
-    w = CorpusWriter(
-        dest, name or f"har-{len(files)}", f"har import of {files[0].parent if files else '.'}"
-    )
+    w = CorpusWriter.for_captures("har", files, dest, name)
     missing: dict[str, int] = {}
     for path in files:
         try:

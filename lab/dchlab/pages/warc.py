@@ -11,7 +11,6 @@ or CSS references but the capture lacks are counted per page as `missing`.
 from __future__ import annotations
 
 import logging
-import shutil
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -172,11 +171,7 @@ def import_warc(
 ) -> tuple[Corpus, dict[str, int]]:
     """Import WARC files (a page each) into `dest` (replaced). Returns missing per page."""
     files = [Path(f) for f in files]
-    dest = Path(dest)
-    if dest.exists():
-        shutil.rmtree(dest)
-    src = files[0].parent if files else Path(".")
-    w = CorpusWriter(dest, name or f"warc-{len(files)}", f"warc import of {src}")
+    w = CorpusWriter.for_captures("warc", files, dest, name)
     missing: dict[str, int] = {}
     for path in files:
         page = path.name.split(".")[0].lower()
