@@ -70,38 +70,34 @@ class Gain:
     ideal_share: float | None = None  # gain_ms / ideal's gain_ms
 
 
+def _bootstrap(values: Sequence[float], stat: str, n_boot: int, seed: int) -> CI:
+    """`stat` ("mean" or "median") of the values with a 95% percentile-bootstrap
+    interval (resampling the values); NaN and None are left out."""
+    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
+    if x.size == 0:
+        return NAN_CI
+    point = float(x.mean() if stat == "mean" else np.median(x))
+    if x.size == 1:
+        return CI(point, point, point, 1)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, x.size, size=(n_boot, x.size))
+    resampled = x[idx].mean(axis=1) if stat == "mean" else np.median(x[idx], axis=1)
+    lo, hi = np.percentile(resampled, [2.5, 97.5])
+    return CI(point, float(lo), float(hi), int(x.size))
+
+
 def bootstrap_mean(
     values: Sequence[float], n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED
 ) -> CI:
     """Mean with a 95% percentile-bootstrap interval (resampling the values)."""
-    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if x.size == 0:
-        return NAN_CI
-    mean = float(x.mean())
-    if x.size == 1:
-        return CI(mean, mean, mean, 1)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(n_boot, x.size))
-    means = x[idx].mean(axis=1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
-    return CI(mean, float(lo), float(hi), int(x.size))
+    return _bootstrap(values, "mean", n_boot, seed)
 
 
 def bootstrap_median(
     values: Sequence[float], n_boot: int = DEFAULT_BOOT, seed: int = DEFAULT_SEED
 ) -> CI:
     """Median (in CI.mean) with a 95% percentile-bootstrap interval."""
-    x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
-    if x.size == 0:
-        return NAN_CI
-    med = float(np.median(x))
-    if x.size == 1:
-        return CI(med, med, med, 1)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(n_boot, x.size))
-    meds = np.median(x[idx], axis=1)
-    lo, hi = np.percentile(meds, [2.5, 97.5])
-    return CI(med, float(lo), float(hi), int(x.size))
+    return _bootstrap(values, "median", n_boot, seed)
 
 
 # ---------------------------------------------------------------- row handling
