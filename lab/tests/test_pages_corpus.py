@@ -440,3 +440,22 @@ def test_named_warc_corpus_comes_from_its_folder(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("DCH_CACHE", str(tmp_path / "cache"))
     with pytest.raises(CorpusError, match=r"no \*\.warc"):
         open_corpus("warc")
+
+
+def test_named_fingerprint_follows_content_not_mtime(tmp_path):
+    """A tree copied afresh (same bytes, new mtimes) keeps its import; an edit does not."""
+    import os
+
+    from dchlab.pages.named import fingerprint
+
+    page = tmp_path / "site.com" / "www.site.com"
+    page.mkdir(parents=True)
+    (page / "index.html").write_text("<html>a</html>")
+    before = fingerprint(tmp_path)
+    os.utime(page / "index.html", (1_000_000, 1_000_000))
+    assert fingerprint(tmp_path) == before
+    (page / "index.html").write_text("<html>b</html>")  # same size, other bytes
+    assert fingerprint(tmp_path) != before
+    (page / "index.html").write_text("<html>a</html>")
+    (page / "extra.css").write_text("")
+    assert fingerprint(tmp_path) != before

@@ -6,9 +6,10 @@ Campaigns say `corpus: tp5n` or `corpus: warc`; the name means `$DCH_CORPUS_TP5N
 repository (`dchlab.paths.shared_data`). The path may be the source (a tp5n tree; a
 folder of `*.warc` / `*.warc.gz`, imported here) or an already imported corpus
 directory (used as it is). A source is imported once into
-`.cache/corpora/<name>-<fingerprint>/`: the fingerprint covers every file's path, size
-and mtime and `IMPORT_VERSION`, so an edited tree (or an importer whose output changed
-and says so) gives a fresh import and an unchanged one is reused. After the import, when this process can (root,
+`.cache/corpora/<name>-<fingerprint>/`: the fingerprint covers every file's path and
+content and `IMPORT_VERSION`, so an edited tree (or an importer whose output changed
+and says so) gives a fresh import and an unchanged one is reused — also when the tree
+was copied afresh (new mtimes: a new machine, a re-provisioned ../shared). After the import, when this process can (root,
 Chromium, webreplay), every page is probed once (`dch corpus probe`), so the corpus
 records the requests a real Chromium fails and loads failing only those are valid.
 """
@@ -56,18 +57,23 @@ def tp5n_source() -> Path:
 
 
 def fingerprint(src: Path) -> str:
-    """sha256 over every file's relative path, size and mtime, and IMPORT_VERSION."""
+    """sha256 over every file's relative path and content, and IMPORT_VERSION.
+
+    Content, not mtime: a page set copied afresh (same bytes, new mtimes) must reuse its
+    import and probe (a probe costs minutes). Hashing is cheap beside that: tp5n's 68 MB
+    take ~0.2 s."""
     h = hashlib.sha256(f"{FORMAT} import v{IMPORT_VERSION}\n".encode())
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames.sort()
         for f in sorted(filenames):
             p = Path(dirpath) / f
             try:
-                st = p.stat()
+                with open(p, "rb") as fh:
+                    digest = hashlib.file_digest(fh, "sha256").digest()
             except OSError:
-                continue  # a broken link: the importer skips it too
+                continue  # a broken link or unreadable file: the importer skips it too
             rel = os.fsencode(p.relative_to(src))
-            h.update(rel + b"\0" + f"{st.st_size}:{st.st_mtime_ns}".encode() + b"\0")
+            h.update(rel + b"\0" + digest)
     return h.hexdigest()
 
 
