@@ -89,6 +89,8 @@ pub struct RttStats {
     pub samples: [u64; 2],
     /// Answers for probes we do not remember (late, duplicated or forged).
     pub unmatched: [u64; 2],
+    /// Wake probes received (never answered; see [`ProbeKind::Wake`]).
+    pub wakes: [u64; 2],
 }
 
 /// One end's probe state machine and RTT filter for one peer (see the module docs).
@@ -235,6 +237,10 @@ impl RttEstimator {
                     Some(t1) => self.sample(now, ch, now.saturating_sub(t1)),
                     None => self.stats.unmatched[i] += 1,
                 }
+                None
+            }
+            ProbeKind::Wake => {
+                self.stats.wakes[i] += 1;
                 None
             }
         }

@@ -54,6 +54,11 @@ pub enum ProbeKind {
     DSynAck = 2,
     /// The initiator's answer to the D-SYN-ACK: the responder samples the RTT.
     DAck = 3,
+    /// One-way and never answered: sent by the client on the HBC only to wake
+    /// the device's HBC radio from its sleep cycle (DRX) before a reply comes
+    /// back on it (the `prewarm` policy). The receiver counts it as traffic
+    /// heard on the channel and nothing else.
+    Wake = 4,
 }
 
 impl ProbeKind {
@@ -62,6 +67,7 @@ impl ProbeKind {
             1 => Some(ProbeKind::DSyn),
             2 => Some(ProbeKind::DSynAck),
             3 => Some(ProbeKind::DAck),
+            4 => Some(ProbeKind::Wake),
             _ => None,
         }
     }

@@ -68,6 +68,7 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
     let headroom = tx.headroom();
     let mut buf = vec![0u8; headroom + 65536 + tx.tailroom()];
     let read_max = buf.len() - headroom - tx.tailroom();
+    let mut wake_buf = vec![0u8; tx.wake_buf_len()];
     let one_peer = tx.shared().peers().len() == 1;
     loop {
         // SAFETY: reading into our own buffer past the header space.
@@ -97,6 +98,14 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
                     Err(e) => {
                         io.stats.bad(Malformed::SendError);
                         tracing::debug!("send on {} to {} failed: {e}", t.channel, t.destination);
+                    }
+                }
+                if let Some(w) = tx.poll_wake(now, &mut wake_buf) {
+                    // `prewarm`: a one-way probe on the HBC wakes the device's radio
+                    // before the reply to this LLC packet comes down the HBC.
+                    match io.socks[w.channel.index()].send_to(&wake_buf[..w.len], w.destination) {
+                        Ok(_) => _ = io.stats.chan(w.channel).wake_tx.fetch_add(1, Relaxed),
+                        Err(_) => io.stats.bad(Malformed::SendError),
                     }
                 }
             }

@@ -67,7 +67,8 @@ pub struct Common {
     #[arg(long)]
     pub tun_addr: String,
     /// Steering policy: dchannel, dchannel:alpha=A, all-hbc, all-llc, pkt-size:N,
-    /// pkt-control, pkt-uplink, pkt-state, asap.
+    /// pkt-control, pkt-uplink, pkt-state, asap, prewarm[:alpha=A,gap_ms=G]
+    /// (dchannel, and the client wakes the HBC radio beside LLC packets).
     #[arg(long, default_value = "dchannel")]
     pub policy: String,
     /// Alpha of the dchannel policy when SPEC does not give one (NSDI'23 Algorithm 1).

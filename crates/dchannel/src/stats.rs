@@ -113,7 +113,10 @@ pub struct ChannelCounters {
     /// Data datagrams sent / their UDP payload bytes (header + inner packet).
     pub tx_pkts: AtomicU64,
     pub tx_bytes: AtomicU64,
-    _pad: [u64; 14],
+    /// Wake probes sent beside data (`prewarm`: to wake the device's HBC
+    /// radio), by the send thread; not in the data or probe counters.
+    pub wake_tx: AtomicU64,
+    _pad: [u64; 13],
     /// Data datagrams received and accepted.
     pub rx_pkts: AtomicU64,
     pub rx_bytes: AtomicU64,
@@ -234,6 +237,7 @@ impl Stats {
                     "rx_bytes": c.rx_bytes.load(Relaxed),
                     "probe_tx": c.probe_tx.load(Relaxed),
                     "probe_rx": c.probe_rx.load(Relaxed),
+                    "wake_tx": c.wake_tx.load(Relaxed),
                     "control_tx": c.control_tx.load(Relaxed),
                     "control_rx": c.control_rx.load(Relaxed),
                 }),

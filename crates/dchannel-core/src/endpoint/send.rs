@@ -9,10 +9,10 @@
 //! never copied: the driver reads it at `buf[tx.headroom()..]` and sends
 //! `buf[..len]`. Nothing is allocated per packet.
 
-use super::{Config, DatagramAuth, DropReason, Shared, Timer, TimerTable};
+use super::{Config, DatagramAuth, DropReason, ProbeTransmit, Shared, Timer, TimerTable};
 use crate::policy::{Outcome, Policy};
 use crate::steer::{Steered, Steerer};
-use crate::wire::{channel_flags, Header, MsgType, HEADER_LEN};
+use crate::wire::{self, channel_flags, Header, MsgType, ProbeKind, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -51,6 +51,10 @@ pub struct SendHalf<A> {
     auth: A,
     timers: TimerTable,
     flow_expiry_period: Nanos,
+    /// The peer whose HBC the last packet's decision asked to wake (`prewarm`).
+    pending_wake: Option<usize>,
+    /// Wake probes sealed for sending.
+    wakes: u64,
 }
 
 impl<A: DatagramAuth> SendHalf<A> {
@@ -87,6 +91,8 @@ impl<A: DatagramAuth> SendHalf<A> {
             auth,
             timers,
             flow_expiry_period: cfg.flow_expiry_period,
+            pending_wake: None,
+            wakes: 0,
         }
     }
 
@@ -122,6 +128,9 @@ impl<A: DatagramAuth> SendHalf<A> {
         }
         let steered = p.steerer.steer(now, pkt, &view);
         let channel = steered.channel;
+        if steered.decision.wake_hbc && channel == Channel::Llc && p.endpoints[Channel::Hbc.index()].is_some() {
+            self.pending_wake = Some(peer);
+        }
         let destination = p.endpoints[channel.index()].expect("fallback picks a reachable channel");
         let header = Header {
             msg_type: MsgType::Data,
@@ -140,6 +149,41 @@ impl<A: DatagramAuth> SendHalf<A> {
             len,
             steered,
         })
+    }
+
+    /// The wake datagram the last [`handle_tun`](Self::handle_tun) asked for,
+    /// written into `buf` (at least [`wake_buf_len`](Self::wake_buf_len)
+    /// bytes): a [`ProbeKind::Wake`] on the HBC to the same peer. Call after
+    /// every `handle_tun` and send it too; `None` when none is due or it cannot
+    /// be sealed (no session yet).
+    pub fn poll_wake(&mut self, now: Nanos, buf: &mut [u8]) -> Option<ProbeTransmit> {
+        let peer = self.pending_wake.take()?;
+        let destination = self.peers[peer].endpoints[Channel::Hbc.index()]?;
+        let body_at = self.auth.headroom() + HEADER_LEN;
+        wire::encode_probe_body(&mut buf[body_at..], ProbeKind::Wake, Channel::Hbc);
+        let header = wire::probe_header(0, Channel::Hbc);
+        let len = self
+            .auth
+            .seal(now, peer, Channel::Hbc, header, buf, PROBE_BODY_LEN)
+            .ok()?;
+        self.wakes += 1;
+        Some(ProbeTransmit {
+            peer,
+            channel: Channel::Hbc,
+            destination,
+            len,
+            control: false,
+        })
+    }
+
+    /// Bytes of a buffer for [`poll_wake`](Self::poll_wake).
+    pub fn wake_buf_len(&self) -> usize {
+        self.headroom() + PROBE_BODY_LEN + self.tailroom()
+    }
+
+    /// Wake datagrams produced by [`poll_wake`](Self::poll_wake) so far.
+    pub fn wakes(&self) -> u64 {
+        self.wakes
     }
 
     /// Bytes a buffer needs in front of the inner packet: the

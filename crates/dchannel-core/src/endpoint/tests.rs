@@ -517,3 +517,52 @@ fn misconfigurations_are_refused() {
     });
     assert_eq!(r.err().unwrap().to_string(), "198.19.0.2: configured twice");
 }
+
+// ---- prewarm: HBC wake probes ----------------------------------------------
+
+#[test]
+fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
+    let (mut tx, _crx) = client("prewarm");
+    let (_, mut grx) = gateway("dchannel");
+    // Estimates as in probes_every_500_ms_give_both_ends_both_rtts: HBC 20 ms,
+    // LLC 5 ms one way. A 33 B query: reward 20 - (5 + 0.13) ms > 0.75 cost -> LLC.
+    let link = &tx.shared().peers()[0];
+    link.publish(Channel::Hbc, Some(20 * MS), Some(40 * MS), Some(40 * MS), true);
+    link.publish(Channel::Llc, Some(5 * MS), Some(10 * MS), Some(10 * MS), true);
+    let mut wake = vec![0u8; tx.wake_buf_len()];
+    let (t, dg) = send(&mut tx, 100 * MS, &uplink(7)).unwrap();
+    assert_eq!(t.channel, Channel::Llc);
+    assert!(t.steered.decision.wake_hbc);
+    let w = tx.poll_wake(100 * MS, &mut wake).expect("a wake is due");
+    assert_eq!((w.channel, w.destination, w.control), (Channel::Hbc, gw_hbc(), false));
+    assert_eq!(w.len, HEADER_LEN + wire::PROBE_BODY_LEN);
+    assert!(tx.poll_wake(100 * MS, &mut wake).is_none(), "one wake per packet at most");
+    // 5 ms later: within the 10 ms gap, no wake.
+    send(&mut tx, 105 * MS, &uplink(7)).unwrap();
+    assert!(tx.poll_wake(105 * MS, &mut wake).is_none());
+    assert_eq!(tx.wakes(), 1);
+    // The gateway admits the data on the LLC and the wake on the HBC; the wake is
+    // delivered nowhere and answered with nothing, only counted.
+    let r = grx.handle_datagram(102 * MS, Channel::Llc, ue_llc(), dg);
+    assert!(matches!(r, Received::Data { .. }), "{r:?}");
+    assert_eq!(delivered(&mut grx).len(), 1);
+    let r = grx.handle_datagram(120 * MS, Channel::Hbc, ue_hbc(), wake[..w.len].to_vec());
+    assert!(matches!(r, Received::Probe { peer: 0, .. }), "{r:?}");
+    assert!(delivered(&mut grx).is_empty());
+    let mut buf = vec![0u8; grx.probe_buf_len()];
+    assert!(grx.poll_transmit(120 * MS, &mut buf).is_none(), "a wake is never answered");
+    assert_eq!(grx.rtt(0).stats.wakes, [1, 0]);
+    assert_eq!(grx.rtt(0).stats.samples, [0, 0]);
+}
+
+#[test]
+fn dchannel_client_never_wakes() {
+    let (mut tx, _crx) = client("dchannel");
+    let link = &tx.shared().peers()[0];
+    link.publish(Channel::Hbc, Some(20 * MS), Some(40 * MS), Some(40 * MS), true);
+    link.publish(Channel::Llc, Some(5 * MS), Some(10 * MS), Some(10 * MS), true);
+    let mut wake = vec![0u8; tx.wake_buf_len()];
+    let (t, _) = send(&mut tx, 100 * MS, &uplink(7)).unwrap();
+    assert_eq!(t.channel, Channel::Llc);
+    assert!(tx.poll_wake(100 * MS, &mut wake).is_none());
+}

@@ -49,6 +49,7 @@ impl Policy for DChannel {
             channel,
             outcome: Outcome::Reward,
             estimate: Some(e),
+            wake_hbc: false,
         }
     }
 }

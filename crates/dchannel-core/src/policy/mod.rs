@@ -13,6 +13,7 @@ mod pkt_control;
 mod pkt_size;
 mod pkt_state;
 mod pkt_uplink;
+mod prewarm;
 
 pub use all_hbc::AllHbc;
 pub use all_llc::AllLlc;
@@ -22,10 +23,11 @@ pub use pkt_control::PktControl;
 pub use pkt_size::PktSize;
 pub use pkt_state::PktState;
 pub use pkt_uplink::PktUplink;
+pub use prewarm::Prewarm;
 
 use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
-use crate::{Channel, Direction, Nanos};
+use crate::{Channel, Direction, Nanos, MS};
 use std::fmt;
 
 /// Everything a policy may look at besides the packet and its flow.
@@ -180,6 +182,10 @@ pub struct Decision {
     pub outcome: Outcome,
     /// Algorithm 1's estimate when the policy computed it (`dchannel`).
     pub estimate: Option<Estimate>,
+    /// Also wake the device's HBC radio: the sender sends a
+    /// [`ProbeKind::Wake`](crate::wire::ProbeKind::Wake) on the HBC beside
+    /// this packet (`prewarm`; only meaningful at the client).
+    pub wake_hbc: bool,
 }
 
 impl Decision {
@@ -189,6 +195,7 @@ impl Decision {
             channel,
             outcome,
             estimate: None,
+            wake_hbc: false,
         }
     }
 }
@@ -216,13 +223,22 @@ impl fmt::Display for SpecError {
         write!(
             f,
             "policy {:?}: {}; expected one of dchannel, dchannel:alpha=A, all-hbc, all-llc, \
-             pkt-size:N, pkt-control, pkt-uplink, pkt-state, asap",
+             pkt-size:N, pkt-control, pkt-uplink, pkt-state, asap, \
+             prewarm[:alpha=A,gap_ms=G]",
             self.spec, self.reason
         )
     }
 }
 
 impl std::error::Error for SpecError {}
+
+fn check_alpha(alpha: f64) -> Result<(), &'static str> {
+    if alpha.is_finite() && alpha >= 0.0 {
+        Ok(())
+    } else {
+        Err("alpha must be a finite number >= 0")
+    }
+}
 
 /// Parses a policy spec string (the scheme name, verbatim).
 /// `default_alpha` applies to `dchannel` without an explicit alpha.
@@ -250,10 +266,30 @@ pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, Spe
                     v.parse::<f64>().map_err(|_| err("alpha is not a number"))?
                 }
             };
-            if !(alpha.is_finite() && alpha >= 0.0) {
-                return Err(err("alpha must be a finite number >= 0"));
-            }
+            check_alpha(alpha).map_err(err)?;
             Ok(Box::new(DChannel::new(alpha)))
+        }
+        "prewarm" => {
+            let (mut alpha, mut gap_ms) = (default_alpha, prewarm::DEFAULT_GAP as f64 / MS as f64);
+            for kv in arg.into_iter().flat_map(|a| a.split(',')) {
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| err("parameters are alpha=<number>,gap_ms=<number>"))?;
+                let v = v
+                    .parse::<f64>()
+                    .map_err(|_| err(&format!("{k} is not a number")))?;
+                match k {
+                    "alpha" => alpha = v,
+                    "gap_ms" => gap_ms = v,
+                    _ => return Err(err("parameters are alpha=<number>,gap_ms=<number>")),
+                }
+            }
+            check_alpha(alpha).map_err(err)?;
+            if !(gap_ms.is_finite() && (0.0..=60_000.0).contains(&gap_ms)) {
+                return Err(err("gap_ms must be between 0 and 60000"));
+            }
+            let gap = (gap_ms * MS as f64).round() as Nanos;
+            Ok(Box::new(Prewarm::new(alpha, gap)))
         }
         "all-hbc" => no_arg(Box::new(AllHbc)),
         "all-llc" => no_arg(Box::new(AllLlc)),
@@ -339,6 +375,7 @@ mod tests {
             "pkt-uplink",
             "pkt-state",
             "asap",
+            "prewarm:alpha=0.5,gap_ms=20",
         ] {
             let p = parse_spec(s, 0.75).unwrap_or_else(|e| panic!("{e}"));
             let canon = if s == "dchannel" {
@@ -359,9 +396,23 @@ mod tests {
             ("dchannel:beta=1", "alpha=<number>"),
             ("dchannel:alpha=-1", ">= 0"),
             ("all-llc:3", "no parameter"),
+            ("prewarm:gap=3", "gap_ms=<number>"),
+            ("prewarm:gap_ms=x", "gap_ms is not a number"),
+            ("prewarm:gap_ms=-1", "between 0 and 60000"),
+            ("prewarm:alpha=-1", ">= 0"),
+            ("prewarm:alpha", "parameters are"),
         ] {
             let e = parse_spec(s, 0.75).err().expect(s).to_string();
             assert!(e.contains(why), "{s}: {e}");
         }
+    }
+
+    #[test]
+    fn prewarm_defaults_follow_dchannel() {
+        assert_eq!(parse_spec("prewarm", 0.75).unwrap().spec(), "prewarm:alpha=0.75,gap_ms=10");
+        assert_eq!(
+            parse_spec("prewarm:gap_ms=25", 0.5).unwrap().spec(),
+            "prewarm:alpha=0.5,gap_ms=25"
+        );
     }
 }

@@ -2,7 +2,7 @@
 
 The policy spec is passed verbatim to both agents (`--policy SPEC`), so every
 policy the agents know is a scheme: `dchannel[:alpha=..]`, `all-hbc`, `all-llc`,
-`pkt-size:N`, `pkt-control`, `pkt-uplink`, `pkt-state`, `asap`. Applications on ue
+`pkt-size:N`, `pkt-control`, `pkt-uplink`, `pkt-state`, `asap`, `prewarm[:..]`. Applications on ue
 use the client's TUN (198.19.0.2, default route); gw routes that address back into
 the gateway's TUN. Extra flags: `agent_args` go to both agents, `client_args` /
 `gateway_args` to one (TestbedConfig; `dch shell --agent-arg/--client-arg/--gateway-arg`).
@@ -147,6 +147,12 @@ def agent_argv(
 @register("pkt-control", help="agents, TCP packets without payload on the LLC")
 @register("pkt-uplink", help="agents, client→server on the LLC, server→client on the HBC")
 @register("pkt-state", help="agents, HotMobile'21 packet-state heuristic")
+@register(
+    "prewarm",
+    help="dchannel, and the client wakes the HBC radio beside LLC packets "
+    "(prewarm:alpha=A,gap_ms=G)",
+    params="optional",
+)
 @register("asap", help="agents, DNS/handshakes/requests on the LLC, response data on the HBC")
 class AgentScheme(Scheme):
     kind = "agent"
