@@ -26,6 +26,31 @@ def test_every_command_module_registers_with_help() -> None:
         assert exc.value.code == 0
 
 
+def test_a_command_is_documented_once_by_its_module_docstring() -> None:
+    import argparse
+
+    from dchlab.commands import add_command
+
+    parser = argparse.ArgumentParser(prog="dch")
+    sub = parser.add_subparsers(dest="command")
+    doc = """`dch curl-phases URL`: DNS, TCP and TLS times of a fetch.
+
+    Longer text that --help shows,
+    keeping its line breaks.
+    """
+    p = add_command(sub, doc, lambda a: 0)
+    assert sub.choices["curl-phases"] is p  # type: ignore[index]
+    assert p.description is not None
+    assert p.description.startswith("DNS, TCP and TLS times of a fetch.\n")
+    assert "--help shows,\n    keeping" in p.description
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    assert helps["curl-phases"] == "DNS, TCP and TLS times of a fetch"
+    assert parser.parse_args(["curl-phases"]).func(None) == 0
+    for bad in (None, "", "dch x: no backticks", "`dch X`: upper-case name"):
+        with pytest.raises(ValueError, match="docstring"):
+            add_command(sub, bad, lambda a: 0)
+
+
 def test_ci_runs_exactly_the_readme_test_command() -> None:
     root = repo_root()
     readme = (root / "README.md").read_text()

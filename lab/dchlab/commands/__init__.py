@@ -1,5 +1,43 @@
 """One module per `dch` subcommand; each defines `register(subparsers)`.
 
-`register` adds a parser and sets `func` (called with the parsed args, returns
-the exit code).
+`register` adds its parser with `add_command(sub, __doc__, func)` and its options;
+`func` is called with the parsed args and returns the exit code. The module's
+docstring is the command's documentation, once: its first line (`` `dch NAME`: what
+it does.``) names the command and is the one-line help of `dch --help`; the whole
+docstring is the description of `dch NAME --help`.
 """
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import Any
+
+_FIRST_LINE = re.compile(r"^`dch ([a-z][a-z-]*)[^`]*`: (.+)$")
+
+
+def add_command(
+    sub: argparse._SubParsersAction,
+    doc: str | None,
+    func: Callable[[argparse.Namespace], int],
+    **kwargs: Any,
+) -> argparse.ArgumentParser:
+    """Adds the subcommand documented by the module docstring `doc` (see the module
+    docs) calling `func`; `kwargs` go to `add_parser` (e.g. `epilog`)."""
+    if not doc:
+        raise ValueError("a dch command module needs a docstring (its --help text)")
+    first, _, rest = doc.strip().partition("\n")
+    m = _FIRST_LINE.match(first.strip())
+    if m is None:
+        raise ValueError(f"command docstring must start with '`dch NAME`: summary', not {first!r}")
+    name, summary = m.group(1), m.group(2).rstrip(".")
+    p = sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary[0].upper()}{summary[1:]}.\n{rest}".rstrip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kwargs,
+    )
+    p.set_defaults(func=func)
+    return p

@@ -1,4 +1,12 @@
-"""`dch app`: interaction response time of app-like workloads, paired across schemes."""
+"""`dch app`: interaction response time of app-like workloads (social, shopping, news).
+
+Run app interactions (launch, search, item) of app profiles in Chromium on ue, once per
+interaction, trial and scheme, each trial a fresh testbed and a cold app. The app's
+single-page client sends the interaction's API and image requests in dependency order;
+IRT = input event -> end screen painted. search and item run after a launch in the same
+session (warm connections). For an item and trial every scheme sees the same trace
+offset (paired). A trial with an unanswered request is invalid. See docs/apps.md.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import argparse
 import sys
 from typing import Any
 
+from dchlab.commands import add_command
 from dchlab.run_options import run_specs
 from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
 
@@ -73,19 +82,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "app",
-        help="interaction response time of app-like workloads (social, shopping, news)",
-        description=(
-            "Run app interactions (launch, search, item) of app profiles in Chromium on ue, "
-            "once per interaction, trial and scheme, each trial a fresh testbed and a cold "
-            "app. The app's single-page client sends the interaction's API and image "
-            "requests in dependency order; IRT = input event -> end screen painted. search "
-            "and item run after a launch in the same session (warm connections). For an "
-            "item and trial every scheme sees the same trace offset (paired). A trial with "
-            "an unanswered request is invalid. See docs/apps.md."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_app)
     p.add_argument(
         "--profile",
         default="social",
@@ -106,4 +103,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="describe the built-in profiles and their compiled corpora, and exit",
     )
     add_common(p)
-    p.set_defaults(func=cmd_app)

@@ -1,10 +1,15 @@
-"""`dch bulk`: download time of files of given sizes with curl (paper Fig. 6)."""
+"""`dch bulk`: download time of 10 KB ... 100 MB files with curl (Fig. 6).
+
+Download https://server.test/bytes/N with curl on ue, in a fresh testbed per size,
+scheme and trial; checks the size and reports total time and throughput.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from dchlab.commands import add_command
 from dchlab.run_options import run_specs
 from dchlab.workloads.cli_common import add_common, fmt_ms, parse_size, run_jobs
 
@@ -36,18 +41,10 @@ def cmd_bulk(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bulk",
-        help="download time of 10 KB ... 100 MB files with curl (Fig. 6)",
-        description=(
-            "Download https://server.test/bytes/N with curl on ue, in a fresh testbed per "
-            "size, scheme and trial; checks the size and reports total time and throughput."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_bulk)
     p.add_argument(
         "--size",
         default=DEFAULT_SIZES,
         help=f"comma-separated sizes with units B/KB/MB/GB (decimal) or KiB/MiB (default {DEFAULT_SIZES})",
     )
     add_common(p)
-    p.set_defaults(func=cmd_bulk)

@@ -1,9 +1,16 @@
-"""`dch cleanup`: remove what dead testbed runs left behind."""
+"""`dch cleanup`: remove namespaces, processes and files of dead testbed runs.
+
+Tear down every testbed run recorded in /run/dch whose owning process is gone (killed,
+crashed): its processes, namespaces (with their interfaces), /etc/netns entries and run
+directory. Also removes testbed-named namespaces (dtb<hex>-ue|gw|srv) that have no live
+record. Live runs are left alone.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from dchlab.commands import add_command
 from dchlab.testbed import cleanup_dead_runs
 
 
@@ -16,19 +23,9 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "cleanup",
-        help="remove namespaces, processes and files of dead testbed runs",
-        description=(
-            "Tear down every testbed run recorded in /run/dch whose owning process is "
-            "gone (killed, crashed): its processes, namespaces (with their interfaces), "
-            "/etc/netns entries and run directory. Also removes testbed-named namespaces "
-            "(dtb<hex>-ue|gw|srv) that have no live record. Live runs are left alone."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_cleanup)
     p.add_argument(
         "--records-only",
         action="store_true",
         help="only runs with a record; keep unrecorded namespaces",
     )
-    p.set_defaults(func=cmd_cleanup)

@@ -1,10 +1,17 @@
-"""`dch curl-phases`: DNS / TCP / TLS / transfer / total of one curl fetch (paper Table 2)."""
+"""`dch curl-phases`: DNS, TCP connect, TLS, transfer and total time of a curl fetch (Table 2).
+
+Fetch URL with curl on ue in a fresh testbed per scheme and trial, and break the time
+down from curl -w: DNS = time_namelookup, TCP = time_connect - time_namelookup, TLS =
+time_appconnect - time_connect, transfer = time_total - time_appconnect, total =
+time_total (ms).
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from dchlab.commands import add_command
 from dchlab.run_options import run_specs
 from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
 
@@ -34,16 +41,6 @@ def cmd_curl_phases(args: argparse.Namespace) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     from dchlab.workloads.api import DEFAULT_CURL_URL
 
-    p = sub.add_parser(
-        "curl-phases",
-        help="DNS, TCP connect, TLS, transfer and total time of a curl fetch (Table 2)",
-        description=(
-            "Fetch URL with curl on ue in a fresh testbed per scheme and trial, and break "
-            "the time down from curl -w: DNS = time_namelookup, TCP = time_connect - "
-            "time_namelookup, TLS = time_appconnect - time_connect, transfer = time_total - "
-            "time_appconnect, total = time_total (ms)."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_curl_phases)
     p.add_argument("url", nargs="?", default=DEFAULT_CURL_URL, help=f"default {DEFAULT_CURL_URL}")
     add_common(p)
-    p.set_defaults(func=cmd_curl_phases)

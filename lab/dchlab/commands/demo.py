@@ -1,4 +1,10 @@
-"""`dch demo`: the README's main command — a small paired page-load campaign, a summary, a report.
+"""`dch demo`: run a small page-load comparison (all-hbc, dchannel, all-llc) and write the report.
+
+Run experiments/demo.yaml: real Chromium page loads of generated pages over an emulated
+eMBB (40 ms, 200 Mbit/s) + URLLC (5 ms, 2 Mbit/s) pair, paired across schemes; print the
+PLT and gain tables with 95% CIs and the report path. Takes a few minutes; finished
+loads are reused when run again at the same code revision (use --fresh to measure
+again).
 
 Runs experiments/demo.yaml (all-hbc vs dchannel vs all-llc, generated pages, eMBB
 40 ms / 200 Mbit/s + URLLC 5 ms / 2 Mbit/s) through the same runner as `dch run`,
@@ -18,6 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table as RichTable
 
+from dchlab.commands import add_command
 from dchlab.experiments import analysis as an
 from dchlab.experiments import store
 from dchlab.experiments.campaign import Campaign, load_campaign
@@ -131,17 +138,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="run a small page-load comparison (all-hbc, dchannel, all-llc) and write the report",
-        description=(
-            "Run experiments/demo.yaml: real Chromium page loads of generated pages over "
-            "an emulated eMBB (40 ms, 200 Mbit/s) + URLLC (5 ms, 2 Mbit/s) pair, paired "
-            "across schemes; print the PLT and gain tables with 95% CIs and the report path. "
-            "Takes a few minutes; finished loads are reused when run again at the same code "
-            "revision (use --fresh to measure again)."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_demo)
     p.add_argument(
         "--quick", action="store_true", help="the campaign's quick subset (2 pages, 1 trial)"
     )
@@ -152,4 +149,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
     p.add_argument("-o", "--output", help="report file (default reports/index.html)")
-    p.set_defaults(func=cmd_demo)

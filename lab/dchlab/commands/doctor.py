@@ -1,4 +1,8 @@
-"""`dch doctor`: check the machine for everything the lab needs and say how to fix it."""
+"""`dch doctor`: check the machine (TUN, netns, MPTCP, tools, built binaries).
+
+Check everything the lab needs and print, for each missing piece, the command that
+installs or builds it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from dchlab.commands import add_command
 from dchlab.paths import target_dir
 
 BINARIES = ("chanemu", "dchannel", "webreplay", "objproxy")
@@ -152,9 +157,4 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "doctor",
-        help="check the machine (TUN, netns, MPTCP, tools, built binaries)",
-        description="Check everything the lab needs and print, for each missing piece, the command that installs or builds it.",
-    )
-    p.set_defaults(func=cmd_doctor)
+    add_command(sub, __doc__, cmd_doctor)

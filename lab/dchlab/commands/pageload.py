@@ -1,10 +1,18 @@
-"""`dch pageload`: Chromium page-load times over the testbed, paired across schemes."""
+"""`dch pageload`: page-load time of real Chromium over the testbed (paired across schemes).
+
+Load pages of a corpus in a fresh headless Chromium on ue, once per page, trial and
+scheme, each in a fresh testbed. PLT = loadEventEnd - navigationStart. For a page and
+trial every scheme sees the same trace offset. A load is invalid when a request fails
+that the page's record (missing_urls) does not list, or on a certificate error or
+timeout.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from dchlab.commands import add_command
 from dchlab.run_options import run_specs
 from dchlab.units import is_uint
 from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
@@ -50,17 +58,7 @@ def cmd_pageload(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "pageload",
-        help="page-load time of real Chromium over the testbed (paired across schemes)",
-        description=(
-            "Load pages of a corpus in a fresh headless Chromium on ue, once per page, "
-            "trial and scheme, each in a fresh testbed. PLT = loadEventEnd - navigationStart. "
-            "For a page and trial every scheme sees the same trace offset. A load is invalid "
-            "when a request fails that the page's record (missing_urls) does not list, or on "
-            "a certificate error or timeout."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_pageload)
     p.add_argument(
         "--corpus",
         default="synthetic",
@@ -77,4 +75,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the PLT ~6%%; FCP and LCP are always measured)",
     )
     add_common(p)
-    p.set_defaults(func=cmd_pageload)

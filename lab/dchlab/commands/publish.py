@@ -1,4 +1,11 @@
-"""`dch publish`: export campaigns from the results store to results/published/*.parquet."""
+"""`dch publish`: export campaigns to results/published/<campaign>.parquet (commit them).
+
+Write each campaign's measurements to results/published/<campaign>.parquet: the latest
+finished row of every cell (no failed runs, no quick subsets), with its full provenance,
+merged with what the file already holds (rows measured on other machines are kept).
+Commit the files: `dch report --published` builds the report from them on a fresh clone,
+and `dch run` skips published cells.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ import sys
 
 from rich.console import Console
 
+from dchlab.commands import add_command
 from dchlab.experiments import publish, store
 
 
@@ -30,17 +38,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "publish",
-        help="export campaigns to results/published/<campaign>.parquet (commit them)",
-        description=(
-            "Write each campaign's measurements to results/published/<campaign>.parquet: "
-            "the latest finished row of every cell (no failed runs, no quick subsets), with "
-            "its full provenance, merged with what the file already holds (rows measured "
-            "on other machines are kept). Commit the files: `dch report --published` builds "
-            "the report from them on a fresh clone, and `dch run` skips published cells."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_publish)
     p.add_argument("campaigns", nargs="*", metavar="CAMPAIGN", help="campaign names (e.g. fig3)")
     p.add_argument("--all", action="store_true", help="every campaign in the store")
     p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
@@ -52,4 +50,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         "conditions that must not count as the campaign, e.g. a busy machine; the report "
         "shows them beside it and `dch run CAMPAIGN` still measures those cells)",
     )
-    p.set_defaults(func=cmd_publish)

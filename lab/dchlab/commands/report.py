@@ -1,4 +1,9 @@
-"""`dch report`: one self-contained HTML page with every campaign beside the paper."""
+"""`dch report`: write the HTML report (our numbers beside the paper's).
+
+Write one self-contained HTML page: for each campaign under experiments/, plots and
+tables with our numbers and 95% CIs beside the paper's, the channel profiles, the
+provenance of the rows and the command that reruns it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from dchlab.commands import add_command
 from dchlab.experiments import publish, store
 from dchlab.experiments.report import build_report, campaign_files, default_output
 from dchlab.paths import repo_root
@@ -67,15 +73,7 @@ def _report_published(args: argparse.Namespace, files: list[Path]) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "report",
-        help="write the HTML report (our numbers beside the paper's)",
-        description=(
-            "Write one self-contained HTML page: for each campaign under experiments/, "
-            "plots and tables with our numbers and 95% CIs beside the paper's, the channel "
-            "profiles, the provenance of the rows and the command that reruns it."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_report)
     p.add_argument("files", nargs="*", help="campaign files (default: experiments/*.yaml)")
     p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
     p.add_argument("-o", "--output", default=None, help=f"output file (default {default_output()})")
@@ -92,4 +90,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --published: also write the tables as Markdown into FILE, between its "
         "generated-part markers (e.g. docs/results.md; the prose around them is kept)",
     )
-    p.set_defaults(func=cmd_report)

@@ -1,4 +1,9 @@
-"""`dch results`: query the results store (DuckDB, table `results`)."""
+"""`dch results`: query the results store.
+
+Without options: one summary line per campaign, condition and scheme (loads, invalid,
+failed, mean PLT). --rows lists every row; --sql runs any read-only query against the
+table `results`.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from dchlab.commands import add_command
 from dchlab.experiments import store
 
 _SUMMARY = """
@@ -68,15 +74,7 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "results",
-        help="query the results store",
-        description=(
-            "Without options: one summary line per campaign, condition and scheme (loads, "
-            "invalid, failed, mean PLT). --rows lists every row; --sql runs any read-only "
-            "query against the table `results`."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_results)
     p.add_argument("--store", help="results store (default $DCH_RESULTS or results/dch.duckdb)")
     p.add_argument("--campaign", help="only this campaign")
     p.add_argument("--rows", action="store_true", help="every row instead of the summary")
@@ -84,4 +82,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="CSV on stdout")
     fmt.add_argument("--json", action="store_true", help="one JSON object per row")
-    p.set_defaults(func=cmd_results)

@@ -1,4 +1,11 @@
-"""`dch run FILE`: run a campaign (experiments/*.yaml), resumably, into the results store."""
+"""`dch run`: run experiment campaigns (experiments/*.yaml) into the results store.
+
+Run every cell (condition × workload item × trial × scheme) of a campaign file and
+append one row per measurement to the results store. Resumable: cells already measured
+for this campaign at the current code revision are skipped; failed cells are recorded
+and retried on the next run. With --ray the cells are measured on the nodes of a Ray
+cluster and the rows stored here. See docs/experiments.md.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from dataclasses import replace
 
 from rich.console import Console
 
+from dchlab.commands import add_command
 from dchlab.errors import EXIT_BAD_INPUT, EXIT_STOPPED
 from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import load_campaign
@@ -126,23 +134,13 @@ def _positive(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "run",
-        help="run experiment campaigns (experiments/*.yaml) into the results store",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description=(
-            "Run every cell (condition × workload item × trial × scheme) of a campaign file\n"
-            "and append one row per measurement to the results store. Resumable: cells\n"
-            "already measured for this campaign at the current code revision are skipped;\n"
-            "failed cells are recorded and retried on the next run. With --ray the cells\n"
-            "are measured on the nodes of a Ray cluster and the rows stored here.\n"
-            "See docs/experiments.md."
-        ),
-        epilog=(
-            "exit status: 0 all cells measured (invalid loads included), 1 some cells failed,\n"
-            "2 bad campaign file or options, 3 workload layer or Ray cluster unavailable,\n"
-            "4 stopped because the same setup error repeated --max-setup-errors times"
-        ),
+    p = add_command(
+        sub,
+        __doc__,
+        cmd_run,
+        epilog="exit status: 0 all cells measured (invalid loads included), 1 some cells failed,\n"
+        "2 bad campaign file or options, 3 workload layer or Ray cluster unavailable,\n"
+        "4 stopped because the same setup error repeated --max-setup-errors times",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="campaign YAML file(s)")
     p.add_argument("--quick", action="store_true", help="run only the file's `quick:` subset")
@@ -198,4 +196,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --ray: testbeds each node runs at once (default: one per 4 CPUs the "
         "node gave Ray, at least 1)",
     )
-    p.set_defaults(func=cmd_run)

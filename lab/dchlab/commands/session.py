@@ -1,5 +1,14 @@
-"""`dch session`: browsing sessions — a landing page then further pages of the same site
-in one browser and one testbed (warm cache, kept connections), per-page rows."""
+"""`dch session`: browsing sessions: a landing page then N pages of the same site, one browser.
+
+Load a site's landing page and then further pages of the same site in one headless
+Chromium in one testbed, one after the other as a user clicking through the site would:
+the HTTP cache stays warm and connections are kept. One row per page: PLT, requests sent
+(and answered from the cache), bytes of request headers and bodies sent, connections
+opened. The synthetic corpus is generated with internal pages for this
+(docs/experiments.md, 'Browsing sessions').
+
+in one browser and one testbed (warm cache, kept connections), per-page rows.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from dchlab.commands import add_command
 from dchlab.run_options import run_specs
 from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
 
@@ -68,19 +78,7 @@ def cmd_session(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "session",
-        help="browsing sessions: a landing page then N pages of the same site, one browser",
-        description=(
-            "Load a site's landing page and then further pages of the same site in one "
-            "headless Chromium in one testbed, one after the other as a user clicking "
-            "through the site would: the HTTP cache stays warm and connections are kept. "
-            "One row per page: PLT, requests sent (and answered from the cache), bytes of "
-            "request headers and bodies sent, connections opened. The synthetic corpus "
-            "is generated with internal pages for this (docs/experiments.md, "
-            "'Browsing sessions')."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_session)
     p.add_argument(
         "--corpus",
         default="synthetic",
@@ -109,4 +107,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="also Speed Index and atf_ms per page (a screencast during each load, ~6%% PLT)",
     )
     add_common(p)
-    p.set_defaults(func=cmd_session)

@@ -1,4 +1,9 @@
-"""`dch shell`: build the dual-channel testbed, run one command on the device, tear down.
+"""`dch shell`: run a command on the device of an emulated dual-channel network.
+
+Build the namespaces ue (device), gw (gateway) and srv (DNS + web server answering
+server.test on 80/443 with GET /bytes/N), the HBC and LLC as emulated links between ue
+and gw, and the chosen scheme; run CMD on ue; remove everything. Inside: $DCH_CA is the
+testbed CA; curl trusts it via CURL_CA_BUNDLE.
 
 Exit status: the command's own; 125 when the testbed itself failed (a step, a
 crashed emulator/agent/server); 143 after SIGTERM/SIGHUP. SIGINT goes to the
@@ -15,6 +20,7 @@ import subprocess
 import sys
 
 from dchlab import run_options
+from dchlab.commands import add_command
 from dchlab.testbed import (
     Testbed,
     TestbedConfig,
@@ -120,20 +126,13 @@ def cmd_shell(args: argparse.Namespace) -> int:
         return 130
 
 
+EXAMPLES = """examples:
+  dch shell --scheme all-llc -- curl -so /dev/null -w '%{time_total}\\n' https://server.test/bytes/100000
+  dch shell --llc-outage 5s-7s --hbc-loss-burst 10s-12s:0.2:down -- curl -so /dev/null https://server.test/bytes/20000000"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "shell",
-        help="run a command on the device of an emulated dual-channel network",
-        description=(
-            "Build the namespaces ue (device), gw (gateway) and srv (DNS + web server "
-            "answering server.test on 80/443 with GET /bytes/N), the HBC and LLC as "
-            "emulated links between ue and gw, and the chosen scheme; run CMD on ue; "
-            "remove everything. Returns CMD's exit status (125 if the testbed failed). "
-            "Inside: $DCH_CA is the testbed CA; curl trusts it via CURL_CA_BUNDLE."
-        ),
-        epilog="example: dch shell --scheme all-llc -- curl -so /dev/null -w '%{time_total}\\n' https://server.test/bytes/100000 "
-        "— with faults: dch shell --llc-outage 5s-7s --hbc-loss-burst 10s-12s:0.2:down -- curl -so /dev/null https://server.test/bytes/20000000",
-    )
+    p = add_command(sub, __doc__, cmd_shell, epilog=EXAMPLES)
     add_testbed_args(p)
     p.add_argument(
         "--stats", metavar="FILE", help="write per-agent / per-channel counters (JSON) at exit"
@@ -157,4 +156,3 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="-- CMD [ARG...]",
         help="command to run on ue (default: a shell)",
     )
-    p.set_defaults(func=cmd_shell)

@@ -1,8 +1,14 @@
-"""`dch soak faults|kills`: the long reliability runs behind docs/reliability.md."""
+"""`dch soak`: long reliability runs (channel faults, kills); figures for docs/reliability.md.
+
+Run one of the long reliability experiments (root, release binaries). Everything after
+the name goes to it: `dch soak kills --help`.
+"""
 
 from __future__ import annotations
 
 import argparse
+
+from dchlab.commands import add_command
 
 #: subcommand -> (module with main(argv), one-line help)
 SOAKS = {
@@ -27,16 +33,8 @@ def cmd_soak(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "soak",
-        help="long reliability runs (channel faults, kills); figures for docs/reliability.md",
-        description=(
-            "Run one of the long reliability experiments (root, release binaries). "
-            "Everything after the name goes to it: `dch soak kills --help`."
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="\n".join(f"  {k:7} {h}" for k, (_, h) in SOAKS.items()),
+    p = add_command(
+        sub, __doc__, cmd_soak, epilog="\n".join(f"  {k:7} {h}" for k, (_, h) in SOAKS.items())
     )
     p.add_argument("soak", choices=sorted(SOAKS), help="which soak")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="its options")
-    p.set_defaults(func=cmd_soak)

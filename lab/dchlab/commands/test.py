@@ -1,4 +1,7 @@
-"""`dch test`: the whole test suite, as CI runs it.
+"""`dch test`: run the whole test suite (lint habits, cargo test, pytest).
+
+Run cargo fmt --check, cargo clippy -D warnings, ruff, mypy, cargo test and pytest.
+Needs root for the namespace tests. Ends with `N passed, N failed`.
 
 Runs the habits (cargo fmt, cargo clippy -D warnings, ruff lint + format, mypy)
 as checks that pass or fail like tests, then `cargo test` and `pytest`, shows
@@ -16,6 +19,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dchlab.commands import add_command
 from dchlab.paths import repo_root
 
 
@@ -132,14 +136,6 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "test",
-        help="run the whole test suite (lint habits, cargo test, pytest)",
-        description=(
-            "Run cargo fmt --check, cargo clippy -D warnings, ruff, mypy, cargo test and "
-            "pytest. Needs root for the namespace tests. Ends with `N passed, N failed`."
-        ),
-    )
+    p = add_command(sub, __doc__, cmd_test)
     p.add_argument("--only", choices=["rust", "python"], help="run only one half")
     p.add_argument("pytest_args", nargs="*", help="extra arguments for pytest (after --)")
-    p.set_defaults(func=cmd_test)
