@@ -42,10 +42,13 @@ def test_a_command_is_documented_once_by_its_module_docstring() -> None:
     assert sub.choices["curl-phases"] is p  # type: ignore[index]
     assert p.description is not None
     assert p.description.startswith("DNS, TCP and TLS times of a fetch.\n")
-    assert "--help shows,\n    keeping" in p.description
+    assert p.description.endswith("Longer text that --help shows,\nkeeping its line breaks.")
     helps = {a.dest: a.help for a in sub._choices_actions}
     assert helps["curl-phases"] == "DNS, TCP and TLS times of a fetch"
     assert parser.parse_args(["curl-phases"]).func(None) == 0
+    # a subcommand's docstring names its group too; the name is the last word
+    q = add_command(sub, "`dch traces import ping FILE`: ping output -> RTT.", None)
+    assert sub.choices["ping"] is q  # type: ignore[index]
     for bad in (None, "", "dch x: no backticks", "`dch X`: upper-case name"):
         with pytest.raises(ValueError, match="docstring"):
             add_command(sub, bad, lambda a: 0)

@@ -1,4 +1,9 @@
-"""`dch corpus`: inspect, import and generate page corpora (docs/pages.md)."""
+"""`dch corpus`: page corpora: info, import (tp5n saved trees, WARC, HAR), probe, generate.
+
+Page corpora for `dch pageload` (format: docs/formats.md, guide: docs/pages.md). A
+corpus is a directory with manifest.json and bodies/, or `synthetic[:SEED]` for the
+built-in generated corpus.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from dchlab.commands import add_command
 from dchlab.pages.corpus import CorpusError, summary, tier_mix, verify_bodies
 from dchlab.pages.litter import litter_reason
 
@@ -62,6 +68,7 @@ def _print_summary(corpus, as_json: bool) -> None:  # type: ignore[no-untyped-de
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """`dch corpus info`: validate a corpus and list its pages."""
     from dchlab.pages import open_corpus
 
     corpus = open_corpus(args.corpus)
@@ -203,6 +210,12 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 
 def cmd_import_tp5n(args: argparse.Namespace) -> int:
+    """`dch corpus import-tp5n`: import a saved-page tree (tp5n layout: <site>/<host>/<path>).
+
+    Import saved pages: one folder per page, one folder per original host inside;
+    relative cross-host references become https://<host>/... URLs, `@` in saved names
+    becomes `?`, missing subresources are counted per page.
+    """
     from dchlab.pages.tp5n import import_tp5n
 
     sites = args.sites.split(",") if args.sites else None
@@ -221,6 +234,7 @@ def cmd_import_tp5n(args: argparse.Namespace) -> int:
 
 
 def cmd_import_warc(args: argparse.Namespace) -> int:
+    """`dch corpus import-warc`: import WARC captures (one page per file)."""
     from dchlab.pages.warc import import_warc
 
     files = _capture_files(args.src, "*.warc*")
@@ -234,6 +248,7 @@ def cmd_import_warc(args: argparse.Namespace) -> int:
 
 
 def cmd_import_har(args: argparse.Namespace) -> int:
+    """`dch corpus import-har`: import HAR captures saved with content."""
     from dchlab.pages.har import import_har
 
     files = _capture_files(args.src, "*.har")
@@ -247,6 +262,11 @@ def cmd_import_har(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    """`dch corpus generate`: generate a synthetic corpus from HTTP Archive statistics.
+
+    Generate pages with Web Almanac statistics (median ~70 requests / ~2 MB, p90 ~180 /
+    ~6 MB, 5-20 origins, dependency chains >= 3 deep). Deterministic per seed.
+    """
     from dchlab.pages.generator import generate
 
     corpus = generate(Path(args.out), args.seed, args.pages)
@@ -264,18 +284,10 @@ PROBE_HELP = (
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "corpus",
-        help="page corpora: info, import (tp5n saved trees, WARC, HAR), probe, generate",
-        description=(
-            "Page corpora for `dch pageload` (format: docs/formats.md, guide: docs/pages.md). "
-            "A corpus is a directory with manifest.json and bodies/, or `synthetic[:SEED]` "
-            "for the built-in generated corpus."
-        ),
-    )
+    p = add_command(sub, __doc__, None)
     ps = p.add_subparsers(dest="corpus_cmd", metavar="SUBCOMMAND", required=True)
 
-    info = ps.add_parser("info", help="validate a corpus and list its pages")
+    info = add_command(ps, cmd_info.__doc__, cmd_info)
     info.add_argument("corpus", help="corpus directory or synthetic[:SEED[:PAGES]]")
     info.add_argument(
         "--verify",
@@ -296,37 +308,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     info.add_argument(
         "--cdn-seed", type=int, default=1, help="seed of that draw (webreplay --cdn-seed)"
     )
-    info.set_defaults(func=cmd_info)
 
-    tp = ps.add_parser(
-        "import-tp5n",
-        help="import a saved-page tree (tp5n layout: <site>/<host>/<path>)",
-        description=(
-            "Import saved pages: one folder per page, one folder per original host inside; "
-            "relative cross-host references become https://<host>/... URLs, `@` in saved "
-            "names becomes `?`, missing subresources are counted per page."
-        ),
-    )
+    tp = add_command(ps, cmd_import_tp5n.__doc__, cmd_import_tp5n)
     tp.add_argument("src", help="tree root, e.g. ../shared/data/pages/tp5n")
     tp.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
     tp.add_argument("--sites", help="comma-separated site folders (default: all)")
     tp.add_argument("--json", action="store_true", help="one JSON object per page")
     tp.add_argument("--probe", action="store_true", help=PROBE_HELP)
-    tp.set_defaults(func=cmd_import_tp5n)
 
-    wa = ps.add_parser("import-warc", help="import WARC captures (one page per file)")
+    wa = add_command(ps, cmd_import_warc.__doc__, cmd_import_warc)
     wa.add_argument("src", nargs="+", help="WARC files or directories of them")
     wa.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
     wa.add_argument("--json", action="store_true", help="one JSON object per page")
     wa.add_argument("--probe", action="store_true", help=PROBE_HELP)
-    wa.set_defaults(func=cmd_import_warc)
 
-    ha = ps.add_parser("import-har", help="import HAR captures saved with content")
+    ha = add_command(ps, cmd_import_har.__doc__, cmd_import_har)
     ha.add_argument("src", nargs="+", help="HAR files or directories of them")
     ha.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
     ha.add_argument("--json", action="store_true", help="one JSON object per page")
     ha.add_argument("--probe", action="store_true", help=PROBE_HELP)
-    ha.set_defaults(func=cmd_import_har)
 
     pr = ps.add_parser(
         "probe",
@@ -338,17 +338,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--json", action="store_true", help="one JSON object per page")
     pr.set_defaults(func=cmd_probe)
 
-    ge = ps.add_parser(
-        "generate",
-        help="generate a synthetic corpus from HTTP Archive statistics",
-        description=(
-            "Generate pages with Web Almanac statistics (median ~70 requests / ~2 MB, "
-            "p90 ~180 / ~6 MB, 5-20 origins, dependency chains >= 3 deep). "
-            "Deterministic per seed."
-        ),
-    )
+    ge = add_command(ps, cmd_generate.__doc__, cmd_generate)
     ge.add_argument("-o", "--out", required=True, help="corpus directory to write (replaced)")
     ge.add_argument("--seed", type=int, default=1, help="RNG seed (default 1)")
     ge.add_argument("--pages", type=int, default=20, help="number of pages (default 20)")
     ge.add_argument("--json", action="store_true", help="one JSON object per page")
-    ge.set_defaults(func=cmd_generate)

@@ -1,5 +1,6 @@
-"""`dch traces`: synthesize the paper's 5G scenarios, import real traces, print
-Table 1 statistics and plot traces.
+"""`dch traces`: synthesize the paper's 5G scenarios, import, inspect and plot traces.
+
+Print Table 1 statistics of trace files and profiles; convert real traces.
 
 Subcommands:
   list                             built-in channels, scenarios, spec modifiers
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from dchlab.commands import add_command
 from dchlab.errors import UserError
 
 log = logging.getLogger("dch.traces")
@@ -53,6 +55,10 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """`dch traces list`: list built-in channels, the six scenarios and the spec modifiers.
+
+    List the channel names `--hbc/--llc` and campaigns accept, with Table 1 targets.
+    """
     from dchlab.traces.profiles import BUILTINS, FIXED_SYNTAX
     from dchlab.traces.scenarios import DRX_PRESETS, SCENARIOS
 
@@ -76,6 +82,13 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
+    """`dch traces synth`: write a Table 1 scenario's traces and channel profile.
+
+    Synthesize scenario NAME (RTT timeline at 15 ms + per-second capacity, matching the
+    paper's Table 1 statistics) into DIR: NAME.rtt.csv, NAME.cap.csv, profile.toml
+    (drop-tail 800 packets, DRX preset of the band) and source.json. Deterministic per
+    seed.
+    """
     from dchlab.traces.scenario_files import write_scenario
     from dchlab.traces.stats import file_stats
 
@@ -103,6 +116,11 @@ def _print_table(rows: list[dict[str, Any]]) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    """`dch traces stats`: print Table 1 columns for trace files or profiles.
+
+    For each FILE (*.rtt.csv, *.cap.csv, profile .toml, Mahimahi trace or ping output)
+    print span (min), RTT min/p50/p98/mean/CV (ms) and mean up/down (Mbit/s).
+    """
     from dchlab.traces.stats import file_stats
 
     rows = [file_stats(f, args.seed) for f in args.files]
@@ -115,6 +133,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    """`dch traces plot`: plot RTT and capacity over time.
+
+    Draw RTT (ms) and capacity (Mbit/s) over time from a trace file or profile.
+    """
     from dchlab.traces.plot import plot_file
 
     plot_file(Path(args.file), Path(args.output), seconds=args.seconds, seed=args.seed)
@@ -123,6 +145,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_import_ping(args: argparse.Namespace) -> int:
+    """`dch traces import ping`: Linux ping output -> RTT timeline.
+
+    Linux ping output -> t_ms,rtt_ms. Uses [epoch] timestamps (ping -D) when present
+    (send time = receive time - rtt), else icmp_seq x interval. Lost pings leave a gap
+    that the timeline interpolates across.
+    """
     from dchlab.traces.ping import parse_ping
     from dchlab.traces.timeline import write_rtt
 
@@ -136,6 +164,13 @@ def cmd_import_ping(args: argparse.Namespace) -> int:
 
 
 def cmd_import_csv(args: argparse.Namespace) -> int:
+    """`dch traces import csv`: per-second throughput CSV -> capacity series.
+
+    Per-second throughput CSV (e.g. the Raca et al. 5G dataset) ->
+    t_s,up_mbit,down_mbit. Rows are binned by their Timestamp second (duplicates
+    averaged, gaps up to --max-gap seconds filled with the previous value); rows of
+    other network modes are dropped and the remaining stretches joined.
+    """
     from dchlab.traces.capacity import write_capacity
     from dchlab.traces.throughput_csv import import_throughput_csv
 
@@ -153,6 +188,12 @@ def cmd_import_csv(args: argparse.Namespace) -> int:
 
 
 def cmd_import_mahimahi(args: argparse.Namespace) -> int:
+    """`dch traces import mahimahi`: Mahimahi link traces <-> capacity series.
+
+    read: Mahimahi traces (--down, optional --up) -> per-second capacity series. write:
+    capacity series -> OUT.up and OUT.down Mahimahi traces (1500-byte delivery
+    opportunities; loop period = series length).
+    """
     import numpy as np
 
     from dchlab.traces.capacity import CapacitySeries, read_capacity, write_capacity
@@ -187,6 +228,13 @@ def cmd_import_mahimahi(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    """`dch traces fit`: refit the RTT time structure to real ping runs.
+
+    Compare the synthesizer's RTT time structure (autocorrelation at 0.2-1 s, excursions
+    above p90) with real ping runs (default: the IMC'23 driving data), optionally rerun
+    the grid search, and compare its capacity model (CV, log-ACF at 1-30 s) with real 5G
+    throughput (Raca et al.).
+    """
     from dchlab.paths import shared_data
     from dchlab.traces import fit
 
@@ -207,56 +255,31 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+IMPORT_DOC = """`dch traces import`: convert ping output, throughput CSVs and Mahimahi traces.
+
+Import real traces into the formats chanemu reads (docs/formats.md).
+"""
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from dchlab.traces.scenarios import SCENARIOS
 
-    p = sub.add_parser(
-        "traces",
-        help="synthesize the paper's 5G scenarios, import, inspect and plot traces",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(sub, __doc__, None)
     tsub = p.add_subparsers(dest="traces_command", metavar="SUBCOMMAND", required=True)
 
-    ls = tsub.add_parser(
-        "list",
-        help="list built-in channels, the six scenarios and the spec modifiers",
-        description="List the channel names `--hbc/--llc` and campaigns accept, with Table 1 targets.",
-    )
-    ls.set_defaults(func=_friendly(cmd_list))
+    add_command(tsub, cmd_list.__doc__, _friendly(cmd_list))
 
-    s = tsub.add_parser(
-        "synth",
-        help="write a Table 1 scenario's traces and channel profile",
-        description=(
-            "Synthesize scenario NAME (RTT timeline at 15 ms + per-second capacity, matching "
-            "the paper's Table 1 statistics) into DIR: NAME.rtt.csv, NAME.cap.csv, profile.toml "
-            "(drop-tail 800 packets, DRX preset of the band) and source.json. Deterministic per seed."
-        ),
-    )
+    s = add_command(tsub, cmd_synth.__doc__, _friendly(cmd_synth))
     s.add_argument("name", choices=list(SCENARIOS), metavar="NAME", help=" | ".join(SCENARIOS))
     s.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     s.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
-    s.set_defaults(func=_friendly(cmd_synth))
 
-    st = tsub.add_parser(
-        "stats",
-        help="print Table 1 columns for trace files or profiles",
-        description=(
-            "For each FILE (*.rtt.csv, *.cap.csv, profile .toml, Mahimahi trace or ping "
-            "output) print span (min), RTT min/p50/p98/mean/CV (ms) and mean up/down (Mbit/s)."
-        ),
-    )
+    st = add_command(tsub, cmd_stats.__doc__, _friendly(cmd_stats))
     st.add_argument("files", nargs="+", metavar="FILE")
     st.add_argument("--json", action="store_true", help="machine-readable output (a JSON list)")
     st.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
-    st.set_defaults(func=_friendly(cmd_stats))
 
-    pl = tsub.add_parser(
-        "plot",
-        help="plot RTT and capacity over time",
-        description="Draw RTT (ms) and capacity (Mbit/s) over time from a trace file or profile.",
-    )
+    pl = add_command(tsub, cmd_plot.__doc__, _friendly(cmd_plot))
     pl.add_argument(
         "file",
         metavar="FILE",
@@ -265,23 +288,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     pl.add_argument("-o", "--output", required=True, metavar="PNG")
     pl.add_argument("--seconds", type=float, default=None, help="plot only the first N seconds")
     pl.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
-    pl.set_defaults(func=_friendly(cmd_plot))
 
-    im = tsub.add_parser(
-        "import",
-        help="convert ping output, throughput CSVs and Mahimahi traces",
-        description="Import real traces into the formats chanemu reads (docs/formats.md).",
-    )
+    im = add_command(tsub, IMPORT_DOC, None)
     isub = im.add_subparsers(dest="import_kind", metavar="KIND", required=True)
-    ip = isub.add_parser(
-        "ping",
-        help="Linux ping output -> RTT timeline",
-        description=(
-            "Linux ping output -> t_ms,rtt_ms. Uses [epoch] timestamps (ping -D) when present "
-            "(send time = receive time - rtt), else icmp_seq x interval. Lost pings leave a gap "
-            "that the timeline interpolates across."
-        ),
-    )
+    ip = add_command(isub, cmd_import_ping.__doc__, _friendly(cmd_import_ping))
     ip.add_argument("file", metavar="PING_OUTPUT")
     ip.add_argument("-o", "--output", required=True, metavar="FILE.rtt.csv")
     ip.add_argument(
@@ -291,17 +301,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="ping -i interval (default: from the summary line, else 1 s)",
     )
-    ip.set_defaults(func=_friendly(cmd_import_ping))
-    ic = isub.add_parser(
-        "csv",
-        help="per-second throughput CSV -> capacity series",
-        description=(
-            "Per-second throughput CSV (e.g. the Raca et al. 5G dataset) -> t_s,up_mbit,down_mbit. "
-            "Rows are binned by their Timestamp second (duplicates averaged, gaps up to --max-gap "
-            "seconds filled with the previous value); rows of other network modes are dropped and "
-            "the remaining stretches joined."
-        ),
-    )
+    ic = add_command(isub, cmd_import_csv.__doc__, _friendly(cmd_import_csv))
     ic.add_argument("file", metavar="CSV")
     ic.add_argument("-o", "--output", required=True, metavar="FILE.cap.csv")
     ic.add_argument(
@@ -323,16 +323,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=3,
         help="longest gap (s) filled with the previous value (default 3)",
     )
-    ic.set_defaults(func=_friendly(cmd_import_csv))
-    im_m = isub.add_parser(
-        "mahimahi",
-        help="Mahimahi link traces <-> capacity series",
-        description=(
-            "read: Mahimahi traces (--down, optional --up) -> per-second capacity series. "
-            "write: capacity series -> OUT.up and OUT.down Mahimahi traces (1500-byte delivery "
-            "opportunities; loop period = series length)."
-        ),
-    )
+    im_m = add_command(isub, cmd_import_mahimahi.__doc__, _friendly(cmd_import_mahimahi))
     im_m.add_argument("direction", choices=["read", "write"])
     im_m.add_argument("--down", metavar="FILE", help="read: downlink Mahimahi trace")
     im_m.add_argument(
@@ -345,18 +336,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="read: FILE.cap.csv; write: OUT (writes OUT.up, OUT.down)",
     )
-    im_m.set_defaults(func=_friendly(cmd_import_mahimahi))
 
-    f = tsub.add_parser(
-        "fit",
-        help="refit the RTT time structure to real ping runs",
-        description=(
-            "Compare the synthesizer's RTT time structure (autocorrelation at 0.2-1 s, excursions "
-            "above p90) with real ping runs (default: the IMC'23 driving data), optionally rerun the "
-            "grid search, and compare its capacity model (CV, log-ACF at 1-30 s) with real 5G "
-            "throughput (Raca et al.)."
-        ),
-    )
+    f = add_command(tsub, cmd_fit.__doc__, _friendly(cmd_fit))
     f.add_argument(
         "--data", metavar="DIR", help="directory of ping outputs (*.out), searched recursively"
     )
@@ -367,4 +348,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     f.add_argument("--grid", action="store_true", help="also run the grid search (about 5 minutes)")
     f.add_argument("--plot", metavar="PNG", help="draw the comparison (ACF, excursions) to PNG")
-    f.set_defaults(func=_friendly(cmd_fit))
