@@ -117,6 +117,16 @@ def _ms(path: Path, key: str, v: Any) -> float:
     return float(v)
 
 
+def _only_keys(path: Path, where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    for k in table:
+        if k not in allowed:
+            raise TraceFormatError(
+                path,
+                f"unknown key (expected one of {', '.join(sorted(allowed))})",
+                field=f"{where}.{k}",
+            )
+
+
 def _windows(path: Path, key: str, items: Any, extra: set[str], repeat: float | None) -> None:
     if not isinstance(items, list):
         raise TraceFormatError(path, f"expected a list of tables, got {items!r}", field=key)
@@ -126,13 +136,7 @@ def _windows(path: Path, key: str, items: Any, extra: set[str], repeat: float | 
         if not isinstance(w, dict):
             raise TraceFormatError(path, f"expected a table, got {w!r}", field=where)
         allowed = {"from_ms", "to_ms"} | extra
-        for k in w:
-            if k not in allowed:
-                raise TraceFormatError(
-                    path,
-                    f"unknown key (expected one of {', '.join(sorted(allowed))})",
-                    field=f"{where}.{k}",
-                )
+        _only_keys(path, where, w, allowed)
         for k in sorted(allowed - set(w)):
             raise TraceFormatError(path, "missing", field=f"{where}.{k}")
         a, b = _ms(path, f"{where}.from_ms", w["from_ms"]), _ms(path, f"{where}.to_ms", w["to_ms"])
@@ -157,14 +161,7 @@ def validate_faults(path: Path, key: str, t: Any) -> None:
     """Check a `<direction>.faults` table as chanemu does; errors name file and key."""
     if not isinstance(t, dict):
         raise TraceFormatError(path, f"expected a table, got {t!r}", field=key)
-    allowed = {"repeat_ms", "down", "loss_bursts"}
-    for k in t:
-        if k not in allowed:
-            raise TraceFormatError(
-                path,
-                f"unknown key (expected one of {', '.join(sorted(allowed))})",
-                field=f"{key}.{k}",
-            )
+    _only_keys(path, key, t, {"repeat_ms", "down", "loss_bursts"})
     repeat = None
     if "repeat_ms" in t:
         repeat = _ms(path, f"{key}.repeat_ms", t["repeat_ms"])

@@ -48,6 +48,15 @@ class Verdict:
     unexpected: list[str] = field(default_factory=list)  # failed URLs outside the record
 
 
+# Row column <- browser result key (`total_ms` is the PLT, `size_bytes` what arrived).
+_ROW_FROM_RESULT = (
+    *((k, k) for k in ("plt_ms", "fcp_ms", "lcp_ms", "speed_index_ms", "atf_ms")),
+    *((k, k) for k in ("resources_loaded", "dns_ms", "connect_ms", "tls_ms", "ttfb_ms")),
+    ("total_ms", "plt_ms"),
+    ("size_bytes", "bytes_received"),
+)
+
+
 def url_match_key(url: str, with_query: bool = True) -> str:
     """What makes two URLs the same request for the replay (see module doc)."""
     try:
@@ -100,20 +109,7 @@ def fill_page_row(row: dict[str, Any], res: dict[str, Any], missing_urls: Any) -
     """Copy one page load's browser result (`browser.LoadResult` as a dict) into its
     row and judge it against the page's record (`missing_urls`, `judge`): the
     one mapping `dch pageload` and `dch session` rows share."""
-    row.update(
-        plt_ms=res.get("plt_ms"),
-        fcp_ms=res.get("fcp_ms"),
-        lcp_ms=res.get("lcp_ms"),
-        speed_index_ms=res.get("speed_index_ms"),
-        atf_ms=res.get("atf_ms"),
-        resources_loaded=res.get("resources_loaded"),
-        dns_ms=res.get("dns_ms"),
-        connect_ms=res.get("connect_ms"),
-        tls_ms=res.get("tls_ms"),
-        ttfb_ms=res.get("ttfb_ms"),
-        total_ms=res.get("plt_ms"),
-        size_bytes=res.get("bytes_received"),
-    )
+    row.update({col: res.get(key) for col, key in _ROW_FROM_RESULT})
     verdict = judge(res, missing_urls)
     row.update(
         valid=verdict.valid,
