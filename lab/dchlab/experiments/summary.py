@@ -11,11 +11,12 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from dchlab.experiments import analysis as an
-from dchlab.experiments.campaign import Campaign
+from dchlab.experiments.campaign import Campaign, Condition
 from dchlab.units import format_size
 
 
@@ -286,6 +287,17 @@ def _rerun_table(
     return t
 
 
+def _measured(
+    c: Campaign, gains: dict[tuple[str, str], an.Gain], base: str
+) -> Iterator[tuple[Condition, str, an.Gain]]:
+    """(condition, arm, gain) of every measured cell, in the campaign's order."""
+    for cond in c.conditions:
+        for arm in _arms(c, base):
+            g = gains.get((cond.name, arm))
+            if g is not None:
+                yield cond, arm, g
+
+
 def summarize(
     c: Campaign,
     rows: list[dict[str, Any]],
@@ -356,27 +368,23 @@ def summarize(
             # one item: resample trials, i.e. treat each trial as its own "page"
             per_trial = [dict(r, item=f"{item}#{r.get('trial')}") for r in sub]
             gains = an.paired_gains(per_trial, metric=metric, baseline=base)
-            for cond in c.conditions:
-                for arm in _arms(c, base):
-                    g = gains.get((cond.name, arm))
-                    if g is None:
-                        continue
-                    t.rows.append(
-                        [
-                            cond.name,
-                            item,
-                            arm,
-                            _num(g.base_mean_ms, 0),
-                            _num(g.arm_mean_ms, 0),
-                            g.gain_pct.fmt(1, "%"),
-                            g.gain_ms.fmt(0),
-                            str(g.pairs),
-                            f"{g.invalid_arm} / {g.invalid_base}",
-                        ]
-                    )
-                    points.append(
-                        {"condition": cond.name, "size": size, "arm": arm, "gain_pct": g.gain_pct}
-                    )
+            for cond, arm, g in _measured(c, gains, base):
+                t.rows.append(
+                    [
+                        cond.name,
+                        item,
+                        arm,
+                        _num(g.base_mean_ms, 0),
+                        _num(g.arm_mean_ms, 0),
+                        g.gain_pct.fmt(1, "%"),
+                        g.gain_ms.fmt(0),
+                        str(g.pairs),
+                        f"{g.invalid_arm} / {g.invalid_base}",
+                    ]
+                )
+                points.append(
+                    {"condition": cond.name, "size": size, "arm": arm, "gain_pct": g.gain_pct}
+                )
         s.tables.append(t)
         s.plot["points"] = points
     elif kind == "app":
@@ -536,32 +544,28 @@ def _app_table(
         sub = rows if inter == "all" else [r for r in rows if an.item_of(r).endswith("/" + inter)]
         gains = an.paired_gains(sub, metric=metric, baseline=base)
         key = "gain_pct" if inter == "all" else f"{inter}_gain_pct"
-        for cond in c.conditions:
-            for arm in _arms(c, base):
-                g = gains.get((cond.name, arm))
-                if g is None:
-                    continue
-                t.rows.append(
-                    [
-                        cond.name,
-                        inter,
-                        arm,
-                        g.gain_pct.fmt(1, "%"),
-                        _num(paper_value(c, cond.name, arm, key)),
-                        g.gain_ms.fmt(0),
-                        str(g.pairs),
-                        f"{g.invalid_arm} / {g.invalid_base}",
-                    ]
-                )
-                label = inter if len(c.conditions) == 1 else f"{cond.name} {inter}"
-                points.append(
-                    {
-                        "condition": label,
-                        "x": {},
-                        "arm": arm,
-                        "gain_pct": g.gain_pct,
-                        "gain_ms": g.gain_ms,
-                        "paper_pct": paper_value(c, cond.name, arm, key),
-                    }
-                )
+        for cond, arm, g in _measured(c, gains, base):
+            t.rows.append(
+                [
+                    cond.name,
+                    inter,
+                    arm,
+                    g.gain_pct.fmt(1, "%"),
+                    _num(paper_value(c, cond.name, arm, key)),
+                    g.gain_ms.fmt(0),
+                    str(g.pairs),
+                    f"{g.invalid_arm} / {g.invalid_base}",
+                ]
+            )
+            label = inter if len(c.conditions) == 1 else f"{cond.name} {inter}"
+            points.append(
+                {
+                    "condition": label,
+                    "x": {},
+                    "arm": arm,
+                    "gain_pct": g.gain_pct,
+                    "gain_ms": g.gain_ms,
+                    "paper_pct": paper_value(c, cond.name, arm, key),
+                }
+            )
     return t, points
