@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -22,3 +24,29 @@ def require_binaries(*names: str) -> None:
         pytest.skip(
             "not built: " + ", ".join(missing) + " (cargo build --release -p " + missing[0] + ")"
         )
+
+
+CHROMIUM = Path("/usr/lib/chromium/chromium")
+
+
+def testbed_missing(*binaries: str, chromium: bool = True, dnsmasq: bool = True) -> str | None:
+    """Why a live testbed cannot run here (None: it can): root, the release binaries
+    (chanemu and webreplay always, plus `binaries`), Debian's Chromium, dnsmasq."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for b in dict.fromkeys(("chanemu", "webreplay", *binaries)):
+        if not (target_dir() / "release" / b).exists():
+            return f"{b} not built (cargo build --release -p {b})"
+    if chromium and not CHROMIUM.exists():
+        return "chromium not installed"
+    if dnsmasq and shutil.which("dnsmasq") is None:
+        return "dnsmasq not installed"
+    return None
+
+
+def needs_testbed(
+    *binaries: str, chromium: bool = True, dnsmasq: bool = True
+) -> pytest.MarkDecorator:
+    """`skipif` mark for tests that need a live testbed (see `testbed_missing`)."""
+    why = testbed_missing(*binaries, chromium=chromium, dnsmasq=dnsmasq)
+    return pytest.mark.skipif(why is not None, reason=str(why))

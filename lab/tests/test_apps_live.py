@@ -5,40 +5,17 @@ interactions; two launches for the RTT test)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import needs_testbed
 
 from dchlab.apps.compile import cached_corpus
 from dchlab.apps.profile import INTERACTIONS, AppProfile, load_profile
 from dchlab.apps.run import check_interaction, critical_think_ms, run_driver
-from dchlab.paths import target_dir
 from dchlab.workloads.api import RunSpec
 
-CHROMIUM = Path("/usr/lib/chromium/chromium")
-
-
-def _ready() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    for b in ("chanemu", "webreplay", "dchannel"):
-        if not (target_dir() / "release" / b).exists():
-            return f"{b} not built (cargo build --release -p {b})"
-    if not CHROMIUM.exists():
-        return "chromium not installed"
-    if shutil.which("dnsmasq") is None:
-        return "dnsmasq not installed"
-    return None
-
-
-pytestmark = [
-    pytest.mark.netns,
-    pytest.mark.chromium,
-    pytest.mark.skipif(_ready() is not None, reason=str(_ready())),
-]
+pytestmark = [pytest.mark.netns, pytest.mark.chromium, needs_testbed("dchannel")]
 
 
 def _session(p: AppProfile, hbc: str) -> dict[str, Any]:

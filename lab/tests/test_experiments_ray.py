@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,12 +22,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from conftest import testbed_missing
 
 from dchlab.experiments import store
 from dchlab.experiments.campaign import Campaign, load_campaign
 from dchlab.experiments.ray_backend import RayClusterError, RayDispatch
 from dchlab.experiments.runner import Group, run_campaign
-from dchlab.paths import target_dir
 
 ray = pytest.importorskip("ray")
 from ray import cloudpickle  # noqa: E402
@@ -306,18 +305,7 @@ analysis: {kind: gain, baseline: all-hbc}
 
 
 def _testbed_missing() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces"
-    missing = [
-        b
-        for b in ("chanemu", "dchannel", "webreplay")
-        if not (target_dir() / "release" / b).exists()
-    ]
-    if missing:
-        return f"needs the release binaries {missing} (./dch setup)"
-    if not (Path("/usr/lib/chromium/chromium").exists() or shutil.which("chromium")):
-        return "needs Debian's chromium"
-    return None
+    return testbed_missing("dchannel")
 
 
 @pytest.mark.netns

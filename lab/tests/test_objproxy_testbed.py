@@ -5,14 +5,12 @@ through the proxy with no failed resources."""
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import needs_testbed
 
-from dchlab.paths import target_dir
 from dchlab.testbed.schemes import get_scheme, known_schemes
 
 CHROMIUM = Path("/usr/lib/chromium/chromium")
@@ -35,18 +33,7 @@ def test_schemes_are_registered() -> None:
     assert get_scheme("passthrough").required_binaries() == ["objproxy"]
 
 
-def _ready() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    for b in ("chanemu", "webreplay", "objproxy"):
-        if not (target_dir() / "release" / b).exists():
-            return f"{b} not built (cargo build --release -p {b})"
-    if shutil.which("dnsmasq") is None:
-        return "dnsmasq not installed"
-    return None
-
-
-need_testbed = pytest.mark.skipif(_ready() is not None, reason=str(_ready()))
+need_testbed = needs_testbed("objproxy", chromium=False)
 
 
 def _proxy_stats(stats: dict[str, Any]) -> dict[str, Any]:

@@ -4,38 +4,22 @@ webreplay, chanemu, dnsmasq; the tp5n test also ../shared/data)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import pytest
+from conftest import needs_testbed
 from test_pages_import_robust import litter_tree
 
 from dchlab.pages.corpus import load, save
 from dchlab.paths import shared_data, target_dir
 from dchlab.workloads.api import RunSpec, load_one
-from dchlab.workloads.browser import CHROMIUM
-
-
-def _ready(*bins: str) -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces)"
-    for b in ("chanemu", "webreplay", *bins):
-        if not (target_dir() / "release" / b).exists():
-            return f"{b} not built (cargo build --release -p {b})"
-    if not Path(CHROMIUM).exists():
-        return "chromium not installed"
-    if shutil.which("dnsmasq") is None:
-        return "dnsmasq not installed"
-    return None
-
 
 pytestmark = [pytest.mark.chromium, pytest.mark.netns]
 LINK = ("fixed:20ms/100mbit", "urllc")
 
 
-@pytest.mark.skipif(_ready() is not None, reason=str(_ready()))
+@needs_testbed()
 def test_litter_tree_imports_and_replays(tmp_path: Path) -> None:
     """The tree with .DS_Store, Thumbs.db, .git/, empty folders... replays in Chromium
     through the testbed: every kept object loads, only the recorded missing one fails."""
@@ -65,7 +49,7 @@ def _drop_object(corpus, url: str, dest: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.shared_data
-@pytest.mark.skipif(_ready("dchannel") is not None, reason=str(_ready("dchannel")))
+@needs_testbed("dchannel")
 def test_tp5n_page_with_missing_resources_is_valid_under_every_scheme(tmp_path: Path) -> None:
     """amazon.com misses two script-inserted images (`httpdisabled://`): after the probe
     those are its record, and loads failing exactly them are valid for all-hbc and

@@ -6,12 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import testbed_missing
 
 from dchlab.paths import shared_data, target_dir
 from dchlab.workloads.api import ROW_KEYS, RunSpec, channel_counters, curl_row, paired_seed
@@ -268,16 +268,7 @@ def test_imported_real_page_missing_count(tmp_path: Path) -> None:
 
 
 def _testbed_ready() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root"
-    for b in ("chanemu", "webreplay"):
-        if not (target_dir() / "release" / b).exists():
-            return f"{b} not built (cargo build --release -p {b})"
-    if not CHROMIUM.exists():
-        return "chromium not installed"
-    if shutil.which("dnsmasq") is None:
-        return "dnsmasq not installed"
-    return None
+    return testbed_missing()
 
 
 need_testbed = pytest.mark.skipif(_testbed_ready() is not None, reason=str(_testbed_ready()))
