@@ -13,6 +13,7 @@ import logging
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 from dchlab.commands import add_command
 from dchlab.pages.corpus import CorpusError, summary, tier_mix, verify_bodies
@@ -233,32 +234,29 @@ def cmd_import_tp5n(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_import_warc(args: argparse.Namespace) -> int:
-    """`dch corpus import-warc`: import WARC captures (one page per file)."""
-    from dchlab.pages.warc import import_warc
-
-    files = _capture_files(args.src, "*.warc*")
+def _import_captures(args: argparse.Namespace, kind: str, pattern: str, importer: Any) -> int:
+    files = _capture_files(args.src, pattern)
     if not files:
-        raise CorpusError(f"no WARC files in {' '.join(args.src)}")
-    corpus, _ = import_warc(files, Path(args.out))
+        raise CorpusError(f"no {kind} files in {' '.join(args.src)}")
+    corpus, _ = importer(files, Path(args.out))
     if args.probe:
         corpus = probe_corpus(corpus)
     _print_summary(corpus, args.json)
     return 0
+
+
+def cmd_import_warc(args: argparse.Namespace) -> int:
+    """`dch corpus import-warc`: import WARC captures (one page per file)."""
+    from dchlab.pages.warc import import_warc
+
+    return _import_captures(args, "WARC", "*.warc*", import_warc)
 
 
 def cmd_import_har(args: argparse.Namespace) -> int:
     """`dch corpus import-har`: import HAR captures saved with content."""
     from dchlab.pages.har import import_har
 
-    files = _capture_files(args.src, "*.har")
-    if not files:
-        raise CorpusError(f"no HAR files in {' '.join(args.src)}")
-    corpus, _ = import_har(files, Path(args.out))
-    if args.probe:
-        corpus = probe_corpus(corpus)
-    _print_summary(corpus, args.json)
-    return 0
+    return _import_captures(args, "HAR", "*.har", import_har)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
