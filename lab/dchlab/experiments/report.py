@@ -220,6 +220,11 @@ def plot_bulk(s: Summary) -> str | None:
     ax.axhline(0, color="grey", lw=0.8)
     ax.set_xlabel("file size (bytes)")
     ax.set_ylabel("completion time gain (%)")
+    return _titled_png(fig, ax, s)
+
+
+def _titled_png(fig: Any, ax: Any, s: Summary) -> str:
+    """A one-panel plot finished the report's way: legend, the campaign as title."""
     ax.legend(fontsize=7)
     ax.set_title(s.campaign.name)
     return _png(fig)
@@ -237,9 +242,7 @@ def plot_cdf(s: Summary) -> str | None:
         )
     ax.set_xlabel("reward estimation error (ms)")
     ax.set_ylabel("CDF")
-    ax.legend(fontsize=7)
-    ax.set_title(s.campaign.name)
-    return _png(fig)
+    return _titled_png(fig, ax, s)
 
 
 def plot_heatmap(s: Summary) -> str | None:
