@@ -18,7 +18,7 @@ use hyper::body::Incoming;
 
 use crate::discovery::{self, ProbeOutcome, PROBE_LEN};
 use crate::policy::{Channel, Decision, PolicyKind, Reason};
-use crate::proxy::Shared;
+use crate::proxy::{Commitment, Shared};
 use crate::upstream::{self, Origin, Outgoing};
 
 /// What the browser gets: an upstream body (possibly behind a prefix, possibly with its
@@ -29,6 +29,8 @@ pub struct ProxyBody {
     skip: u64,
     ch: Channel,
     shared: Option<Arc<Shared>>,
+    /// The object's bytes still counted as committed to `ch` (obj-oracle:committed).
+    commitment: Option<Commitment>,
 }
 
 impl ProxyBody {
@@ -39,6 +41,7 @@ impl ProxyBody {
             skip: 0,
             ch: Channel::Hbc,
             shared: None,
+            commitment: None,
         }
     }
 
@@ -48,6 +51,7 @@ impl ProxyBody {
         skip: u64,
         ch: Channel,
         s: &Arc<Shared>,
+        commitment: Option<Commitment>,
     ) -> Self {
         ProxyBody {
             prefix,
@@ -55,6 +59,7 @@ impl ProxyBody {
             skip,
             ch,
             shared: Some(s.clone()),
+            commitment,
         }
     }
 }
@@ -93,6 +98,9 @@ impl Body for ProxyBody {
                     .ch(self.ch)
                     .body_bytes
                     .fetch_add(data.len() as u64, Relaxed);
+            }
+            if let Some(c) = self.commitment.as_mut() {
+                c.arrived(data.len() as u64);
             }
             if self.skip > 0 {
                 let n = (self.skip as usize).min(data.len());
@@ -165,9 +173,23 @@ fn forward(
     ch: Channel,
     s: &Arc<Shared>,
 ) -> ProxyResponse {
+    forward_committed(resp, prefix, skip, ch, s, None)
+}
+
+fn forward_committed(
+    resp: Response<Incoming>,
+    prefix: Option<Bytes>,
+    skip: u64,
+    ch: Channel,
+    s: &Arc<Shared>,
+    commitment: Option<Commitment>,
+) -> ProxyResponse {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers);
-    Response::from_parts(parts, ProxyBody::upstream(prefix, body, skip, ch, s))
+    Response::from_parts(
+        parts,
+        ProxyBody::upstream(prefix, body, skip, ch, s, commitment),
+    )
 }
 
 /// Handle one browser request for `origin`.
@@ -211,7 +233,7 @@ async fn route(shared: &Arc<Shared>, origin: &Origin, req: Outgoing) -> Result<P
             record(shared, d, None);
             full(shared, d.channel, origin, &req).await
         }
-        PolicyKind::ObjOracle => {
+        PolicyKind::ObjOracle { .. } => {
             let size =
                 shared.config.oracle.as_ref().and_then(|o| {
                     o.size(origin.scheme(), &origin.authority(), &req.path_and_query)
@@ -221,7 +243,13 @@ async fn route(shared: &Arc<Shared>, origin: &Origin, req: Outgoing) -> Result<P
                 None => Decision::new(Channel::Hbc, Reason::Default),
             };
             record(shared, d, size);
-            full(shared, d.channel, origin, &req).await
+            // Committed before the request leaves, so that the next decision (Chromium
+            // asks for many objects at once) already sees these bytes queued.
+            let commitment = size.map(|s| Commitment::new(shared, d.channel, s));
+            let resp = upstream::send(shared, d.channel, origin, &req).await?;
+            Ok(forward_committed(
+                resp, None, 0, d.channel, shared, commitment,
+            ))
         }
         PolicyKind::ObjPriority => {
             let prio = crate::policy::obj_priority::of_headers(&req.headers);
@@ -371,6 +399,6 @@ async fn discover(
     let body = rest.into_body();
     Ok(Response::from_parts(
         parts,
-        ProxyBody::upstream(Some(prefix), body, skip, rest_ch, shared),
+        ProxyBody::upstream(Some(prefix), body, skip, rest_ch, shared, None),
     ))
 }

@@ -27,6 +27,7 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:3128")]
     listen: SocketAddr,
     /// Steering policy: ians | obj-size:N (N bytes, e.g. 6000 or 6KB) | obj-oracle |
+    /// obj-oracle:committed (also counting the bytes already committed to each channel) |
     /// obj-priority (only `priority: u=0` requests on the LLC) | passthrough.
     #[arg(long, default_value = "ians")]
     policy: PolicyKind,
@@ -84,7 +85,9 @@ fn read(p: &PathBuf, what: &str) -> Result<String> {
 fn config(a: &Args) -> Result<Config> {
     let oracle = match (&a.policy, &a.corpus) {
         (_, Some(dir)) => Some(SizeOracle::load(dir)?),
-        (PolicyKind::ObjOracle, None) => anyhow::bail!("--policy obj-oracle needs --corpus DIR"),
+        (PolicyKind::ObjOracle { .. }, None) => {
+            anyhow::bail!("--policy {} needs --corpus DIR", a.policy)
+        }
         _ => None,
     };
     let ca_cert_pem = read(&a.ca_cert, "--ca-cert")?;

@@ -3,6 +3,7 @@
 //! for plain `http://` URLs. Each request goes to [`crate::fetch::handle`].
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -36,6 +37,41 @@ pub struct Shared {
     pub issuer: LeafIssuer,
     pub client_tls: Arc<rustls::ClientConfig>,
     pub started: Instant,
+    /// Bytes of objects decided for each channel that have not streamed through yet
+    /// (index = [`Channel::index`]; [`Commitment`] keeps it).
+    pub committed: [AtomicU64; 2],
+}
+
+/// `size` bytes committed to `ch` until they stream through (each data chunk of the
+/// response is taken off) or the response is dropped (what is left is taken off).
+pub struct Commitment {
+    shared: Arc<Shared>,
+    ch: Channel,
+    left: u64,
+}
+
+impl Commitment {
+    pub fn new(shared: &Arc<Shared>, ch: Channel, size: u64) -> Commitment {
+        shared.committed[ch.index()].fetch_add(size, Relaxed);
+        Commitment {
+            shared: shared.clone(),
+            ch,
+            left: size,
+        }
+    }
+
+    /// `n` more bytes of the object arrived.
+    pub fn arrived(&mut self, n: u64) {
+        let n = n.min(self.left);
+        self.left -= n;
+        self.shared.committed[self.ch.index()].fetch_sub(n, Relaxed);
+    }
+}
+
+impl Drop for Commitment {
+    fn drop(&mut self) {
+        self.shared.committed[self.ch.index()].fetch_sub(self.left, Relaxed);
+    }
 }
 
 impl Shared {
@@ -74,6 +110,7 @@ impl Shared {
         Views {
             hbc: view(Channel::Hbc),
             llc: view(Channel::Llc),
+            committed: [0, 1].map(|i| self.committed[i].load(Relaxed) as f64),
         }
     }
 
@@ -118,6 +155,7 @@ pub async fn start(config: Config) -> Result<Proxy> {
         issuer,
         client_tls,
         started: Instant::now(),
+        committed: Default::default(),
     });
     spawn_rate_sampler(&shared);
     let s = shared.clone();

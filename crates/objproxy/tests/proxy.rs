@@ -74,7 +74,7 @@ fn parse_range(v: &str, len: usize) -> Option<(usize, usize)> {
     let b: usize = if b.is_empty() {
         len.checked_sub(1)?
     } else {
-        b.parse::<usize>().ok()?.min(len - 1)
+        b.parse::<usize>().ok()?.min(len.checked_sub(1)?)
     };
     (a <= b && a < len).then_some((a, b))
 }
@@ -435,7 +435,12 @@ async fn obj_oracle_takes_sizes_from_the_manifest_without_probing() {
           {{"url":"http://{origin}/bytes/50000","size":50000}}]}}"#
     );
     let oracle = SizeOracle::parse(&manifest).unwrap();
-    let p = start_proxy_with(&ca, PolicyKind::ObjOracle, Some(oracle)).await;
+    let p = start_proxy_with(
+        &ca,
+        PolicyKind::ObjOracle { committed: false },
+        Some(oracle),
+    )
+    .await;
     // 500 B, no connections, plain HTTP: LLC 5 (TCP) + 5 + 500/250 = 12 ms vs HBC 80 ms.
     let (_, _, b) = get_http(p.local_addr, origin, "/bytes/500").await;
     assert_eq!(sha(&b), sha(&pattern(500)));
@@ -458,6 +463,48 @@ async fn obj_oracle_takes_sizes_from_the_manifest_without_probing() {
     assert_eq!(d(Channel::Hbc).get(&Reason::PredictedFaster), Some(&1));
     assert_eq!(d(Channel::Hbc).get(&Reason::Default), Some(&1));
     assert_eq!(p.shared.stats.probes.load(Relaxed), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn obj_oracle_committed_counts_the_bytes_already_sent_to_the_llc() {
+    // Eight 3000 B objects asked for at once, answered after 150 ms (/slow/N), so every
+    // decision is taken before any byte arrives; new connections, plain HTTP.
+    // LLC: 5 (TCP) + 5 + 3000/250 = 22 ms, plus committed/250; HBC: 80.12 ms, plus
+    // committed/25000. obj-oracle:committed: LLC while 22 + c/250 < 80.12 + ..., i.e. for
+    // c = 0, 3000, ..., 12000 (5 objects); then the HBC (LLC 82 ms vs HBC <= 80.36 ms).
+    // Plain obj-oracle sends all eight on the LLC.
+    for (committed, llc_objects) in [(true, 5), (false, 8)] {
+        let ca = make_ca();
+        let (origin, log) = start_origin(None, false).await;
+        let manifest = format!(
+            r#"{{"format":"dchannel-corpus/1","objects":[
+              {{"url":"http://{origin}/slow/3000","size":3000}}]}}"#
+        );
+        let oracle = SizeOracle::parse(&manifest).unwrap();
+        let p = start_proxy_with(&ca, PolicyKind::ObjOracle { committed }, Some(oracle)).await;
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let pa = p.local_addr;
+            tasks.push(tokio::spawn(async move {
+                get_http(pa, origin, "/slow/3000").await
+            }));
+        }
+        for t in tasks {
+            let (_, _, b) = t.await.unwrap();
+            assert_eq!(sha(&b), sha(&pattern(3000)));
+        }
+        let seen = seen_for(&log, "/slow/3000");
+        let on_llc = seen.iter().filter(|x| x.0 == Channel::Llc).count();
+        assert_eq!(
+            (on_llc, seen.len()),
+            (llc_objects, 8),
+            "committed={committed}"
+        );
+        assert_eq!(body_bytes(&p, Channel::Llc), 3000 * llc_objects as u64);
+        // Every committed byte arrived: nothing stays counted.
+        let left = [0, 1].map(|i| p.shared.committed[i].load(Relaxed));
+        assert_eq!(left, [0, 0]);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

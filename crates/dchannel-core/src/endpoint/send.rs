@@ -128,7 +128,10 @@ impl<A: DatagramAuth> SendHalf<A> {
         }
         let steered = p.steerer.steer(now, pkt, &view);
         let channel = steered.channel;
-        if steered.decision.wake_hbc && channel == Channel::Llc && p.endpoints[Channel::Hbc.index()].is_some() {
+        if steered.decision.wake_hbc
+            && channel == Channel::Llc
+            && p.endpoints[Channel::Hbc.index()].is_some()
+        {
             self.pending_wake = Some(peer);
         }
         let destination = p.endpoints[channel.index()].expect("fallback picks a reachable channel");

@@ -527,16 +527,34 @@ fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
     // Estimates as in probes_every_500_ms_give_both_ends_both_rtts: HBC 20 ms,
     // LLC 5 ms one way. A 33 B query: reward 20 - (5 + 0.13) ms > 0.75 cost -> LLC.
     let link = &tx.shared().peers()[0];
-    link.publish(Channel::Hbc, Some(20 * MS), Some(40 * MS), Some(40 * MS), true);
-    link.publish(Channel::Llc, Some(5 * MS), Some(10 * MS), Some(10 * MS), true);
+    link.publish(
+        Channel::Hbc,
+        Some(20 * MS),
+        Some(40 * MS),
+        Some(40 * MS),
+        true,
+    );
+    link.publish(
+        Channel::Llc,
+        Some(5 * MS),
+        Some(10 * MS),
+        Some(10 * MS),
+        true,
+    );
     let mut wake = vec![0u8; tx.wake_buf_len()];
     let (t, dg) = send(&mut tx, 100 * MS, &uplink(7)).unwrap();
     assert_eq!(t.channel, Channel::Llc);
     assert!(t.steered.decision.wake_hbc);
     let w = tx.poll_wake(100 * MS, &mut wake).expect("a wake is due");
-    assert_eq!((w.channel, w.destination, w.control), (Channel::Hbc, gw_hbc(), false));
+    assert_eq!(
+        (w.channel, w.destination, w.control),
+        (Channel::Hbc, gw_hbc(), false)
+    );
     assert_eq!(w.len, HEADER_LEN + wire::PROBE_BODY_LEN);
-    assert!(tx.poll_wake(100 * MS, &mut wake).is_none(), "one wake per packet at most");
+    assert!(
+        tx.poll_wake(100 * MS, &mut wake).is_none(),
+        "one wake per packet at most"
+    );
     // 5 ms later: within the 10 ms gap, no wake.
     send(&mut tx, 105 * MS, &uplink(7)).unwrap();
     assert!(tx.poll_wake(105 * MS, &mut wake).is_none());
@@ -550,7 +568,10 @@ fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
     assert!(matches!(r, Received::Probe { peer: 0, .. }), "{r:?}");
     assert!(delivered(&mut grx).is_empty());
     let mut buf = vec![0u8; grx.probe_buf_len()];
-    assert!(grx.poll_transmit(120 * MS, &mut buf).is_none(), "a wake is never answered");
+    assert!(
+        grx.poll_transmit(120 * MS, &mut buf).is_none(),
+        "a wake is never answered"
+    );
     assert_eq!(grx.rtt(0).stats.wakes, [1, 0]);
     assert_eq!(grx.rtt(0).stats.samples, [0, 0]);
 }
@@ -559,8 +580,20 @@ fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
 fn dchannel_client_never_wakes() {
     let (mut tx, _crx) = client("dchannel");
     let link = &tx.shared().peers()[0];
-    link.publish(Channel::Hbc, Some(20 * MS), Some(40 * MS), Some(40 * MS), true);
-    link.publish(Channel::Llc, Some(5 * MS), Some(10 * MS), Some(10 * MS), true);
+    link.publish(
+        Channel::Hbc,
+        Some(20 * MS),
+        Some(40 * MS),
+        Some(40 * MS),
+        true,
+    );
+    link.publish(
+        Channel::Llc,
+        Some(5 * MS),
+        Some(10 * MS),
+        Some(10 * MS),
+        true,
+    );
     let mut wake = vec![0u8; tx.wake_buf_len()];
     let (t, _) = send(&mut tx, 100 * MS, &uplink(7)).unwrap();
     assert_eq!(t.channel, Channel::Llc);

@@ -409,7 +409,10 @@ mod tests {
 
     #[test]
     fn prewarm_defaults_follow_dchannel() {
-        assert_eq!(parse_spec("prewarm", 0.75).unwrap().spec(), "prewarm:alpha=0.75,gap_ms=10");
+        assert_eq!(
+            parse_spec("prewarm", 0.75).unwrap().spec(),
+            "prewarm:alpha=0.75,gap_ms=10"
+        );
         assert_eq!(
             parse_spec("prewarm:gap_ms=25", 0.5).unwrap().spec(),
             "prewarm:alpha=0.5,gap_ms=25"

@@ -65,7 +65,13 @@ impl Policy for Prewarm {
         )
     }
 
-    fn decide(&mut self, pkt: &PacketInfo, raw: &[u8], flow: &mut FlowState, ctx: &Ctx) -> Decision {
+    fn decide(
+        &mut self,
+        pkt: &PacketInfo,
+        raw: &[u8],
+        flow: &mut FlowState,
+        ctx: &Ctx,
+    ) -> Decision {
         let mut d = self.inner.decide(pkt, raw, flow, ctx);
         if ctx.dir != Direction::Uplink {
             return d;
@@ -108,13 +114,28 @@ mod tests {
         let mut f = flow();
         let small = udp(1, 2, 100);
         // t = 100 ms: the first LLC packet, the HBC never used: wake.
-        let d = p.decide(&small.0, &small.1, &mut f, &at(100 * MS, Direction::Uplink, 0.0));
+        let d = p.decide(
+            &small.0,
+            &small.1,
+            &mut f,
+            &at(100 * MS, Direction::Uplink, 0.0),
+        );
         assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, true));
         // t = 105 ms: 5 ms after the wake < gap: no second wake.
-        let d = p.decide(&small.0, &small.1, &mut f, &at(105 * MS, Direction::Uplink, 0.0));
+        let d = p.decide(
+            &small.0,
+            &small.1,
+            &mut f,
+            &at(105 * MS, Direction::Uplink, 0.0),
+        );
         assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, false));
         // t = 110 ms: exactly one gap after the wake: wake again.
-        let d = p.decide(&small.0, &small.1, &mut f, &at(110 * MS, Direction::Uplink, 0.0));
+        let d = p.decide(
+            &small.0,
+            &small.1,
+            &mut f,
+            &at(110 * MS, Direction::Uplink, 0.0),
+        );
         assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, true));
     }
 
@@ -123,15 +144,30 @@ mod tests {
         let mut p = Prewarm::new(0.75, 10 * MS);
         // t = 200 ms: 1400 B behind 1000 queued bytes = 2400 B > 2143 B -> HBC.
         let big = udp(1, 2, 1400);
-        let d = p.decide(&big.0, &big.1, &mut flow(), &at(200 * MS, Direction::Uplink, 1000.0));
+        let d = p.decide(
+            &big.0,
+            &big.1,
+            &mut flow(),
+            &at(200 * MS, Direction::Uplink, 1000.0),
+        );
         assert_eq!((d.channel, d.wake_hbc), (Channel::Hbc, false));
         // t = 209 ms, another flow's small packet on the LLC: the HBC carried a
         // packet 9 ms ago, its radio is awake: no wake.
         let small = udp(3, 4, 100);
-        let d = p.decide(&small.0, &small.1, &mut flow(), &at(209 * MS, Direction::Uplink, 0.0));
+        let d = p.decide(
+            &small.0,
+            &small.1,
+            &mut flow(),
+            &at(209 * MS, Direction::Uplink, 0.0),
+        );
         assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, false));
         // t = 210 ms: 10 ms since the HBC packet: wake.
-        let d = p.decide(&small.0, &small.1, &mut flow(), &at(210 * MS, Direction::Uplink, 0.0));
+        let d = p.decide(
+            &small.0,
+            &small.1,
+            &mut flow(),
+            &at(210 * MS, Direction::Uplink, 0.0),
+        );
         assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, true));
     }
 
@@ -163,6 +199,9 @@ mod tests {
 
     #[test]
     fn spec_names_alpha_and_gap() {
-        assert_eq!(Prewarm::new(0.5, 20 * MS).spec(), "prewarm:alpha=0.5,gap_ms=20");
+        assert_eq!(
+            Prewarm::new(0.5, 20 * MS).spec(),
+            "prewarm:alpha=0.5,gap_ms=20"
+        );
     }
 }

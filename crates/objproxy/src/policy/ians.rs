@@ -80,6 +80,7 @@ mod tests {
                 conns: 0,
                 can_reuse: reuse_llc,
             },
+            committed: [0.0; 2],
         }
     }
 

@@ -88,6 +88,10 @@ impl ChannelView {
 pub struct Views {
     pub hbc: ChannelView,
     pub llc: ChannelView,
+    /// Bytes of objects already decided for each channel (index = [`Channel::index`])
+    /// that have not yet arrived: what a new object there queues behind
+    /// (`obj-oracle:committed`).
+    pub committed: [f64; 2],
 }
 
 impl Views {
@@ -153,7 +157,11 @@ pub enum PolicyKind {
     ObjSize {
         threshold: u64,
     },
-    ObjOracle,
+    /// `obj-oracle`, or with `committed` (`obj-oracle:committed`) counting the bytes
+    /// already committed to each channel ([`obj_oracle`]).
+    ObjOracle {
+        committed: bool,
+    },
     /// Only the highest-priority requests on the LLC ([`obj_priority`]).
     ObjPriority,
     Passthrough,
@@ -171,7 +179,7 @@ impl PolicyKind {
         match self {
             PolicyKind::Ians => ians::decide(size, views, tls),
             PolicyKind::ObjSize { threshold } => obj_size::decide(size, *threshold),
-            PolicyKind::ObjOracle => obj_oracle::decide(size, views, tls),
+            PolicyKind::ObjOracle { committed } => obj_oracle::decide(size, views, tls, *committed),
             // Decided from the request headers, not the size (the proxy calls
             // obj_priority::decide directly); without them the default urgency applies.
             PolicyKind::ObjPriority => obj_priority::decide(obj_priority::Priority::default()),
@@ -184,7 +192,7 @@ impl PolicyKind {
         match self {
             PolicyKind::Ians => views.lowest_latency(),
             PolicyKind::ObjSize { .. } => Channel::Llc,
-            PolicyKind::ObjOracle | PolicyKind::ObjPriority | PolicyKind::Passthrough => {
+            PolicyKind::ObjOracle { .. } | PolicyKind::ObjPriority | PolicyKind::Passthrough => {
                 Channel::Hbc
             }
         }
@@ -196,7 +204,8 @@ impl fmt::Display for PolicyKind {
         match self {
             PolicyKind::Ians => f.write_str("ians"),
             PolicyKind::ObjSize { threshold } => write!(f, "obj-size:{threshold}"),
-            PolicyKind::ObjOracle => f.write_str("obj-oracle"),
+            PolicyKind::ObjOracle { committed: false } => f.write_str("obj-oracle"),
+            PolicyKind::ObjOracle { committed: true } => f.write_str("obj-oracle:committed"),
             PolicyKind::ObjPriority => f.write_str("obj-priority"),
             PolicyKind::Passthrough => f.write_str("passthrough"),
         }
@@ -209,7 +218,8 @@ impl FromStr for PolicyKind {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "ians" => Ok(PolicyKind::Ians),
-            "obj-oracle" => Ok(PolicyKind::ObjOracle),
+            "obj-oracle" => Ok(PolicyKind::ObjOracle { committed: false }),
+            "obj-oracle:committed" => Ok(PolicyKind::ObjOracle { committed: true }),
             "obj-priority" => Ok(PolicyKind::ObjPriority),
             "passthrough" => Ok(PolicyKind::Passthrough),
             _ => {
@@ -220,7 +230,7 @@ impl FromStr for PolicyKind {
                     Ok(PolicyKind::ObjSize { threshold })
                 } else {
                     Err(format!(
-                        "unknown policy {s:?}; expected one of ians, obj-size:N, obj-oracle, obj-priority, passthrough"
+                        "unknown policy {s:?}; expected one of ians, obj-size:N, obj-oracle, obj-oracle:committed, obj-priority, passthrough"
                     ))
                 }
             }
@@ -286,8 +296,11 @@ mod tests {
         );
         assert_eq!(
             "obj-oracle".parse::<PolicyKind>().unwrap(),
-            PolicyKind::ObjOracle
+            PolicyKind::ObjOracle { committed: false }
         );
+        let q = "obj-oracle:committed".parse::<PolicyKind>().unwrap();
+        assert_eq!(q, PolicyKind::ObjOracle { committed: true });
+        assert_eq!(q.to_string(), "obj-oracle:committed");
         assert_eq!(
             "passthrough".parse::<PolicyKind>().unwrap(),
             PolicyKind::Passthrough
@@ -312,11 +325,13 @@ mod tests {
         let v = Views {
             hbc: view(5.0, 1.0, 0.0, 0),
             llc: view(5.0, 1.0, 0.0, 0),
+            committed: [0.0; 2],
         };
         assert_eq!(v.lowest_latency(), Channel::Llc);
         let v = Views {
             hbc: view(4.0, 1.0, 0.0, 0),
             llc: view(5.0, 1.0, 0.0, 0),
+            committed: [0.0; 2],
         };
         assert_eq!(v.lowest_latency(), Channel::Hbc);
     }

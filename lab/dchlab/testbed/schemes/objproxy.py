@@ -73,7 +73,10 @@ def nominal_rtt_ms(resolved: str) -> float | None:
     params="required",
 )
 @register(
-    "obj-oracle", help="objproxy: NSDI'23 Obj-steering, object sizes from the corpus manifest"
+    "obj-oracle",
+    help="objproxy: NSDI'23 Obj-steering, object sizes from the corpus manifest "
+    "(obj-oracle:committed: also counting the bytes already committed to each channel)",
+    params="optional",
 )
 @register(
     "obj-priority",
