@@ -26,10 +26,13 @@ def _pattern_sha(n: int) -> str:
 
 def test_schemes_are_registered() -> None:
     ks = known_schemes()
-    for name in ("ians", "obj-size:PARAMS", "obj-oracle", "passthrough"):
+    for name in ("ians", "obj-size:PARAMS", "obj-oracle[:PARAMS]", "passthrough"):
         assert name in ks and "objproxy" in ks[name]
     s = get_scheme("obj-size:6000")
     assert s.kind == "proxy" and s.spec == "obj-size:6000"
+    for spec in ("obj-oracle", "obj-oracle:committed"):
+        s = get_scheme(spec)
+        assert s.kind == "proxy" and s.spec == spec and s.name == "obj-oracle"
     assert get_scheme("passthrough").required_binaries() == ["objproxy"]
 
 
