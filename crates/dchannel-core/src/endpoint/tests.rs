@@ -520,12 +520,9 @@ fn misconfigurations_are_refused() {
 
 // ---- prewarm: HBC wake probes ----------------------------------------------
 
-#[test]
-fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
-    let (mut tx, _crx) = client("prewarm");
-    let (_, mut grx) = gateway("dchannel");
-    // Estimates as in probes_every_500_ms_give_both_ends_both_rtts: HBC 20 ms,
-    // LLC 5 ms one way. A 33 B query: reward 20 - (5 + 0.13) ms > 0.75 cost -> LLC.
+/// The estimates of probes_every_500_ms_give_both_ends_both_rtts (HBC 20 ms, LLC 5 ms
+/// one way), published to the send half as the receive half would.
+fn publish_paper_estimates(tx: &SendHalf<TokenAuth>) {
     let link = &tx.shared().peers()[0];
     link.publish(
         Channel::Hbc,
@@ -541,6 +538,15 @@ fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
         Some(10 * MS),
         true,
     );
+}
+
+#[test]
+fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
+    let (mut tx, _crx) = client("prewarm");
+    let (_, mut grx) = gateway("dchannel");
+    // Estimates as in probes_every_500_ms_give_both_ends_both_rtts: HBC 20 ms,
+    // LLC 5 ms one way. A 33 B query: reward 20 - (5 + 0.13) ms > 0.75 cost -> LLC.
+    publish_paper_estimates(&tx);
     let mut wake = vec![0u8; tx.wake_buf_len()];
     let (t, dg) = send(&mut tx, 100 * MS, &uplink(7)).unwrap();
     assert_eq!(t.channel, Channel::Llc);
@@ -579,21 +585,7 @@ fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
 #[test]
 fn dchannel_client_never_wakes() {
     let (mut tx, _crx) = client("dchannel");
-    let link = &tx.shared().peers()[0];
-    link.publish(
-        Channel::Hbc,
-        Some(20 * MS),
-        Some(40 * MS),
-        Some(40 * MS),
-        true,
-    );
-    link.publish(
-        Channel::Llc,
-        Some(5 * MS),
-        Some(10 * MS),
-        Some(10 * MS),
-        true,
-    );
+    publish_paper_estimates(&tx);
     let mut wake = vec![0u8; tx.wake_buf_len()];
     let (t, _) = send(&mut tx, 100 * MS, &uplink(7)).unwrap();
     assert_eq!(t.channel, Channel::Llc);
