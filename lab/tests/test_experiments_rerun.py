@@ -50,6 +50,23 @@ def test_variant_is_its_own_campaign(campaign):
         campaign.variant(name="bad name")
 
 
+def test_variant_keeps_only_the_named_schemes_and_conditions(campaign, tmp_path):
+    v = campaign.variant(schemes=["dchannel"], conditions=["embb"])
+    assert [s.label for s in v.schemes] == ["dchannel"] and v.rerun_of is None
+    assert [c.name for c in v.conditions] == ["embb"]
+    assert v.rerun_command().endswith("rr.yaml --schemes dchannel --conditions embb")
+    with pytest.raises(CampaignError, match=r"--schemes ideal: not a scheme label .*all-hbc"):
+        campaign.variant(schemes=["all-hbc", "ideal"])
+    with pytest.raises(CampaignError, match=r"--conditions MM-S: not a condition .*embb"):
+        campaign.variant(conditions=["MM-S"])
+    # a subset measures only its own cells; the full campaign later measures the rest
+    db = tmp_path / "s.duckdb"
+    run_campaign(v, store_path=db, executor=fake(800.0))
+    assert {r["scheme"] for r in store.load_rows("rr", store=db)} == {"dchannel"}
+    s = run_campaign(campaign, store_path=db, executor=fake(800.0))
+    assert (s.skipped, s.measured) == (3, 3)
+
+
 def test_report_sets_the_rerun_beside_the_original_on_its_pages(campaign, tmp_path):
     db = tmp_path / "s.duckdb"
     run_campaign(campaign, store_path=db, executor=fake(800.0))  # gain 20%

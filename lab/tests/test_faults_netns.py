@@ -101,25 +101,33 @@ def test_hbc_outage_llc_carries_and_transfer_resumes(hbc_down: FaultRun) -> None
         assert w.stall_ms < DOWN_MS[1] - DOWN_MS[0], hbc_down.as_dict()
 
 
+def _ping_all_llc(tmp: Path, *fault_args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`dch shell --scheme all-llc FAULT_ARGS -- ping` (80 pings 50 ms apart to
+    server.test): the finished ping and the LLC emulator's stats."""
+    require_binaries("chanemu", "webreplay", "dchannel")
+    stats_file = tmp / "stats.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "dchlab.cli", "shell", "--scheme", "all-llc", *KEEP_LLC,
+         *fault_args, "--stats", str(stats_file), "--",
+         "ping", "-n", "-q", "-c", "80", "-i", "0.05", "-W", "1", "server.test"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(LAB)}, cwd=LAB,
+        timeout=120,
+    )  # fmt: skip
+    # ping exits 1 when some replies are missing: expected under faults
+    assert r.returncode in (0, 1), r.stderr
+    return r, json.loads(stats_file.read_text())["links"]["llc"]
+
+
 def test_shell_outage_option_stops_the_link_on_schedule(tmp_path: Path) -> None:
     """`dch shell --llc-outage 1s-2s --fault-repeat 2s`: the LLC is dead in the second
     half of every 2 s, both ways. Nothing leaves it then (its pcaps, stamped on
     chanemu's clock), it carries packets in the other half, and pings sent over it
     (all-llc) are lost about half the time."""
     require_root()
-    require_binaries("chanemu", "webreplay", "dchannel")
-    cap, stats_file = tmp_path / "cap", tmp_path / "stats.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "dchlab.cli", "shell", "--scheme", "all-llc", *KEEP_LLC,
-         "--llc-outage", "1s-2s", "--fault-repeat", "2s", "--pcap", str(cap),
-         "--stats", str(stats_file), "--",
-         "ping", "-n", "-q", "-c", "80", "-i", "0.05", "-W", "1", "server.test"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(LAB)}, cwd=LAB,
-        timeout=120,
-    )  # fmt: skip
-    # ping exits 1 when some replies are missing: expected here
-    assert r.returncode in (0, 1), r.stderr
-    emu = json.loads(stats_file.read_text())["links"]["llc"]
+    cap = tmp_path / "cap"
+    r, emu = _ping_all_llc(
+        tmp_path, "--llc-outage", "1s-2s", "--fault-repeat", "2s", "--pcap", str(cap)
+    )
     # requests sent into the dead link are lost there; their replies are never sent
     assert emu["uplink"]["pkts_dropped_outage"] >= 10, emu
     start, period, lo = emu["start_unix_ns"], 2_000_000_000, 1_000_000_000
@@ -139,18 +147,7 @@ def test_shell_loss_burst_drops_at_its_rate(tmp_path: Path) -> None:
     """`dch shell --llc-loss-burst 0s-10s:0.5:up` (all-llc): half the pings are lost on
     the way up, counted as burst drops (Binomial(80, 0.5): 20..60 is ±4.4 sd)."""
     require_root()
-    require_binaries("chanemu", "webreplay", "dchannel")
-    stats_file = tmp_path / "stats.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "dchlab.cli", "shell", "--scheme", "all-llc", *KEEP_LLC,
-         "--llc-loss-burst", "0s-10s:0.5:up", "--fault-repeat", "10s",
-         "--stats", str(stats_file), "--",
-         "ping", "-n", "-q", "-c", "80", "-i", "0.05", "-W", "1", "server.test"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(LAB)}, cwd=LAB,
-        timeout=120,
-    )  # fmt: skip
-    assert r.returncode in (0, 1), r.stderr
-    emu = json.loads(stats_file.read_text())["links"]["llc"]
+    r, emu = _ping_all_llc(tmp_path, "--llc-loss-burst", "0s-10s:0.5:up", "--fault-repeat", "10s")
     assert emu["uplink"]["pkts_dropped_burst"] >= 20, emu
     assert emu["downlink"]["pkts_dropped_burst"] == 0, emu
     assert emu["uplink"]["pkts_dropped_outage"] == 0, emu

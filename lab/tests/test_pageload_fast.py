@@ -20,6 +20,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import require_binaries, require_root
@@ -127,17 +128,23 @@ def test_sigterm_removes_the_running_and_the_prepared_testbed() -> None:
     assert _wait_gone(line) == []
 
 
-@pytest.mark.netns
-@pytest.mark.chromium
-def test_consecutive_loads_are_fresh_cold_and_leave_nothing(tmp_path: Path) -> None:
+def _browser_testbed_page(tmp: Path, *binaries: str) -> tuple[Any, str]:
+    """Skips unless root, BINARIES and Chromium are here; a generated one-page corpus
+    and its page's name."""
     require_root()
-    require_binaries("chanemu", "webreplay", "dchannel")
+    require_binaries(*binaries)
     if not Path("/usr/lib/chromium/chromium").exists():
         pytest.skip("chromium not installed")
     from dchlab.pages.generator import generate
 
-    corpus = generate(tmp_path / "syn", seed=5, pages=1)
-    page = corpus.pages[0].name
+    corpus = generate(tmp / "syn", seed=5, pages=1)
+    return corpus, corpus.pages[0].name
+
+
+@pytest.mark.netns
+@pytest.mark.chromium
+def test_consecutive_loads_are_fresh_cold_and_leave_nothing(tmp_path: Path) -> None:
+    corpus, page = _browser_testbed_page(tmp_path, "chanemu", "webreplay", "dchannel")
     script = textwrap.dedent(
         f"""
         import json
@@ -215,14 +222,7 @@ def test_a_prepared_browser_serves_only_a_scheme_that_starts_it_the_same_way(
     connections). Announced (expect_next, as the campaign runner does), the next
     scheme's browser is prepared its own way; unannounced, the load launches its own
     browser and lets it settle before navigating."""
-    require_root()
-    require_binaries("chanemu", "webreplay", "dchannel", "objproxy")
-    if not Path("/usr/lib/chromium/chromium").exists():
-        pytest.skip("chromium not installed")
-    from dchlab.pages.generator import generate
-
-    corpus = generate(tmp_path / "syn", seed=5, pages=1)
-    page = corpus.pages[0].name
+    corpus, page = _browser_testbed_page(tmp_path, "chanemu", "webreplay", "dchannel", "objproxy")
     script = textwrap.dedent(
         f"""
         import json

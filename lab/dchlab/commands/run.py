@@ -44,8 +44,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             c = c.quick()
         if args.trials:
             c = replace(c, trials=args.trials)
-        if args.name or args.seed is not None or args.pages:
-            c = c.variant(name=args.name, seed=args.seed, pages=args.pages)
+        if args.name or args.seed is not None or args.pages or args.schemes or args.conditions:
+            c = c.variant(
+                name=args.name,
+                seed=args.seed,
+                pages=args.pages,
+                schemes=args.schemes,
+                conditions=args.conditions,
+            )
         console.print(
             f"[bold]{c.name}[/]{' (quick)' if c.is_quick else ''}: {len(c.schemes)} schemes × "
             f"{len(c.conditions)} conditions × {c.workload.kind} × {c.trials} trials, seed {c.seed}"
@@ -133,6 +139,14 @@ def _positive(text: str) -> int:
     return n
 
 
+def _labels(text: str) -> list[str]:
+    """`a,b,c` → [a, b, c] (the campaign checks that each names one of its own)."""
+    labels = [x.strip() for x in text.split(",") if x.strip()]
+    if not labels:
+        raise argparse.ArgumentTypeError("expected a comma-separated list, got nothing")
+    return labels
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub,
@@ -148,6 +162,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=_positive, help="override the number of trials")
     p.add_argument("--seed", type=_non_negative, help="override the campaign's seed")
     p.add_argument("--pages", type=_positive, metavar="N", help="only the first N pages")
+    p.add_argument(
+        "--schemes",
+        type=_labels,
+        metavar="LABEL,...",
+        help="only these of the file's schemes (by label), e.g. `--schemes all-hbc,dchannel,ideal`",
+    )
+    p.add_argument(
+        "--conditions",
+        type=_labels,
+        metavar="NAME,...",
+        help="only these of the file's conditions (by name), e.g. `--conditions MM-S,LB-D`",
+    )
     p.add_argument(
         "--name",
         metavar="NAME",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -171,13 +172,40 @@ class Campaign:
         )
 
     def variant(
-        self, name: str | None = None, seed: int | None = None, pages: int | None = None
+        self,
+        name: str | None = None,
+        seed: int | None = None,
+        pages: int | None = None,
+        schemes: Sequence[str] | None = None,
+        conditions: Sequence[str] | None = None,
     ) -> Campaign:
-        """The same campaign with another name, seed or first-N-pages (the stability
-        rerun of issue 18: a page subset, another seed, another day). With a new name
-        it is a rerun of this one (`rerun_of`), stored and published on its own."""
+        """The same campaign with another name, seed, first-N-pages, or only some of its
+        schemes (by label) and conditions (by name): the stability rerun of issue 18 (a
+        page subset, another seed, another day), or part of a long campaign first. With
+        a new name it is a rerun of this one (`rerun_of`), stored and published on its
+        own."""
         flags: list[str] = []
         c = self
+        if schemes:
+            known = [s.label for s in self.schemes]
+            unknown = [x for x in schemes if x not in known]
+            if unknown:
+                raise CampaignError(
+                    f"{self.path}: --schemes {','.join(unknown)}: not a scheme label of this "
+                    f"campaign (expected some of {', '.join(known)})"
+                )
+            c = replace(c, schemes=tuple(s for s in self.schemes if s.label in schemes))
+            flags.append(f"--schemes {','.join(schemes)}")
+        if conditions:
+            known = [x.name for x in self.conditions]
+            unknown = [x for x in conditions if x not in known]
+            if unknown:
+                raise CampaignError(
+                    f"{self.path}: --conditions {','.join(unknown)}: not a condition of this "
+                    f"campaign (expected some of {', '.join(known)})"
+                )
+            c = replace(c, conditions=tuple(x for x in self.conditions if x.name in conditions))
+            flags.append(f"--conditions {','.join(conditions)}")
         if seed is not None and seed != self.seed and (name is None or name == self.name):
             raise CampaignError(
                 f"{self.path}: --seed {seed} needs --name: cells do not name their seed, so a "
