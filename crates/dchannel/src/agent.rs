@@ -5,8 +5,9 @@
 //!   the send half's headroom (dchannel header, and the encryption prefix),
 //!   lets the send half steer, encapsulate and seal it in place, sends the
 //!   datagram and counts it.
-//! * `udp->tun` ([`run_receiver`]): polls both channel sockets, hands every
-//!   datagram to the receive half (which authenticates and decrypts it),
+//! * `udp->tun` ([`run_receiver`]): polls both channel sockets, receives
+//!   their datagrams in batches (`recvmmsg`), hands every datagram to the
+//!   receive half (which authenticates and decrypts it),
 //!   writes what it delivers to the TUN, sends the probes and handshake
 //!   messages it asks for, and sleeps until its next timeout (probe rounds,
 //!   handshake retries, rekeys).
@@ -16,6 +17,7 @@
 //! allocated per packet once the pool is warm.
 
 use crate::arrival_log::ArrivalLog;
+use crate::batch_recv::{Batch, BATCH};
 use crate::decision_log::DecisionLog;
 use crate::stats::{Malformed, Stats};
 use dchannel_core::endpoint::{DatagramAuth, Event, ReceiveHalf, Received, SendHalf};
@@ -126,6 +128,7 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
         s.set_nonblocking(true).expect("nonblocking socket");
     }
     let mut pool: Vec<Vec<u8>> = Vec::new();
+    let mut batch = Batch::new(io.max_datagram);
     let mut probe_buf = vec![0u8; rx.probe_buf_len()];
     let pollfd = |fd| libc::pollfd {
         fd,
@@ -153,36 +156,33 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
             if pfds[ch.index()].revents == 0 {
                 continue;
             }
-            // Drain up to a batch per wake-up so one channel cannot starve the other.
-            for _ in 0..256 {
-                let mut b = pool.pop().unwrap_or_default();
-                b.resize(io.max_datagram, 0);
-                match io.socks[ch.index()].recv_from(&mut b) {
-                    Ok((n, from)) if n >= io.max_datagram => {
-                        // Filled the buffer: possibly cut short, never forward it.
-                        io.stats.bad(Malformed::Truncated);
-                        tracing::debug!("oversized datagram from {from} on {ch}");
-                        pool.push(b);
-                    }
-                    Ok((n, from)) => {
-                        b.truncate(n);
-                        let now = io.now();
-                        received(
-                            &io,
-                            rx.handle_datagram(now, ch, from, b),
-                            ch,
-                            now,
-                            &mut pool,
-                        );
-                        flush(&io, &mut rx, &mut pool, &mut probe_buf, now);
-                    }
+            // Drain up to 8 batches per wake-up so one channel cannot starve the other.
+            for _ in 0..8 {
+                let fd = io.socks[ch.index()].as_raw_fd();
+                let n = match batch.recv(fd, &mut pool) {
+                    Ok(metas) => metas.len(),
                     Err(e) => {
-                        pool.push(b);
                         if e.kind() != ErrorKind::WouldBlock {
                             tracing::debug!("recv on {ch}: {e}");
                         }
                         break;
                     }
+                };
+                for i in 0..n {
+                    let m = batch.meta(i);
+                    if m.truncated {
+                        // Filled the buffer: possibly cut short, never forward it.
+                        io.stats.bad(Malformed::Truncated);
+                        tracing::debug!("oversized datagram from {} on {ch}", m.from);
+                        continue; // the slot keeps its buffer
+                    }
+                    let now = io.now();
+                    let r = rx.handle_datagram(now, ch, m.from, batch.take(i));
+                    received(&io, r, ch, now, &mut pool);
+                    flush(&io, &mut rx, &mut pool, &mut probe_buf, now);
+                }
+                if n < BATCH {
+                    break; // the socket is drained
                 }
             }
         }

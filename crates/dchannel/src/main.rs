@@ -3,6 +3,7 @@
 
 mod agent;
 mod arrival_log;
+mod batch_recv;
 mod cli;
 mod config;
 mod decision_log;
