@@ -1,4 +1,5 @@
-//! TUN devices (`IFF_TUN | IFF_NO_PI`: raw IP packets, no prefix) through the
+//! TUN devices (`IFF_TUN | IFF_NO_PI`: raw IP packets, no prefix, or with
+//! offloads a `virtio_net_hdr` prefix) through the
 //! raw ioctl, and the `ip` (iproute2) calls that configure them. The agent and
 //! the emulator open their devices here.
 
@@ -9,6 +10,32 @@ use std::process::Command;
 /// Creates TUN device `name` (1 to 15 bytes) in the caller's namespace and
 /// returns its descriptor, non-blocking if asked (close-on-exec always).
 pub fn open(name: &str, nonblocking: bool) -> Result<OwnedFd> {
+    open_with(name, nonblocking, 0)
+}
+
+/// `IFF_VNET_HDR`: every read and write starts with a 10-byte `virtio_net_hdr`.
+const IFF_VNET_HDR: libc::c_int = 0x4000;
+/// `TUNSETOFFLOAD` = `_IOW('T', 208, unsigned int)`.
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+/// Offloads the reader takes on: partial checksums and TCP super-packets (v4, v6,
+/// with ECN).
+const TUN_F_CSUM_TSO: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08;
+
+/// Like [`open`], with checksum and TCP segmentation offload: the kernel may hand
+/// over partial checksums and TCP super-packets of up to 64 KiB, each read and
+/// write starts with a `virtio_net_hdr` (`dchannel_core::gso` makes packets of
+/// them). Fails where the kernel refuses the offloads.
+pub fn open_offload(name: &str, nonblocking: bool) -> Result<OwnedFd> {
+    let fd = open_with(name, nonblocking, IFF_VNET_HDR)?;
+    // SAFETY: TUNSETOFFLOAD takes its flags by value.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, TUN_F_CSUM_TSO) } < 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("TUNSETOFFLOAD (checksum, TSO) on {name}"));
+    }
+    Ok(fd)
+}
+
+fn open_with(name: &str, nonblocking: bool, extra_flags: libc::c_int) -> Result<OwnedFd> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
         bail!("interface name {name:?}: expected 1 to 15 bytes");
     }
@@ -26,7 +53,7 @@ pub fn open(name: &str, nonblocking: bool) -> Result<OwnedFd> {
     for (d, s) in ifr.ifr_name.iter_mut().zip(name.as_bytes()) {
         *d = *s as libc::c_char;
     }
-    ifr.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short;
+    ifr.ifr_ifru.ifru_flags = (libc::IFF_TUN | libc::IFF_NO_PI | extra_flags) as libc::c_short;
     // SAFETY: TUNSETIFF reads and writes an ifreq we own.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut ifr) } < 0 {
         return Err(std::io::Error::last_os_error()).with_context(|| format!("TUNSETIFF {name}"));

@@ -15,6 +15,7 @@
 pub mod channel;
 pub mod endpoint;
 pub mod flow_table;
+pub mod gso;
 pub mod llc_queue;
 pub mod packet;
 pub mod policy;

@@ -30,6 +30,8 @@ pub const TCP_RST: u8 = 0x04;
 pub const TCP_PSH: u8 = 0x08;
 /// TCP flag ACK.
 pub const TCP_ACK: u8 = 0x10;
+/// TCP flag CWR (congestion window reduced, RFC 3168).
+pub const TCP_CWR: u8 = 0x80;
 
 /// Byte offsets of the header fields this crate reads or writes, named once
 /// (as smoltcp's `mod field`). A range is a multi-byte field in network byte
@@ -45,6 +47,8 @@ pub mod field {
         pub const VER_IHL: usize = 0;
         /// Total length of the packet, header included.
         pub const LENGTH: Field = 2..4;
+        /// Identification (of fragments; incremented per segment by TSO).
+        pub const IDENT: Field = 4..6;
         /// Flags (3 bits) and fragment offset (13 bits, in 8-byte units).
         pub const FLG_OFF: Field = 6..8;
         /// Mask of the fragment offset within [`FLG_OFF`].
@@ -53,6 +57,8 @@ pub mod field {
         pub const TTL: usize = 8;
         /// Transport protocol number.
         pub const PROTOCOL: usize = 9;
+        /// Header checksum.
+        pub const CHECKSUM: Field = 10..12;
         /// Source address.
         pub const SRC_ADDR: Field = 12..16;
         /// Destination address.
@@ -107,10 +113,14 @@ pub mod field {
         pub const SRC_PORT: Field = 0..2;
         /// Destination port.
         pub const DST_PORT: Field = 2..4;
+        /// Sequence number.
+        pub const SEQ_NUM: Field = 4..8;
         /// Data offset in 32-bit words (high nibble).
         pub const DATA_OFF: usize = 12;
         /// Flags (CWR ECE URG ACK PSH RST SYN FIN).
         pub const FLAGS: usize = 13;
+        /// Checksum (over a pseudo-header, the header and the payload).
+        pub const CHECKSUM: Field = 16..18;
         /// Length of a header without options.
         pub const MIN_HEADER_LEN: usize = 20;
     }

@@ -138,6 +138,13 @@ pub struct Common {
     /// can read and replay. Without it the agents encrypt (--key, ...).
     #[arg(long)]
     pub insecure: bool,
+    /// TUN checksum and TCP segmentation offload: the kernel hands over TCP
+    /// super-packets of up to 64 KiB (one read instead of ~45), which the agent
+    /// cuts into the packets TCP would have sent and steers one by one
+    /// (decisions unchanged). `off`: one packet per read, as before. If the
+    /// kernel refuses the offloads, the agent warns and runs without them.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub tun_offload: OnOff,
     /// MTU of the outer path; the TUN MTU is this minus IP/UDP/dchannel headers
     /// (and the 29 bytes of encryption overhead unless --insecure).
     #[arg(long, default_value_t = 1500)]

@@ -149,8 +149,9 @@ fn serve<A: DatagramAuth + 'static>(
         Arc::clone(&shared),
     );
     stats.crypto = crypto;
+    let (tun, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On)?;
+    stats.tun_offload = vnet_hdr;
     let stats = Arc::new(stats);
-    let tun = tun::create(&common.tun)?;
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
     if let Some(addr) = common.metrics_addr {
         metrics::serve(addr, Arc::clone(&stats))?;
@@ -163,6 +164,7 @@ fn serve<A: DatagramAuth + 'static>(
         log: log.clone(),
         arrivals: arrivals.clone(),
         max_datagram: common.outer_mtu.max(1500) + 64,
+        vnet_hdr,
         final_publish: final_publish::FinalPublish::new().context("eventfd")?,
     });
     let io_stats = Arc::clone(&io);
@@ -176,9 +178,10 @@ fn serve<A: DatagramAuth + 'static>(
         .spawn(move || agent::run_receiver(io, rx))?;
     let role_name = role.name();
     tracing::info!(
-        "{role_name} up: tun {} ({}, mtu {inner_mtu}), policy {policy_spec}, LLC {} Mbit/s, overhead {overhead} B/packet, {}",
+        "{role_name} up: tun {} ({}, mtu {inner_mtu}{}), policy {policy_spec}, LLC {} Mbit/s, overhead {overhead} B/packet, {}",
         common.tun,
         common.tun_addr,
+        if vnet_hdr { ", TSO" } else { "" },
         common.llc_mbit,
         if encrypted { "encrypted" } else { "INSECURE (plaintext)" }
     );

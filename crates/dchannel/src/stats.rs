@@ -41,10 +41,13 @@ pub enum Malformed {
     NoEndpoint,
     SendError,
     TunWriteError,
+    /// A TUN read with offloads whose virtio_net_hdr or super-packet could not
+    /// be cut into packets (dchannel_core::gso::GsoError).
+    BadOffload,
 }
 
 impl Malformed {
-    pub const ALL: [Malformed; 16] = [
+    pub const ALL: [Malformed; 17] = [
         Malformed::Truncated,
         Malformed::UnknownVersion,
         Malformed::UnknownType,
@@ -61,6 +64,7 @@ impl Malformed {
         Malformed::NoEndpoint,
         Malformed::SendError,
         Malformed::TunWriteError,
+        Malformed::BadOffload,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +85,7 @@ impl Malformed {
             Malformed::NoEndpoint => "no_endpoint",
             Malformed::SendError => "send_error",
             Malformed::TunWriteError => "tun_write_error",
+            Malformed::BadOffload => "bad_offload",
         }
     }
 }
@@ -152,6 +157,12 @@ pub struct Stats {
     pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
     pub malformed: [AtomicU64; Malformed::ALL.len()],
     pub flows: AtomicU64,
+    /// `--tun-offload`: TCP super-packets read from the TUN, and the packets they
+    /// were cut into (send thread).
+    pub superpackets: AtomicU64,
+    pub segments: AtomicU64,
+    /// The TUN has offloads on.
+    pub tun_offload: bool,
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
     pub endpoint: Arc<Shared>,
     /// The encryption layer (its drop counters per reason and handshake
@@ -181,6 +192,9 @@ impl Stats {
             decisions: std::array::from_fn(|_| Default::default()),
             malformed: Default::default(),
             flows: AtomicU64::new(0),
+            superpackets: AtomicU64::new(0),
+            segments: AtomicU64::new(0),
+            tun_offload: false,
             endpoint,
             crypto: None,
         }
@@ -294,6 +308,11 @@ impl Stats {
             "malformed": malformed,
             "crypto": self.crypto_json(),
             "flows": self.flows.load(Relaxed),
+            "tun": {
+                "offload": self.tun_offload,
+                "superpackets": self.superpackets.load(Relaxed),
+                "segments": self.segments.load(Relaxed),
+            },
         })
     }
 

@@ -2,12 +2,20 @@
 //! then address, MTU and link up (set-up shared with chanemu: dchannel-base).
 
 use anyhow::{Context, Result};
-use dchannel_base::tun::{ip, open};
+use dchannel_base::tun::{ip, open, open_offload};
 use std::fs::File;
 
-/// Creates TUN `name` (no packet-info prefix) and returns it.
-pub fn create(name: &str) -> Result<File> {
-    Ok(File::from(open(name, false).context("--tun")?))
+/// Creates TUN `name` (no packet-info prefix) and returns it, with checksum and
+/// TCP segmentation offload when `offload` and the kernel agrees; the flag says
+/// whether every read and write carries a `virtio_net_hdr`.
+pub fn create(name: &str, offload: bool) -> Result<(File, bool)> {
+    if offload {
+        match open_offload(name, false) {
+            Ok(fd) => return Ok((File::from(fd), true)),
+            Err(e) => tracing::warn!("--tun-offload: {e:#}; running without offloads"),
+        }
+    }
+    Ok((File::from(open(name, false).context("--tun")?), false))
 }
 
 /// Assigns `addr` (CIDR), sets the MTU and brings the link up.

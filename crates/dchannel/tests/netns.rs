@@ -270,6 +270,26 @@ fn all_hbc_everything_on_hbc() {
     }
     assert!(chan(&gw, "hbc", "tx_bytes") as usize > DOWN_BYTES);
     assert!(chan(&ue, "hbc", "tx_bytes") as usize > UP_BYTES);
+    // TUN offload is on by default: the bulk TCP sends reached the agents as
+    // super-packets, cut into segments that each went out as one datagram
+    // (run_policy checked the bytes, the logs and the arrivals per segment).
+    for s in [&ue, &gw] {
+        assert_eq!(s["tun"]["offload"], true, "{}", s["tun"]);
+        let (sup, seg) = (&s["tun"]["superpackets"], &s["tun"]["segments"]);
+        assert!(sup.as_u64().unwrap() > 0, "no super-packet: {}", s["tun"]);
+        assert!(seg.as_u64().unwrap() >= 2 * sup.as_u64().unwrap());
+    }
+}
+
+#[test]
+fn tun_offload_off_reads_one_packet_at_a_time() {
+    let Some((ue, gw, ..)) = run_policy("all-hbc", &["--tun-offload", "off"]) else {
+        return;
+    };
+    for s in [&ue, &gw] {
+        assert_eq!(s["tun"]["offload"], false);
+        assert_eq!(s["tun"]["superpackets"], 0);
+    }
 }
 
 #[test]

@@ -1,0 +1,268 @@
+//! The segmenter against packets built independently: the segments of a
+//! super-packet must be byte for byte the packets the kernel would have sent
+//! without TSO (same headers, RFC 1071 checksums computed here word by word).
+
+use super::*;
+use proptest::prelude::*;
+
+/// RFC 1071 the slow, obvious way: big-endian 16-bit words, end-around carry.
+fn rfc1071(parts: &[&[u8]]) -> u16 {
+    let bytes: Vec<u8> = parts.concat();
+    let mut s: u32 = 0;
+    for w in bytes.chunks(2) {
+        let v = if w.len() == 2 {
+            u16::from_be_bytes([w[0], w[1]])
+        } else {
+            u16::from_be_bytes([w[0], 0])
+        };
+        s += v as u32;
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+const SRC4: [u8; 4] = [198, 19, 0, 2];
+const DST4: [u8; 4] = [198, 18, 0, 9];
+const TCP_OPTS: [u8; 12] = [1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2]; // NOP NOP timestamps
+
+fn tcp_header(seq: u32, flags: u8) -> Vec<u8> {
+    let mut t = vec![0u8; 20];
+    t[0..2].copy_from_slice(&443u16.to_be_bytes());
+    t[2..4].copy_from_slice(&50000u16.to_be_bytes());
+    t[4..8].copy_from_slice(&seq.to_be_bytes());
+    t[8..12].copy_from_slice(&77u32.to_be_bytes());
+    t[12] = (((20 + TCP_OPTS.len()) / 4) as u8) << 4;
+    t[13] = flags;
+    t[14..16].copy_from_slice(&64240u16.to_be_bytes());
+    t.extend_from_slice(&TCP_OPTS);
+    t
+}
+
+/// A TCP/IPv4 packet with correct checksums.
+fn tcp4(seq: u32, flags: u8, ident: u16, payload: &[u8]) -> Vec<u8> {
+    let mut t = tcp_header(seq, flags);
+    let tlen = (t.len() + payload.len()) as u16;
+    let c = rfc1071(&[&SRC4, &DST4, &[0, 6], &tlen.to_be_bytes(), &t, payload]);
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 6, 0, 0];
+    ip[2..4].copy_from_slice(&(20 + tlen).to_be_bytes());
+    ip[4..6].copy_from_slice(&ident.to_be_bytes());
+    ip.extend_from_slice(&SRC4);
+    ip.extend_from_slice(&DST4);
+    let c = rfc1071(&[&ip]);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    [ip, t, payload.to_vec()].concat()
+}
+
+const SRC6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+const DST6: [u8; 16] = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9];
+
+/// A TCP/IPv6 packet with a correct checksum.
+fn tcp6(seq: u32, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let mut t = tcp_header(seq, flags);
+    let tlen = (t.len() + payload.len()) as u16;
+    let c = rfc1071(&[
+        &SRC6,
+        &DST6,
+        &[0, 0],
+        &tlen.to_be_bytes(),
+        &[0, 0, 0, 6],
+        &t,
+        payload,
+    ]);
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    let mut ip = vec![0x60, 0, 0, 0, 0, 0, 6, 64];
+    ip[4..6].copy_from_slice(&tlen.to_be_bytes());
+    ip.extend_from_slice(&SRC6);
+    ip.extend_from_slice(&DST6);
+    [ip, t, payload.to_vec()].concat()
+}
+
+fn all(vh: VnetHdr, pkt: &[u8]) -> Vec<Vec<u8>> {
+    let mut s = Segments::new(vh, pkt).unwrap();
+    let mut buf = vec![0u8; 65536];
+    let mut out = Vec::new();
+    assert!(s.max_len() <= buf.len());
+    while let Some(n) = s.next_into(&mut buf) {
+        assert!(n <= s.max_len());
+        out.push(buf[..n].to_vec());
+    }
+    assert_eq!(out.len(), s.count());
+    out
+}
+
+fn tso(gso_type: u8, mss: u16, l4: u16) -> VnetHdr {
+    VnetHdr {
+        flags: VnetHdr::F_NEEDS_CSUM,
+        gso_type,
+        hdr_len: l4 + 32,
+        gso_size: mss,
+        csum_start: l4,
+        csum_offset: 16,
+    }
+}
+
+fn payload(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+#[test]
+fn an_ipv4_super_packet_becomes_the_packets_tcp_would_have_sent() {
+    let p = payload(2500);
+    let flags = crate::packet::TCP_ACK | TCP_PSH | TCP_FIN | TCP_CWR;
+    // the kernel leaves a partial checksum in the super-packet: the segmenter ignores it
+    let mut sup = tcp4(0xffff_fc00, flags, 0xfffe, &p);
+    sup[20 + 16..20 + 18].copy_from_slice(&[0x12, 0x34]);
+    let got = all(tso(VnetHdr::GSO_TCPV4, 1000, 20), &sup);
+    let ack = crate::packet::TCP_ACK;
+    let want = vec![
+        tcp4(0xffff_fc00, ack | TCP_CWR, 0xfffe, &p[..1000]),
+        tcp4(
+            0xffff_fc00u32.wrapping_add(1000),
+            ack,
+            0xffff,
+            &p[1000..2000],
+        ),
+        // sequence numbers and identifications wrap
+        tcp4(
+            0xffff_fc00u32.wrapping_add(2000),
+            ack | TCP_PSH | TCP_FIN,
+            0,
+            &p[2000..],
+        ),
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn an_ipv6_super_packet_becomes_the_packets_tcp_would_have_sent() {
+    let p = payload(3000);
+    let ack = crate::packet::TCP_ACK;
+    let sup = tcp6(5, ack | TCP_PSH, &p);
+    let got = all(tso(VnetHdr::GSO_TCPV6, 1440, 40), &sup);
+    let want = vec![
+        tcp6(5, ack, &p[..1440]),
+        tcp6(5 + 1440, ack, &p[1440..2880]),
+        tcp6(5 + 2880, ack | TCP_PSH, &p[2880..]),
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_payload_of_exactly_n_segments_makes_n_and_the_ecn_bit_is_understood() {
+    let p = payload(2000);
+    let sup = tcp4(1, crate::packet::TCP_ACK, 9, &p);
+    let got = all(tso(VnetHdr::GSO_TCPV4 | VnetHdr::GSO_ECN, 1000, 20), &sup);
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[1], tcp4(1001, crate::packet::TCP_ACK, 10, &p[1000..]));
+}
+
+#[test]
+fn a_plain_packet_passes_unchanged() {
+    let pkt = tcp4(1, crate::packet::TCP_ACK, 3, b"hello");
+    assert_eq!(all(VnetHdr::default(), &pkt), vec![pkt.clone()]);
+    assert_eq!(VnetHdr::parse(&VnetHdr::PLAIN).unwrap(), VnetHdr::default());
+}
+
+#[test]
+fn a_partial_checksum_is_completed_as_the_kernel_would() {
+    // UDP/IPv4 (odd payload): the field holds the pseudo-header's sum, not complemented
+    let data = b"odd-length payload!";
+    let ulen = (8 + data.len()) as u16;
+    let mut udp = vec![0x30, 0x39, 0x01, 0xbb];
+    udp.extend_from_slice(&ulen.to_be_bytes());
+    udp.extend_from_slice(&[0, 0]);
+    let want = rfc1071(&[&SRC4, &DST4, &[0, 17], &ulen.to_be_bytes(), &udp, data]);
+    let pseudo = !rfc1071(&[&SRC4, &DST4, &[0, 17], &ulen.to_be_bytes()]);
+    udp[6..8].copy_from_slice(&pseudo.to_be_bytes());
+    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0];
+    ip[2..4].copy_from_slice(&(20 + ulen).to_be_bytes());
+    ip.extend_from_slice(&SRC4);
+    ip.extend_from_slice(&DST4);
+    let pkt = [ip, udp, data.to_vec()].concat();
+    let vh = VnetHdr {
+        flags: VnetHdr::F_NEEDS_CSUM,
+        csum_start: 20,
+        csum_offset: 6,
+        ..VnetHdr::default()
+    };
+    let got = all(vh, &pkt);
+    assert_eq!(got.len(), 1);
+    assert_eq!(u16::from_be_bytes([got[0][26], got[0][27]]), want);
+    assert_eq!(got[0][..26], pkt[..26]);
+}
+
+#[test]
+fn bad_headers_are_refused_with_what_was_expected() {
+    let sup = tcp4(1, 0x10, 1, &payload(3000));
+    assert_eq!(VnetHdr::parse(&[0; 9]), Err(GsoError::ShortHeader(9)));
+    let e = |vh, pkt: &[u8]| Segments::new(vh, pkt).err().unwrap();
+    assert_eq!(
+        e(tso(VnetHdr::GSO_UDP, 1000, 20), &sup),
+        GsoError::UnsupportedGsoType(3)
+    );
+    assert_eq!(
+        e(tso(VnetHdr::GSO_TCPV4, 0, 20), &sup),
+        GsoError::ZeroGsoSize
+    );
+    assert_eq!(
+        e(tso(VnetHdr::GSO_TCPV4, 1000, 20), &sup[..40]),
+        GsoError::TruncatedHeaders { need: 52, have: 40 }
+    );
+    let mut v5 = sup.clone();
+    v5[0] = 0x55;
+    assert_eq!(
+        e(tso(VnetHdr::GSO_TCPV4, 1000, 20), &v5),
+        GsoError::BadIpVersion(5)
+    );
+    let mut udp = sup.clone();
+    udp[9] = 17;
+    assert_eq!(
+        e(tso(VnetHdr::GSO_TCPV4, 1000, 20), &udp),
+        GsoError::NotTcp(17)
+    );
+    let vh = VnetHdr {
+        flags: VnetHdr::F_NEEDS_CSUM,
+        csum_start: 3000,
+        csum_offset: 40,
+        ..VnetHdr::default()
+    };
+    assert_eq!(
+        e(vh, &sup[..100]),
+        GsoError::ChecksumOutOfRange {
+            end: 3042,
+            have: 100
+        }
+    );
+    assert!(GsoError::UnsupportedGsoType(3)
+        .to_string()
+        .contains("expected 0 (none), 1 (TCPv4) or 4 (TCPv6)"));
+}
+
+proptest! {
+    /// Any payload and MSS: the segments are the packets TCP would have sent, and
+    /// garbage in front of a super-packet's header never panics.
+    #[test]
+    fn segments_match_per_packet_sends(len in 0usize..6000, mss in 1u16..2000, seq: u32, ident: u16) {
+        let p = payload(len);
+        let ack = crate::packet::TCP_ACK;
+        let got = all(tso(VnetHdr::GSO_TCPV4, mss, 20), &tcp4(seq, ack | TCP_PSH, ident, &p));
+        let chunks: Vec<&[u8]> = if p.is_empty() { vec![&p[..]] } else { p.chunks(mss as usize).collect() };
+        prop_assert_eq!(got.len(), chunks.len());
+        for (i, c) in chunks.iter().enumerate() {
+            let last = i + 1 == chunks.len();
+            let flags = if last { ack | TCP_PSH } else { ack };
+            let off = (i * mss as usize) as u32;
+            prop_assert_eq!(&got[i], &tcp4(seq.wrapping_add(off), flags, ident.wrapping_add(i as u16), c));
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics(hdr in proptest::collection::vec(any::<u8>(), 10), pkt in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let vh = VnetHdr::parse(&hdr).unwrap();
+        if let Ok(mut s) = Segments::new(vh, &pkt) {
+            let mut buf = vec![0u8; s.max_len()];
+            while s.next_into(&mut buf).is_some() {}
+        }
+    }
+}
