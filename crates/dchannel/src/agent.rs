@@ -1,12 +1,11 @@
 //! The agent driver: two threads of I/O around the sans-I/O endpoint
 //! (`dchannel_core::endpoint`), which makes every decision.
 //!
-//! * `tun->udp` ([`run_sender`]): reads an inner packet from the TUN behind
-//!   the send half's headroom (dchannel header, and the encryption prefix),
-//!   lets the send half steer, encapsulate and seal it in place, sends the
-//!   datagram and counts it. With TUN offloads a read may be a TCP
-//!   super-packet: it is cut into its packets (`dchannel_core::gso`), each
-//!   steered and sent on its own.
+//! * `tun->udp` (`send_loop::run_sender`, send_loop.rs): reads an inner
+//!   packet (or a TCP super-packet, cut into packets) from the TUN behind the
+//!   send half's headroom (dchannel header, and the encryption prefix), lets
+//!   the send half steer, encapsulate and seal it in place, sends the
+//!   datagrams and counts them.
 //! * `udp->tun` ([`run_receiver`]): polls both channel sockets, receives
 //!   their datagrams in batches (`recvmmsg`), hands every datagram to the
 //!   receive half (which authenticates and decrypts it),
@@ -22,8 +21,8 @@ use crate::arrival_log::ArrivalLog;
 use crate::batch_recv::{Batch, BATCH};
 use crate::decision_log::DecisionLog;
 use crate::stats::{Malformed, Stats};
-use dchannel_core::endpoint::{DatagramAuth, Event, ReceiveHalf, Received, SendHalf};
-use dchannel_core::gso::{Segments, VnetHdr};
+use dchannel_core::endpoint::{DatagramAuth, Event, ReceiveHalf, Received};
+use dchannel_core::gso::VnetHdr;
 use dchannel_core::{Channel, Nanos, MS};
 use std::fs::File;
 use std::io::ErrorKind;
@@ -57,11 +56,11 @@ pub struct Io {
 }
 
 impl Io {
-    fn now(&self) -> Nanos {
+    pub(crate) fn now(&self) -> Nanos {
         self.epoch.elapsed().as_nanos() as Nanos
     }
 
-    fn write_tun(&self, pkt: &[u8]) {
+    pub(crate) fn write_tun(&self, pkt: &[u8]) {
         let rc = if self.vnet_hdr {
             // A finished packet: a header that asks nothing of the kernel.
             let iov = [
@@ -83,108 +82,6 @@ impl Io {
         if rc < 0 {
             self.stats.bad(Malformed::TunWriteError);
         }
-    }
-}
-
-/// Sender loop: TUN -> send half -> UDP. Never returns.
-pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
-    let fd = io.tun.as_raw_fd();
-    let headroom = tx.headroom();
-    let mut buf = vec![0u8; headroom + 65536 + tx.tailroom()];
-    let read_max = buf.len() - headroom - tx.tailroom();
-    // With offloads a read is a virtio_net_hdr and a packet of up to 64 KiB,
-    // cut into `buf` one packet at a time.
-    let mut sup = if io.vnet_hdr {
-        vec![0u8; VnetHdr::LEN + 65536]
-    } else {
-        Vec::new()
-    };
-    let mut wake_buf = vec![0u8; tx.wake_buf_len()];
-    let one_peer = tx.shared().peers().len() == 1;
-    loop {
-        let into = if io.vnet_hdr {
-            &mut sup[..]
-        } else {
-            &mut buf[headroom..headroom + read_max]
-        };
-        // SAFETY: reading into our own buffer.
-        let n = unsafe { libc::read(fd, into.as_mut_ptr().cast(), into.len()) };
-        if n <= 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != ErrorKind::Interrupted {
-                tracing::warn!("TUN read failed: {e}");
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            continue;
-        }
-        let now = io.now();
-        if !io.vnet_hdr {
-            send_one(&io, &mut tx, &mut buf, n as usize, &mut wake_buf, now);
-        } else {
-            let segments = VnetHdr::parse(&sup[..n as usize])
-                .and_then(|h| Segments::new(h, &sup[VnetHdr::LEN..n as usize]));
-            match segments {
-                Ok(mut segs) => {
-                    if segs.count() > 1 {
-                        io.stats.superpackets.fetch_add(1, Relaxed);
-                        io.stats.segments.fetch_add(segs.count() as u64, Relaxed);
-                    }
-                    while let Some(len) = segs.next_into(&mut buf[headroom..headroom + read_max]) {
-                        send_one(&io, &mut tx, &mut buf, len, &mut wake_buf, now);
-                    }
-                }
-                Err(e) => {
-                    io.stats.bad(Malformed::BadOffload);
-                    tracing::debug!("TUN read of {n} bytes: {e}");
-                }
-            }
-        }
-        if tx.poll_timeout().is_some_and(|t| t <= now) {
-            tx.handle_timeout(now);
-            io.stats.flows.store(tx.flows() as u64, Relaxed);
-        } else if one_peer {
-            io.stats.flows.store(tx.flows() as u64, Relaxed);
-        }
-    }
-}
-
-/// Steers, seals and sends the packet at `buf[headroom..headroom + len]`.
-fn send_one<A: DatagramAuth>(
-    io: &Io,
-    tx: &mut SendHalf<A>,
-    buf: &mut [u8],
-    len: usize,
-    wake_buf: &mut [u8],
-    now: Nanos,
-) {
-    match tx.handle_tun(now, buf, len) {
-        Ok(t) => {
-            let st = &t.steered;
-            if st.flow_id == 0 {
-                io.stats.bad(Malformed::UnparsableInner);
-            }
-            io.stats.decisions[st.decision.outcome as usize][t.channel.index()]
-                .fetch_add(1, Relaxed);
-            if let Some(log) = &io.log {
-                log.record(now, t.peer, st, t.channel);
-            }
-            match io.socks[t.channel.index()].send_to(&buf[..t.len], t.destination) {
-                Ok(_) => io.stats.chan(t.channel).sent(t.len),
-                Err(e) => {
-                    io.stats.bad(Malformed::SendError);
-                    tracing::debug!("send on {} to {} failed: {e}", t.channel, t.destination);
-                }
-            }
-            if let Some(w) = tx.poll_wake(now, wake_buf) {
-                // `prewarm`: a one-way probe on the HBC wakes the device's radio
-                // before the reply to this LLC packet comes down the HBC.
-                match io.socks[w.channel.index()].send_to(&wake_buf[..w.len], w.destination) {
-                    Ok(_) => _ = io.stats.chan(w.channel).wake_tx.fetch_add(1, Relaxed),
-                    Err(_) => io.stats.bad(Malformed::SendError),
-                }
-            }
-        }
-        Err(reason) => io.stats.dropped(reason),
     }
 }
 

@@ -4,6 +4,7 @@
 mod agent;
 mod arrival_log;
 mod batch_recv;
+mod batch_send;
 mod cli;
 mod config;
 mod decision_log;
@@ -11,6 +12,7 @@ mod final_publish;
 mod keytool;
 mod metrics;
 mod net;
+mod send_loop;
 mod stats;
 mod tun;
 
@@ -172,7 +174,7 @@ fn serve<A: DatagramAuth + 'static>(
     let io_tx = Arc::clone(&io);
     std::thread::Builder::new()
         .name("tun->udp".into())
-        .spawn(move || agent::run_sender(io_tx, tx))?;
+        .spawn(move || send_loop::run_sender(io_tx, tx))?;
     std::thread::Builder::new()
         .name("udp->tun".into())
         .spawn(move || agent::run_receiver(io, rx))?;
