@@ -1,5 +1,6 @@
 //! Throughput and added latency of the client/gateway pair over plain veth
-//! (no emulation), encrypted (the default) and `--insecure` in the same run.
+//! (no emulation), encrypted (the default) and `--insecure`, with and without
+//! TUN offload, in the same run.
 //! Not a pass/fail test: run it explicitly and read the numbers:
 //!
 //! cargo test --release -p dchannel --test bench_tunnel -- --ignored --nocapture
@@ -82,7 +83,8 @@ fn measure(t: &Topo, policy: &str, extra: &[&str], secs: u32) -> (f64, f64, f64,
     (up, down, up_pps, down_pps, tunnel)
 }
 
-/// Encrypted (the default) and `--insecure` on the same topology, same run.
+/// Encrypted (the default) and `--insecure`, each with TUN offload (the default)
+/// and without, on the same topology, same run.
 #[test]
 #[ignore]
 fn bench_tunnel() {
@@ -94,20 +96,29 @@ fn bench_tunnel() {
     let secs = 10;
     let plain = ping_us(&t, GW_HBC, 1000);
     println!("policy {policy}");
-    for (mode, extra) in [("encrypted", &[][..]), ("insecure", &["--insecure"][..])] {
+    let modes: [(&str, &[&str]); 4] = [
+        ("encrypted", &[]),
+        ("encrypted, --tun-offload off", &["--tun-offload", "off"]),
+        ("insecure", &["--insecure"]),
+        (
+            "insecure, --tun-offload off",
+            &["--insecure", "--tun-offload", "off"],
+        ),
+    ];
+    for (mode, extra) in modes {
         let (up, down, up_pps, down_pps, tunnel) = measure(&t, &policy, extra, secs);
         println!(
-            "{mode:9} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
+            "{mode:28} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
             up / 1e9,
             up_pps / 1e3
         );
         println!(
-            "{mode:9} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
+            "{mode:28} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
             down / 1e9,
             down_pps / 1e3
         );
         println!(
-            "{mode:9} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
+            "{mode:28} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
             pct(&plain, 0.5),
             pct(&plain, 0.99),
             pct(&tunnel, 0.5),
