@@ -15,6 +15,7 @@
 pub mod channel;
 pub mod endpoint;
 pub mod flow_table;
+pub mod gro;
 pub mod gso;
 pub mod llc_queue;
 pub mod packet;
@@ -24,6 +25,9 @@ pub mod rtt;
 pub mod steer;
 pub mod token;
 pub mod wire;
+
+#[cfg(test)]
+mod test_packets;
 
 pub use channel::{Channel, Direction};
 

@@ -8,8 +8,9 @@
 //!   datagrams and counts them.
 //! * `udp->tun` ([`run_receiver`]): polls both channel sockets, receives
 //!   their datagrams in batches (`recvmmsg`), hands every datagram to the
-//!   receive half (which authenticates and decrypts it),
-//!   writes what it delivers to the TUN, sends the probes and handshake
+//!   receive half (which authenticates and decrypts it), writes what it
+//!   delivers to the TUN (with TUN offload, consecutive TCP segments of a flow
+//!   in a batch as one super-packet: `dchannel_core::gro`), sends the probes and handshake
 //!   messages it asks for, and sleeps until its next timeout (probe rounds,
 //!   handshake retries, rekeys).
 //!
@@ -22,6 +23,7 @@ use crate::batch_recv::{Batch, BATCH};
 use crate::decision_log::DecisionLog;
 use crate::stats::{Malformed, Stats};
 use dchannel_core::endpoint::{DatagramAuth, Event, ReceiveHalf, Received};
+use dchannel_core::gro::Gro;
 use dchannel_core::gso::VnetHdr;
 use dchannel_core::{Channel, Nanos, MS};
 use std::fs::File;
@@ -61,27 +63,48 @@ impl Io {
     }
 
     pub(crate) fn write_tun(&self, pkt: &[u8]) {
-        let rc = if self.vnet_hdr {
-            // A finished packet: a header that asks nothing of the kernel.
-            let iov = [
-                libc::iovec {
-                    iov_base: VnetHdr::PLAIN.as_ptr() as *mut libc::c_void,
-                    iov_len: VnetHdr::LEN,
-                },
-                libc::iovec {
-                    iov_base: pkt.as_ptr() as *mut libc::c_void,
-                    iov_len: pkt.len(),
-                },
-            ];
-            // SAFETY: both iovecs point at initialised memory that outlives the call.
-            unsafe { libc::writev(self.tun.as_raw_fd(), iov.as_ptr(), 2) }
-        } else {
-            // SAFETY: writing our own initialised buffer to the TUN fd.
-            unsafe { libc::write(self.tun.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) }
-        };
+        if self.vnet_hdr {
+            self.write_tun_offload(&VnetHdr::PLAIN, pkt);
+            return;
+        }
+        // SAFETY: writing our own initialised buffer to the TUN fd.
+        let rc = unsafe { libc::write(self.tun.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
         if rc < 0 {
             self.stats.bad(Malformed::TunWriteError);
         }
+    }
+
+    /// Writes `pkt` behind the virtio_net_hdr `hdr` (TUN offload on).
+    fn write_tun_offload(&self, hdr: &[u8; VnetHdr::LEN], pkt: &[u8]) {
+        let iov = [
+            libc::iovec {
+                iov_base: hdr.as_ptr() as *mut libc::c_void,
+                iov_len: VnetHdr::LEN,
+            },
+            libc::iovec {
+                iov_base: pkt.as_ptr() as *mut libc::c_void,
+                iov_len: pkt.len(),
+            },
+        ];
+        // SAFETY: both iovecs point at initialised memory that outlives the call.
+        if unsafe { libc::writev(self.tun.as_raw_fd(), iov.as_ptr(), 2) } < 0 {
+            self.stats.bad(Malformed::TunWriteError);
+        }
+    }
+
+    /// Writes what the coalescer holds (TUN offload on).
+    fn finish_gro(&self, gro: &mut Gro) {
+        gro.finish(&mut |h, p| {
+            if *h != VnetHdr::PLAIN {
+                let vh = VnetHdr::parse(h).expect("a whole header");
+                let payload = p.len() - vh.hdr_len as usize;
+                self.stats.gro_superpackets.fetch_add(1, Relaxed);
+                self.stats
+                    .gro_segments
+                    .fetch_add(payload.div_ceil(vh.gso_size as usize) as u64, Relaxed);
+            }
+            self.write_tun_offload(h, p)
+        });
     }
 }
 
@@ -92,6 +115,7 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
     }
     let mut pool: Vec<Vec<u8>> = Vec::new();
     let mut batch = Batch::new(io.max_datagram);
+    let mut gro = Gro::new();
     let mut probe_buf = vec![0u8; rx.probe_buf_len()];
     let pollfd = |fd| libc::pollfd {
         fd,
@@ -107,7 +131,8 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
     loop {
         let now = io.now();
         rx.handle_timeout(now);
-        flush(&io, &mut rx, &mut pool, &mut probe_buf, now);
+        flush(&io, &mut rx, &mut pool, &mut probe_buf, &mut gro, now);
+        io.finish_gro(&mut gro);
         let deadline = rx.poll_timeout().unwrap_or(now + 1000 * MS);
         let wait_ms = deadline.saturating_sub(now).div_ceil(MS).min(1000) as libc::c_int;
         // SAFETY: pfds is a valid array of three pollfd structs.
@@ -142,8 +167,9 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
                     let now = io.now();
                     let r = rx.handle_datagram(now, ch, m.from, batch.take(i));
                     received(&io, r, ch, now, &mut pool);
-                    flush(&io, &mut rx, &mut pool, &mut probe_buf, now);
+                    flush(&io, &mut rx, &mut pool, &mut probe_buf, &mut gro, now);
                 }
+                io.finish_gro(&mut gro);
                 if n < BATCH {
                     break; // the socket is drained
                 }
@@ -194,10 +220,17 @@ fn flush<A: DatagramAuth>(
     rx: &mut ReceiveHalf<Vec<u8>, A>,
     pool: &mut Vec<Vec<u8>>,
     probe_buf: &mut [u8],
+    gro: &mut Gro,
     now: Nanos,
 ) {
     for d in rx.deliveries() {
-        io.write_tun(d.packet());
+        if io.vnet_hdr {
+            // Joined with the next segments of its flow where it can be (gro.rs);
+            // written when the batch ends.
+            gro.push(d.packet(), &mut |h, p| io.write_tun_offload(h, p));
+        } else {
+            io.write_tun(d.packet());
+        }
         if pool.len() < 4096 {
             pool.push(d.buf);
         }

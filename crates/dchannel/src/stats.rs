@@ -161,6 +161,10 @@ pub struct Stats {
     /// were cut into (send thread).
     pub superpackets: AtomicU64,
     pub segments: AtomicU64,
+    /// `--tun-offload`: super-packets written to the TUN (segments joined by
+    /// dchannel_core::gro), and the segments they hold (receive thread).
+    pub gro_superpackets: AtomicU64,
+    pub gro_segments: AtomicU64,
     /// The TUN has offloads on.
     pub tun_offload: bool,
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
@@ -194,6 +198,8 @@ impl Stats {
             flows: AtomicU64::new(0),
             superpackets: AtomicU64::new(0),
             segments: AtomicU64::new(0),
+            gro_superpackets: AtomicU64::new(0),
+            gro_segments: AtomicU64::new(0),
             tun_offload: false,
             endpoint,
             crypto: None,
@@ -312,6 +318,8 @@ impl Stats {
                 "offload": self.tun_offload,
                 "superpackets": self.superpackets.load(Relaxed),
                 "segments": self.segments.load(Relaxed),
+                "gro_superpackets": self.gro_superpackets.load(Relaxed),
+                "gro_segments": self.gro_segments.load(Relaxed),
             },
         })
     }

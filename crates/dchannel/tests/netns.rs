@@ -279,6 +279,10 @@ fn all_hbc_everything_on_hbc() {
         assert!(sup.as_u64().unwrap() > 0, "no super-packet: {}", s["tun"]);
         assert!(seg.as_u64().unwrap() >= 2 * sup.as_u64().unwrap());
     }
+    // ... and the client wrote the 2 MiB download's segments back to its TUN
+    // joined (gro.rs), byte-exact as run_policy checked.
+    let gro = ue["tun"]["gro_superpackets"].as_u64().unwrap();
+    assert!(gro > 0, "no segments joined: {}", ue["tun"]);
 }
 
 #[test]
