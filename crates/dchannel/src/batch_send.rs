@@ -1,5 +1,7 @@
 //! Sending the datagrams of one TUN read (the segments of a TCP super-packet)
-//! with one `sendmmsg(2)` per channel socket instead of one `sendto` each.
+//! with one `sendmmsg(2)` per channel socket instead of one `sendto` each, and
+//! equal-sized datagrams to one destination as one UDP GSO send (`UDP_SEGMENT`:
+//! one trip through the kernel's UDP/IP stack for up to 64 datagrams).
 //!
 //! The send loop seals each segment in its own slot ([`SendBatch::slot`]),
 //! records where it goes ([`SendBatch::push`]) and sends them all with
@@ -32,6 +34,9 @@ pub struct SendBatch {
     bufs: Vec<Vec<u8>>,
     entries: Vec<(Channel, SockAddr, usize)>,
     slot_len: usize,
+    /// Per channel: UDP GSO (`UDP_SEGMENT`) works on its path; off after the
+    /// first refusal.
+    gso: [bool; 2],
 }
 
 impl SendBatch {
@@ -41,6 +46,7 @@ impl SendBatch {
             bufs: Vec::new(),
             entries: Vec::with_capacity(MAX),
             slot_len,
+            gso: [true; 2],
         }
     }
 
@@ -77,35 +83,57 @@ impl SendBatch {
             if idx.is_empty() {
                 continue;
             }
-            out[ch.index()] = self.send_on(socks[ch.index()].as_raw_fd(), &idx);
+            out[ch.index()] = self.send_on(socks[ch.index()].as_raw_fd(), ch, &idx);
         }
         self.entries.clear();
         out
     }
 
-    fn send_on(&mut self, fd: i32, idx: &[usize]) -> Sent {
+    /// Sends the datagrams `idx` (in order) on socket `fd`: runs of equal-sized
+    /// datagrams to one destination as one UDP GSO send each (while the path
+    /// allows it), everything in one `sendmmsg` loop.
+    fn send_on(&mut self, fd: i32, ch: Channel, idx: &[usize]) -> Sent {
         let mut sent = Sent::default();
-        // SAFETY: iovec and mmsghdr are plain C structs; all-zero is valid.
+        let runs = self.runs(ch, idx);
+        // SAFETY (all three): plain C structs for which all-zero is valid.
         let mut iovs: Vec<libc::iovec> =
             idx.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
         let mut hdrs: Vec<libc::mmsghdr> =
-            idx.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
+            runs.iter().map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut cmsgs: Vec<[u64; 3]> = vec![[0; 3]; runs.len()];
         for (k, &i) in idx.iter().enumerate() {
-            let (_, addr, len) = &self.entries[i];
             iovs[k] = libc::iovec {
                 iov_base: self.bufs[i].as_mut_ptr().cast(),
-                iov_len: *len,
+                iov_len: self.entries[i].2,
             };
-            let h = &mut hdrs[k].msg_hdr;
+        }
+        for (r, &(first, count)) in runs.iter().enumerate() {
+            let addr = &self.entries[idx[first]].1;
+            let h = &mut hdrs[r].msg_hdr;
             h.msg_name = addr.as_ptr() as *mut libc::c_void;
             h.msg_namelen = addr.len();
-            h.msg_iov = &mut iovs[k];
-            h.msg_iovlen = 1;
+            h.msg_iov = &mut iovs[first];
+            h.msg_iovlen = count;
+            if count > 1 {
+                // cmsg UDP_SEGMENT: the kernel cuts the run into datagrams of the
+                // first one's size (the last may be shorter).
+                let seg = self.entries[idx[first]].2 as u16;
+                let c = cmsgs[r].as_mut_ptr().cast::<libc::cmsghdr>();
+                // SAFETY: cmsgs[r] is 24 bytes, 8-aligned: CMSG_SPACE(2) fits.
+                unsafe {
+                    (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = UDP_SEGMENT;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+                    h.msg_control = c.cast();
+                    h.msg_controllen = libc::CMSG_SPACE(2) as usize;
+                }
+            }
         }
         let mut start = 0;
         while start < hdrs.len() {
             // SAFETY: hdrs[start..] are initialised headers pointing into self.bufs,
-            // self.entries and iovs, all alive and untouched during the call.
+            // self.entries, iovs and cmsgs, all alive and untouched during the call.
             let rc = unsafe {
                 libc::sendmmsg(
                     fd,
@@ -119,25 +147,113 @@ impl SendBatch {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
-                // The first datagram was refused: drop it, go on with the rest.
-                tracing::debug!("sendmmsg: {e}");
-                sent.failed += 1;
+                let (first, count) = runs[start];
+                let refused = matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL));
+                if count > 1 && self.gso[ch.index()] && refused {
+                    // This path cannot segment UDP (EIO: no checksum offload on the
+                    // device, e.g. chanemu's TUN): send one by one from now on.
+                    tracing::debug!("UDP GSO on {ch} refused ({e}): sending datagrams one by one");
+                    self.gso[ch.index()] = false;
+                    let rest: Vec<usize> = idx[first..].to_vec();
+                    let more = self.send_on(fd, ch, &rest);
+                    sent.datagrams += more.datagrams;
+                    sent.bytes += more.bytes;
+                    sent.failed += more.failed;
+                    return sent;
+                }
+                // The run was refused (full send buffer, unreachable, ...): drop it.
+                tracing::debug!("sendmmsg on {ch}: {e}");
+                sent.failed += count as u64;
                 start += 1;
                 continue;
             }
-            for h in &hdrs[start..start + rc as usize] {
-                sent.datagrams += 1;
+            for (r, h) in hdrs[start..start + rc as usize].iter().enumerate() {
+                sent.datagrams += runs[start + r].1 as u64;
                 sent.bytes += h.msg_len as u64;
             }
             start += rc as usize;
         }
         sent
     }
+
+    /// Splits `idx` into runs `(first, count)`: datagrams of one size to one
+    /// destination (the last of a run may be shorter), within UDP GSO's limits;
+    /// every datagram a run of its own where GSO is off.
+    fn runs(&self, ch: Channel, idx: &[usize]) -> Vec<(usize, usize)> {
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut bytes = 0;
+        for (k, &i) in idx.iter().enumerate() {
+            let (_, addr, len) = &self.entries[i];
+            if let Some((first, count)) = runs.last_mut() {
+                let (_, a0, l0) = &self.entries[idx[*first]];
+                let last_len = self.entries[idx[*first + *count - 1]].2;
+                let joins = self.gso[ch.index()]
+                    && a0 == addr
+                    && *len <= *l0
+                    && last_len == *l0
+                    && *count < GSO_MAX_SEGMENTS
+                    && bytes + len <= GSO_MAX_BYTES;
+                if joins {
+                    *count += 1;
+                    bytes += len;
+                    continue;
+                }
+            }
+            runs.push((k, 1));
+            bytes = *len;
+        }
+        runs
+    }
 }
+
+/// `UDP_SEGMENT` (linux/udp.h): the cmsg and socket option of UDP GSO.
+const UDP_SEGMENT: libc::c_int = 103;
+/// Datagrams per UDP GSO send at most (the kernel's UDP_MAX_SEGMENTS).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Payload bytes per UDP GSO send at most: one IP packet's 65,535 less the headers.
+const GSO_MAX_BYTES: usize = 65_000;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_datagrams_leave_as_one_gso_send_and_arrive_as_they_were() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = [
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+            UdpSocket::bind("127.0.0.1:0").unwrap(),
+        ];
+        let mut b = SendBatch::new(2048);
+        // 60 datagrams of 1200 bytes and a short last one: two runs, as the
+        // 65,000-byte limit allows 54 × 1200; the short one ends the second run
+        let lens: Vec<usize> = (0..60).map(|_| 1200).chain([77]).collect();
+        for (i, len) in lens.iter().enumerate() {
+            b.slot()[..4].copy_from_slice(&(i as u32).to_be_bytes());
+            b.push(Channel::Hbc, rx.local_addr().unwrap(), *len);
+        }
+        let idx: Vec<usize> = (0..lens.len()).collect();
+        assert_eq!(b.runs(Channel::Hbc, &idx), vec![(0, 54), (54, 7)]);
+        let s = b.flush(&tx);
+        assert_eq!(
+            s[0],
+            Sent {
+                datagrams: 61,
+                bytes: 60 * 1200 + 77,
+                failed: 0
+            }
+        );
+        rx.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        for (i, len) in lens.iter().enumerate() {
+            let n = rx.recv(&mut buf).unwrap();
+            assert_eq!(
+                (n, u32::from_be_bytes(buf[..4].try_into().unwrap())),
+                (*len, i as u32)
+            );
+        }
+    }
 
     #[test]
     fn each_channel_gets_its_datagrams_in_push_order() {
