@@ -105,6 +105,11 @@ impl fmt::Debug for PrivateKey {
 }
 
 impl PublicKey {
+    /// The raw bytes (for tools that want them, e.g. WireGuard's hex UAPI).
+    pub fn as_bytes(&self) -> &[u8; KEY_LEN] {
+        &self.0
+    }
+
     /// Base64 text (44 characters).
     pub fn to_base64(&self) -> String {
         STANDARD.encode(self.0)

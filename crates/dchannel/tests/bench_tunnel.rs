@@ -4,11 +4,19 @@
 //! Not a pass/fail test: run it explicitly and read the numbers:
 //!
 //! cargo test --release -p dchannel --test bench_tunnel -- --ignored --nocapture
+//!
+//! With `DCH_WIREGUARD_GO=/path/to/wireguard-go` it also measures wireguard-go
+//! (userspace WireGuard, built by you beside the project: docs/benchmarks.md) on
+//! the same veth path in the same run: the same iperf3 and ping, through a
+//! WireGuard tunnel between ue and gw instead of the dchannel pair.
 
 mod common;
 
 use common::*;
-use std::process::{Command, Stdio};
+use dchannel_crypto::PrivateKey;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
 
 fn iperf(t: &Topo, reverse: bool, secs: u32) -> f64 {
     let mut server = Command::new("ip")
@@ -83,6 +91,130 @@ fn measure(t: &Topo, policy: &str, extra: &[&str], secs: u32) -> (f64, f64, f64,
     (up, down, up_pps, down_pps, tunnel)
 }
 
+/// wireguard-go in ue and gw (one process each, interfaces named apart, since
+/// the control socket is named after the interface), configured over its UAPI
+/// socket: ue 198.19.0.2 → gw 198.19.0.1 over the HBC veth, srv routed through it.
+struct WireGuard {
+    procs: Vec<Child>,
+}
+
+impl WireGuard {
+    fn start(t: &Topo, bin: &str) -> WireGuard {
+        let key = |seed: u8| {
+            let mut b = [0u8; 32];
+            for (i, x) in b.iter_mut().enumerate() {
+                *x = seed.wrapping_mul(31).wrapping_add(i as u8 * 7);
+            }
+            PrivateKey::from_bytes(b)
+        };
+        let hex = |b: &[u8; 32]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let (kg, ku) = (key(1), key(2));
+        let (ifg, ifu) = (format!("d4wg{}", t.tag), format!("d4wu{}", t.tag));
+        let mut procs = Vec::new();
+        for (ns, ifname) in [(&t.gw, &ifg), (&t.ue, &ifu)] {
+            let child = Command::new("ip")
+                .args(["netns", "exec", ns, bin, "-f", ifname])
+                .env("LOG_LEVEL", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("DCH_WIREGUARD_GO runs");
+            procs.push(child);
+        }
+        let wg = WireGuard { procs };
+        let uapi = |ifname: &str, conf: String| {
+            let path = format!("/var/run/wireguard/{ifname}.sock");
+            let mut s = (0..100)
+                .find_map(|_| {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    UnixStream::connect(&path).ok()
+                })
+                .unwrap_or_else(|| panic!("{path}: wireguard-go did not come up"));
+            s.write_all(format!("set=1\n{conf}\n").as_bytes()).unwrap();
+            let mut reply = String::new();
+            s.read_to_string(&mut reply).unwrap();
+            assert!(reply.contains("errno=0"), "{ifname}: {reply}");
+        };
+        let (pg, pu) = (kg.public_key(), ku.public_key());
+        uapi(
+            &ifg,
+            format!(
+                "private_key={}\nlisten_port=51820\npublic_key={}\nallowed_ip=198.19.0.2/32\n",
+                hex(kg.as_bytes()),
+                hex(pu.as_bytes())
+            ),
+        );
+        uapi(
+            &ifu,
+            format!(
+                "private_key={}\npublic_key={}\nendpoint={GW_HBC}:51820\nallowed_ip=0.0.0.0/0\n",
+                hex(ku.as_bytes()),
+                hex(pg.as_bytes())
+            ),
+        );
+        for (ns, ifname, addr) in [
+            (&t.gw, &ifg, "198.19.0.1/32"),
+            (&t.ue, &ifu, "198.19.0.2/32"),
+        ] {
+            sh(&["ip", "-n", ns, "addr", "add", addr, "dev", ifname]);
+            sh(&["ip", "-n", ns, "link", "set", ifname, "up"]);
+        }
+        sh(&[
+            "ip",
+            "-n",
+            &t.gw,
+            "route",
+            "add",
+            "198.19.0.2/32",
+            "dev",
+            &ifg,
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &t.ue,
+            "route",
+            "add",
+            "198.19.0.1/32",
+            "dev",
+            &ifu,
+        ]);
+        sh(&[
+            "ip",
+            "-n",
+            &t.ue,
+            "route",
+            "add",
+            SRV,
+            "dev",
+            &ifu,
+            "src",
+            "198.19.0.2",
+        ]);
+        wg
+    }
+
+    fn stop(mut self, t: &Topo) {
+        for p in &mut self.procs {
+            terminate(p);
+        }
+        // Their TUNs went with them; the route to srv did too.
+        let _ = Command::new("ip")
+            .args(["-n", &t.ue, "route", "del", SRV])
+            .output();
+    }
+}
+
+/// wireguard-go's figures on the same path: (uplink, downlink bit/s, ping RTTs).
+fn measure_wireguard(t: &Topo, bin: &str, secs: u32) -> (f64, f64, Vec<f64>) {
+    let wg = WireGuard::start(t, bin);
+    let up = iperf(t, false, secs);
+    let down = iperf(t, true, secs);
+    let rtts = ping_us(t, "198.19.0.1", 1000);
+    wg.stop(t);
+    (up, down, rtts)
+}
+
 /// Encrypted (the default) and `--insecure`, each with TUN offload (the default)
 /// and without, on the same topology, same run.
 #[test]
@@ -121,6 +253,23 @@ fn bench_tunnel() {
             "{mode:28} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
             pct(&plain, 0.5),
             pct(&plain, 0.99),
+            pct(&tunnel, 0.5),
+            pct(&tunnel, 0.99),
+            pct(&tunnel, 0.5) - pct(&plain, 0.5),
+            pct(&tunnel, 0.99) - pct(&plain, 0.99)
+        );
+    }
+    if let Ok(bin) = std::env::var("DCH_WIREGUARD_GO") {
+        let (up, down, tunnel) = measure_wireguard(&t, &bin, secs);
+        println!(
+            "{:28} uplink   single TCP stream: {:.2} Gbit/s; downlink {:.2} Gbit/s",
+            "wireguard-go",
+            up / 1e9,
+            down / 1e9
+        );
+        println!(
+            "{:28} ping through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
+            "wireguard-go",
             pct(&tunnel, 0.5),
             pct(&tunnel, 0.99),
             pct(&tunnel, 0.5) - pct(&plain, 0.5),
