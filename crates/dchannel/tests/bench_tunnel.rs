@@ -91,6 +91,20 @@ fn measure(t: &Topo, policy: &str, extra: &[&str], secs: u32) -> (f64, f64, f64,
     (up, down, up_pps, down_pps, tunnel)
 }
 
+/// One mode's ping line: RTTs over plain veth and through the tunnel, and what
+/// the tunnel adds.
+fn print_ping(mode: &str, plain: &[f64], tunnel: &[f64]) {
+    println!(
+        "{mode:28} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
+        pct(plain, 0.5),
+        pct(plain, 0.99),
+        pct(tunnel, 0.5),
+        pct(tunnel, 0.99),
+        pct(tunnel, 0.5) - pct(plain, 0.5),
+        pct(tunnel, 0.99) - pct(plain, 0.99)
+    );
+}
+
 /// wireguard-go in ue and gw (one process each, interfaces named apart, since
 /// the control socket is named after the interface), configured over its UAPI
 /// socket: ue 198.19.0.2 → gw 198.19.0.1 over the HBC veth, srv routed through it.
@@ -249,15 +263,7 @@ fn bench_tunnel() {
             down / 1e9,
             down_pps / 1e3
         );
-        println!(
-            "{mode:28} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
-            pct(&plain, 0.5),
-            pct(&plain, 0.99),
-            pct(&tunnel, 0.5),
-            pct(&tunnel, 0.99),
-            pct(&tunnel, 0.5) - pct(&plain, 0.5),
-            pct(&tunnel, 0.99) - pct(&plain, 0.99)
-        );
+        print_ping(mode, &plain, &tunnel);
     }
     if let Ok(bin) = std::env::var("DCH_WIREGUARD_GO") {
         let (up, down, tunnel) = measure_wireguard(&t, &bin, secs);
@@ -267,13 +273,6 @@ fn bench_tunnel() {
             up / 1e9,
             down / 1e9
         );
-        println!(
-            "{:28} ping through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
-            "wireguard-go",
-            pct(&tunnel, 0.5),
-            pct(&tunnel, 0.99),
-            pct(&tunnel, 0.5) - pct(&plain, 0.5),
-            pct(&tunnel, 0.99) - pct(&plain, 0.99)
-        );
+        print_ping("wireguard-go", &plain, &tunnel);
     }
 }

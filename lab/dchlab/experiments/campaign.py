@@ -171,6 +171,18 @@ class Campaign:
             f"machine, host_load1). {self.description}",
         )
 
+    def _pick(self, flag: str, what: str, names: Sequence[str], items: tuple) -> tuple:
+        """The items (schemes by label, conditions by name) that `names` names, in
+        the file's order; an unknown name is a CampaignError naming the file."""
+        known = [getattr(x, "label", None) or x.name for x in items]
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise CampaignError(
+                f"{self.path}: {flag} {','.join(unknown)}: not a {what} of this campaign "
+                f"(expected some of {', '.join(known)})"
+            )
+        return tuple(x for x, k in zip(items, known, strict=True) if k in names)
+
     def variant(
         self,
         name: str | None = None,
@@ -187,24 +199,11 @@ class Campaign:
         flags: list[str] = []
         c = self
         if schemes:
-            known = [s.label for s in self.schemes]
-            unknown = [x for x in schemes if x not in known]
-            if unknown:
-                raise CampaignError(
-                    f"{self.path}: --schemes {','.join(unknown)}: not a scheme label of this "
-                    f"campaign (expected some of {', '.join(known)})"
-                )
-            c = replace(c, schemes=tuple(s for s in self.schemes if s.label in schemes))
+            c = replace(c, schemes=self._pick("--schemes", "scheme label", schemes, self.schemes))
             flags.append(f"--schemes {','.join(schemes)}")
         if conditions:
-            known = [x.name for x in self.conditions]
-            unknown = [x for x in conditions if x not in known]
-            if unknown:
-                raise CampaignError(
-                    f"{self.path}: --conditions {','.join(unknown)}: not a condition of this "
-                    f"campaign (expected some of {', '.join(known)})"
-                )
-            c = replace(c, conditions=tuple(x for x in self.conditions if x.name in conditions))
+            picked = self._pick("--conditions", "condition", conditions, self.conditions)
+            c = replace(c, conditions=picked)
             flags.append(f"--conditions {','.join(conditions)}")
         if seed is not None and seed != self.seed and (name is None or name == self.name):
             raise CampaignError(
