@@ -46,25 +46,8 @@ fn genkey_and_pubkey_and_key_file_permissions() {
     // an agent refuses a key file group or others can read, naming it
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
     let o = Command::new(BIN)
-        .args([
-            "client",
-            "--tun",
-            "x",
-            "--tun-addr",
-            "198.19.0.2/32",
-            "--hbc-dev",
-            "a",
-            "--hbc-gateway",
-            "198.18.1.1:1",
-            "--llc-dev",
-            "b",
-            "--llc-gateway",
-            "198.18.2.1:1",
-            "--key",
-            key.to_str().unwrap(),
-            "--gateway-key",
-            &from_file,
-        ])
+        .args(CLIENT_ARGV_UNSTARTED)
+        .args(["--key", key.to_str().unwrap(), "--gateway-key", &from_file])
         .output()
         .unwrap();
     let e = String::from_utf8_lossy(&o.stderr);

@@ -507,21 +507,7 @@ fn bad_command_lines_are_rejected_with_reasons() {
         assert!(!o.status.success());
         String::from_utf8_lossy(&o.stderr).to_string()
     };
-    let base = [
-        "client",
-        "--tun",
-        "x",
-        "--tun-addr",
-        "198.19.0.2/32",
-        "--hbc-dev",
-        "a",
-        "--hbc-gateway",
-        "198.18.1.1:1",
-        "--llc-dev",
-        "b",
-        "--llc-gateway",
-        "198.18.2.1:1",
-    ];
+    let base = CLIENT_ARGV_UNSTARTED;
     let mut a = base.to_vec();
     a.extend(["--insecure", "--token", "xyz1"]);
     assert!(run(&a).contains("not hexadecimal"));

@@ -17,6 +17,23 @@ pub const TOKEN: &str = "00112233aabbccdd";
 pub const SRV: &str = "198.18.3.2";
 pub const GW_HBC: &str = "198.18.1.1";
 pub const GW_LLC: &str = "198.18.2.1";
+/// A client command line that parses but is never started (for the tests of
+/// refused flags): made-up devices and gateways.
+pub const CLIENT_ARGV_UNSTARTED: [&str; 13] = [
+    "client",
+    "--tun",
+    "x",
+    "--tun-addr",
+    "198.19.0.2/32",
+    "--hbc-dev",
+    "a",
+    "--hbc-gateway",
+    "198.18.1.1:1",
+    "--llc-dev",
+    "b",
+    "--llc-gateway",
+    "198.18.2.1:1",
+];
 
 /// True when namespace tests can run (root, `ip`, /dev/net/tun); prints why not.
 pub fn can_run() -> bool {

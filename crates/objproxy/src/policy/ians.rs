@@ -45,14 +45,7 @@ pub fn decide(size: u64, views: &Views, tls: bool) -> Decision {
         let v = views.get(ch);
         completion_ms(size, v.median_srtt_ms, v.free_capacity(), v.can_reuse, tls)
     };
-    let (t_hbc, t_llc) = (t(Channel::Hbc), t(Channel::Llc));
-    // Ties go to the HBC: it does not take capacity from latency-critical objects.
-    let ch = if t_llc < t_hbc {
-        Channel::Llc
-    } else {
-        Channel::Hbc
-    };
-    Decision::new(ch, Reason::PredictedFaster)
+    Decision::predicted_faster(t)
 }
 
 #[cfg(test)]

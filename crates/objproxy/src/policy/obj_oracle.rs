@@ -15,7 +15,7 @@
 //! counterpart of Algorithm 1's virtual LLC queue.
 
 use super::predict::completion_ms;
-use super::{Channel, Decision, Reason, Views};
+use super::{Channel, Decision, Views};
 
 pub fn decide(size: u64, views: &Views, tls: bool, committed: bool) -> Decision {
     let t = |ch: Channel| {
@@ -32,12 +32,7 @@ pub fn decide(size: u64, views: &Views, tls: bool, committed: bool) -> Decision 
             own
         }
     };
-    let ch = if t(Channel::Llc) < t(Channel::Hbc) {
-        Channel::Llc
-    } else {
-        Channel::Hbc
-    };
-    Decision::new(ch, Reason::PredictedFaster)
+    Decision::predicted_faster(t)
 }
 
 #[cfg(test)]
