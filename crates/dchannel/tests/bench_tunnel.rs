@@ -145,8 +145,14 @@ impl WireGuard {
                 })
                 .unwrap_or_else(|| panic!("{path}: wireguard-go did not come up"));
             s.write_all(format!("set=1\n{conf}\n").as_bytes()).unwrap();
-            let mut reply = String::new();
-            s.read_to_string(&mut reply).unwrap();
+            // The daemon answers "errno=N" and a blank line, and keeps the
+            // connection open for the next request: read up to the blank line.
+            let mut reply = Vec::new();
+            let mut byte = [0u8; 1];
+            while !reply.ends_with(b"\n\n") && s.read(&mut byte).unwrap() == 1 {
+                reply.push(byte[0]);
+            }
+            let reply = String::from_utf8_lossy(&reply);
             assert!(reply.contains("errno=0"), "{ifname}: {reply}");
         };
         let (pg, pu) = (kg.public_key(), ku.public_key());
