@@ -13,7 +13,7 @@
 //! ends a super-packet; SYN, FIN, RST, URG and CWR never join. Anything else is
 //! written as it came. wireguard-go's `tcpGRO` follows the same rules.
 
-use crate::gso::{fold, sum, VnetHdr};
+use crate::gso::{fold, get16, sum, tcp_seq, VnetHdr};
 use crate::packet::field::{ipv4, ipv6, tcp};
 use crate::packet::{PROTO_TCP, TCP_ACK, TCP_PSH};
 
@@ -50,8 +50,8 @@ fn candidate(pkt: &[u8]) -> Option<(bool, usize, usize)> {
             let ok = pkt.len() >= ipv4::MIN_HEADER_LEN
                 && pkt[ipv4::VER_IHL] == 0x45
                 && pkt[ipv4::PROTOCOL] == PROTO_TCP
-                && u16::from_be_bytes([pkt[6], pkt[7]]) & (ipv4::FRAG_OFF_MASK | 0x2000) == 0
-                && u16::from_be_bytes([pkt[2], pkt[3]]) as usize == pkt.len();
+                && get16(pkt, ipv4::FLG_OFF) & (ipv4::FRAG_OFF_MASK | ipv4::MORE_FRAGMENTS) == 0
+                && get16(pkt, ipv4::LENGTH) as usize == pkt.len();
             if !ok {
                 return None;
             }
@@ -60,7 +60,7 @@ fn candidate(pkt: &[u8]) -> Option<(bool, usize, usize)> {
         6 => {
             let ok = pkt.len() >= ipv6::HEADER_LEN
                 && pkt[ipv6::NEXT_HEADER] == PROTO_TCP
-                && u16::from_be_bytes([pkt[4], pkt[5]]) as usize + ipv6::HEADER_LEN == pkt.len();
+                && get16(pkt, ipv6::PAYLOAD_LEN) as usize + ipv6::HEADER_LEN == pkt.len();
             if !ok {
                 return None;
             }
@@ -79,10 +79,6 @@ fn candidate(pkt: &[u8]) -> Option<(bool, usize, usize)> {
         && flags & TCP_ACK != 0
         && flags & !(TCP_ACK | TCP_PSH) == 0;
     ok.then_some((v4, l4, hdr))
-}
-
-fn seq(pkt: &[u8], l4: usize) -> u32 {
-    u32::from_be_bytes(pkt[l4 + 4..l4 + 8].try_into().expect("4 bytes"))
 }
 
 impl Gro {
@@ -123,7 +119,7 @@ impl Gro {
             hdr,
             mss,
             segments: 1,
-            next_seq: seq(pkt, l4).wrapping_add(mss as u32),
+            next_seq: tcp_seq(pkt, l4).wrapping_add(mss as u32),
             closed: pkt[l4 + tcp::FLAGS] & TCP_PSH != 0,
         });
     }
@@ -136,12 +132,12 @@ impl Gro {
             return false;
         }
         let payload = pkt.len() - hdr;
-        if payload > o.mss || b.len() + payload > MAX_LEN || seq(pkt, l4) != o.next_seq {
+        if payload > o.mss || b.len() + payload > MAX_LEN || tcp_seq(pkt, l4) != o.next_seq {
             return false;
         }
         // The IP header: equal but for what segmentation sets per segment.
         let ip_same = if v4 {
-            let id = u16::from_be_bytes([b[4], b[5]]).wrapping_add(o.segments as u16);
+            let id = get16(b, ipv4::IDENT).wrapping_add(o.segments as u16);
             pkt[ipv4::IDENT] == id.to_be_bytes()
                 && pkt[..ipv4::LENGTH.start] == b[..ipv4::LENGTH.start]
                 && pkt[ipv4::FLG_OFF.start..ipv4::CHECKSUM.start]
@@ -154,8 +150,8 @@ impl Gro {
         // The TCP header: ports, ack, window, options equal; flags equal but PSH.
         let (t, u) = (&pkt[l4..hdr], &b[l4..hdr]);
         ip_same
-            && t[..4] == u[..4]
-            && t[8..tcp::FLAGS] == u[8..tcp::FLAGS]
+            && t[..tcp::SEQ_NUM.start] == u[..tcp::SEQ_NUM.start]
+            && t[tcp::ACK_NUM.start..tcp::FLAGS] == u[tcp::ACK_NUM.start..tcp::FLAGS]
             && t[tcp::FLAGS] & !TCP_PSH == u[tcp::FLAGS] & !TCP_PSH
             && t[tcp::FLAGS + 1..tcp::CHECKSUM.start] == u[tcp::FLAGS + 1..tcp::CHECKSUM.start]
             && t[tcp::CHECKSUM.end..] == u[tcp::CHECKSUM.end..]

@@ -335,8 +335,7 @@ impl<'a> Segments<'a> {
                     put16(out, ipv6::PAYLOAD_LEN, (len - ipv6::HEADER_LEN) as u16);
                 }
                 let t = &mut out[l4..];
-                let seq = u32::from_be_bytes(pkt[l4 + 4..l4 + 8].try_into().expect("4 bytes"))
-                    .wrapping_add(self.next as u32);
+                let seq = tcp_seq(pkt, l4).wrapping_add(self.next as u32);
                 t[tcp::SEQ_NUM].copy_from_slice(&seq.to_be_bytes());
                 if !last {
                     t[tcp::FLAGS] &= !(TCP_FIN | TCP_PSH);
@@ -364,7 +363,14 @@ impl<'a> Segments<'a> {
     }
 }
 
-fn get16(b: &[u8], f: std::ops::Range<usize>) -> u16 {
+/// The TCP sequence number of `pkt`, whose TCP header starts at `l4`.
+pub(crate) fn tcp_seq(pkt: &[u8], l4: usize) -> u32 {
+    let f = l4 + tcp::SEQ_NUM.start..l4 + tcp::SEQ_NUM.end;
+    u32::from_be_bytes(pkt[f].try_into().expect("4 bytes"))
+}
+
+/// A 16-bit field in network byte order.
+pub(crate) fn get16(b: &[u8], f: std::ops::Range<usize>) -> u16 {
     u16::from_be_bytes([b[f.start], b[f.start + 1]])
 }
 

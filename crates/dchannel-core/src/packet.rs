@@ -53,6 +53,8 @@ pub mod field {
         pub const FLG_OFF: Field = 6..8;
         /// Mask of the fragment offset within [`FLG_OFF`].
         pub const FRAG_OFF_MASK: u16 = 0x1fff;
+        /// The more-fragments flag within [`FLG_OFF`].
+        pub const MORE_FRAGMENTS: u16 = 0x2000;
         /// Time to live.
         pub const TTL: usize = 8;
         /// Transport protocol number.
@@ -115,6 +117,8 @@ pub mod field {
         pub const DST_PORT: Field = 2..4;
         /// Sequence number.
         pub const SEQ_NUM: Field = 4..8;
+        /// Acknowledgment number.
+        pub const ACK_NUM: Field = 8..12;
         /// Data offset in 32-bit words (high nibble).
         pub const DATA_OFF: usize = 12;
         /// Flags (CWR ECE URG ACK PSH RST SYN FIN).
