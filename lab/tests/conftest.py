@@ -29,7 +29,7 @@ def require_binaries(*names: str) -> None:
 CHROMIUM = Path("/usr/lib/chromium/chromium")
 
 
-def testbed_missing(*binaries: str, chromium: bool = True, dnsmasq: bool = True) -> str | None:
+def why_no_testbed(*binaries: str, chromium: bool = True, dnsmasq: bool = True) -> str | None:
     """Why a live testbed cannot run here (None: it can): root, the release binaries
     (chanemu and webreplay always, plus `binaries`), Debian's Chromium, dnsmasq."""
     if os.geteuid() != 0:
@@ -47,6 +47,6 @@ def testbed_missing(*binaries: str, chromium: bool = True, dnsmasq: bool = True)
 def needs_testbed(
     *binaries: str, chromium: bool = True, dnsmasq: bool = True
 ) -> pytest.MarkDecorator:
-    """`skipif` mark for tests that need a live testbed (see `testbed_missing`)."""
-    why = testbed_missing(*binaries, chromium=chromium, dnsmasq=dnsmasq)
+    """`skipif` mark for tests that need a live testbed (see `why_no_testbed`)."""
+    why = why_no_testbed(*binaries, chromium=chromium, dnsmasq=dnsmasq)
     return pytest.mark.skipif(why is not None, reason=str(why))

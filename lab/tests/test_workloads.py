@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import testbed_missing
+from conftest import why_no_testbed
 
 from dchlab.paths import shared_data, target_dir
 from dchlab.workloads.api import ROW_KEYS, RunSpec, channel_counters, curl_row, paired_seed
@@ -268,7 +268,7 @@ def test_imported_real_page_missing_count(tmp_path: Path) -> None:
 
 
 def _testbed_ready() -> str | None:
-    return testbed_missing()
+    return why_no_testbed()
 
 
 need_testbed = pytest.mark.skipif(_testbed_ready() is not None, reason=str(_testbed_ready()))

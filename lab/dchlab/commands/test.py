@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -101,7 +102,11 @@ def run_python(root: Path, tally: Tally, pytest_args: list[str]) -> None:
     junit.unlink(missing_ok=True)
     proc = _run([py, "-m", "pytest", "-rs", f"--junitxml={junit}", *pytest_args], lab)
     if not junit.exists():
-        tally.check("pytest (did not run)", False)
+        # pytest itself died (a signal, or a library that ends the process): say how,
+        # since the test it was running printed nothing
+        rc = proc.returncode
+        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
+        tally.check(f"pytest (did not finish: {how}, no {junit.name})", False)
         return
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
