@@ -309,10 +309,12 @@ def _testbed_missing() -> str | None:
 
 
 def _dch_run_on_cluster(cluster, yaml_path: Path, db: Path) -> subprocess.CompletedProcess[str]:
-    """`dch run YAML --ray ADDRESS --slots 1` as a user types it, in a child process: the
-    Ray driver lives there, not in pytest. A driver whose Ray node goes away is ended by
-    Ray itself (no Python exception, no output on the driver's stderr), so a driver
-    inside pytest would take the whole session with it; here it fails one test."""
+    """`dch run YAML --ray ADDRESS --slots 1` as a user types it, in a child process, so
+    the Ray driver of the heavy runs lives there and not in pytest: a CI run's pytest
+    once ended silently (no traceback, no junit) inside the real-testbed test while it
+    was itself the driver, and Ray's core worker can end its process without a Python
+    exception (its logs go to the session directory, not stderr). In a child, such an
+    end fails one test with the child's exit status instead of the whole session."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     cmd = [sys.executable, "-m", "dchlab.cli", "run", str(yaml_path), "--store", str(db)]
     return subprocess.run(
