@@ -20,6 +20,7 @@
 
 use crate::arrival_log::ArrivalLog;
 use crate::batch_recv::{Batch, BATCH};
+use crate::busy_poll::{BusyPoll, Side};
 use crate::decision_log::DecisionLog;
 use crate::stats::{Malformed, Stats};
 use dchannel_core::endpoint::{DatagramAuth, Event, ReceiveHalf, Received};
@@ -55,6 +56,8 @@ pub struct Io {
     /// The TUN has offloads on (`--tun-offload`): every read and write starts
     /// with a `virtio_net_hdr`, and reads may be TCP super-packets.
     pub vnet_hdr: bool,
+    /// `--busy-poll-us`: when the threads poll instead of sleeping.
+    pub busy: BusyPoll,
 }
 
 impl Io {
@@ -122,11 +125,18 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
         events: libc::POLLIN,
         revents: 0,
     };
-    // Both channel sockets (index = Channel), then the final-publication request.
+    // Both channel sockets (index = Channel), the final-publication request,
+    // and the busy-poll wake (-1, ignored by poll, when busy-poll is off).
+    let busy = &io.busy;
     let mut pfds = [
         pollfd(io.socks[0].as_raw_fd()),
         pollfd(io.socks[1].as_raw_fd()),
         pollfd(io.final_publish.fd()),
+        pollfd(if busy.enabled() {
+            busy.wake_fd(Side::Receiver)
+        } else {
+            -1
+        }),
     ];
     loop {
         let now = io.now();
@@ -135,9 +145,20 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
         io.finish_gro(&mut gro);
         let deadline = rx.poll_timeout().unwrap_or(now + 1000 * MS);
         let wait_ms = deadline.saturating_sub(now).div_ceil(MS).min(1000) as libc::c_int;
-        // SAFETY: pfds is a valid array of three pollfd structs.
-        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), 3, wait_ms) };
+        // Busy-poll: look again at once while a window is open, else sleep parked.
+        let spin = busy.enabled()
+            && (busy.spinning(Side::Receiver, now) || !busy.park(Side::Receiver, now));
+        let parked = busy.enabled() && !spin;
+        let wait_ms = if spin { 0 } else { wait_ms };
+        // SAFETY: pfds is a valid array of four pollfd structs.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), 4, wait_ms) };
+        if parked {
+            busy.unpark(Side::Receiver);
+        }
         if rc <= 0 {
+            if spin {
+                busy.pause();
+            }
             continue;
         }
         for ch in Channel::ALL {
@@ -170,6 +191,9 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
                     flush(&io, &mut rx, &mut pool, &mut probe_buf, &mut gro, now);
                 }
                 io.finish_gro(&mut gro);
+                if n > 0 && busy.moved(Side::Receiver, io.now()) {
+                    io.stats.busy_wakes.fetch_add(1, Relaxed);
+                }
                 if n < BATCH {
                     break; // the socket is drained
                 }

@@ -5,6 +5,7 @@ mod agent;
 mod arrival_log;
 mod batch_recv;
 mod batch_send;
+mod busy_poll;
 mod cli;
 mod config;
 mod decision_log;
@@ -153,6 +154,7 @@ fn serve<A: DatagramAuth + 'static>(
     stats.crypto = crypto;
     let (tun, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On)?;
     stats.tun_offload = vnet_hdr;
+    stats.busy_poll_us = common.busy_poll_us;
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
     if let Some(addr) = common.metrics_addr {
@@ -168,6 +170,7 @@ fn serve<A: DatagramAuth + 'static>(
         max_datagram: common.outer_mtu.max(1500) + 64,
         vnet_hdr,
         final_publish: final_publish::FinalPublish::new().context("eventfd")?,
+        busy: busy_poll::BusyPoll::new(common.busy_poll_us * 1_000).context("eventfd")?,
     });
     let io_stats = Arc::clone(&io);
     let sigs = block_signals();

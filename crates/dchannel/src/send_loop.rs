@@ -6,6 +6,7 @@
 
 use crate::agent::Io;
 use crate::batch_send::SendBatch;
+use crate::busy_poll::Side;
 use crate::stats::Malformed;
 use dchannel_core::endpoint::{DatagramAuth, SendHalf, Transmit};
 use dchannel_core::gso::{Segments, VnetHdr};
@@ -31,6 +32,9 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
     let mut batch = SendBatch::new(buf.len());
     let mut wake_buf = vec![0u8; tx.wake_buf_len()];
     let one_peer = tx.shared().peers().len() == 1;
+    if io.busy.enabled() {
+        set_nonblocking(fd);
+    }
     loop {
         let into = if io.vnet_hdr {
             &mut sup[..]
@@ -41,7 +45,9 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
         let n = unsafe { libc::read(fd, into.as_mut_ptr().cast(), into.len()) };
         if n <= 0 {
             let e = std::io::Error::last_os_error();
-            if e.kind() != ErrorKind::Interrupted {
+            if e.kind() == ErrorKind::WouldBlock {
+                idle(&io, fd); // busy-poll on: the TUN is non-blocking
+            } else if e.kind() != ErrorKind::Interrupted {
                 tracing::warn!("TUN read failed: {e}");
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
@@ -88,6 +94,9 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
                     tracing::debug!("TUN read of {n} bytes: {e}");
                 }
             }
+        }
+        if io.busy.moved(Side::Sender, now) {
+            io.stats.busy_wakes.fetch_add(1, Relaxed);
         }
         if tx.poll_timeout().is_some_and(|t| t <= now) {
             tx.handle_timeout(now);
@@ -143,5 +152,32 @@ fn send_batch(io: &Io, batch: &mut SendBatch) {
         for _ in 0..s.failed {
             io.stats.bad(Malformed::SendError);
         }
+    }
+}
+
+/// Nothing to read (busy-poll on): look again at once while a window is open,
+/// else sleep until the TUN is readable or the receive thread wakes us.
+fn idle(io: &Io, tun: libc::c_int) {
+    let now = io.now();
+    if io.busy.spinning(Side::Sender, now) || !io.busy.park(Side::Sender, now) {
+        io.busy.pause();
+        return;
+    }
+    let mut pfds = [tun, io.busy.wake_fd(Side::Sender)].map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    // SAFETY: pfds is a valid array of two pollfd structs.
+    unsafe { libc::poll(pfds.as_mut_ptr(), 2, -1) };
+    io.busy.unpark(Side::Sender);
+}
+
+/// Sets `O_NONBLOCK` on the TUN (its writes never block either way).
+fn set_nonblocking(fd: libc::c_int) {
+    // SAFETY: fcntl on a descriptor we own, integer arguments only.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
 }

@@ -167,6 +167,10 @@ pub struct Stats {
     pub gro_segments: AtomicU64,
     /// The TUN has offloads on.
     pub tun_offload: bool,
+    /// `--busy-poll-us` (0: off).
+    pub busy_poll_us: u64,
+    /// Sleeping sibling threads woken by busy-poll (busy_poll.rs).
+    pub busy_wakes: AtomicU64,
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
     pub endpoint: Arc<Shared>,
     /// The encryption layer (its drop counters per reason and handshake
@@ -201,6 +205,8 @@ impl Stats {
             gro_superpackets: AtomicU64::new(0),
             gro_segments: AtomicU64::new(0),
             tun_offload: false,
+            busy_poll_us: 0,
+            busy_wakes: AtomicU64::new(0),
             endpoint,
             crypto: None,
         }
@@ -320,6 +326,10 @@ impl Stats {
                 "segments": self.segments.load(Relaxed),
                 "gro_superpackets": self.gro_superpackets.load(Relaxed),
                 "gro_segments": self.gro_segments.load(Relaxed),
+            },
+            "busy_poll": {
+                "us": self.busy_poll_us,
+                "wakes": self.busy_wakes.load(Relaxed),
             },
         })
     }

@@ -95,7 +95,7 @@ fn measure(t: &Topo, policy: &str, extra: &[&str], secs: u32) -> (f64, f64, f64,
 /// the tunnel adds.
 fn print_ping(mode: &str, plain: &[f64], tunnel: &[f64]) {
     println!(
-        "{mode:28} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
+        "{mode:30} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
         pct(plain, 0.5),
         pct(plain, 0.99),
         pct(tunnel, 0.5),
@@ -236,7 +236,7 @@ fn measure_wireguard(t: &Topo, bin: &str, secs: u32) -> (f64, f64, Vec<f64>) {
 }
 
 /// Encrypted (the default) and `--insecure`, each with TUN offload (the default)
-/// and without, on the same topology, same run.
+/// and without, and encrypted with busy-poll, on the same topology, same run.
 #[test]
 #[ignore]
 fn bench_tunnel() {
@@ -248,8 +248,9 @@ fn bench_tunnel() {
     let secs = 10;
     let plain = ping_us(&t, GW_HBC, 1000);
     println!("policy {policy}");
-    let modes: [(&str, &[&str]); 4] = [
+    let modes: [(&str, &[&str]); 5] = [
         ("encrypted", &[]),
+        ("encrypted, --busy-poll-us 200", &["--busy-poll-us", "200"]),
         ("encrypted, --tun-offload off", &["--tun-offload", "off"]),
         ("insecure", &["--insecure"]),
         (
@@ -260,12 +261,12 @@ fn bench_tunnel() {
     for (mode, extra) in modes {
         let (up, down, up_pps, down_pps, tunnel) = measure(&t, &policy, extra, secs);
         println!(
-            "{mode:28} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
+            "{mode:30} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
             up / 1e9,
             up_pps / 1e3
         );
         println!(
-            "{mode:28} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
+            "{mode:30} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
             down / 1e9,
             down_pps / 1e3
         );
@@ -274,7 +275,7 @@ fn bench_tunnel() {
     if let Ok(bin) = std::env::var("DCH_WIREGUARD_GO") {
         let (up, down, tunnel) = measure_wireguard(&t, &bin, secs);
         println!(
-            "{:28} uplink   single TCP stream: {:.2} Gbit/s; downlink {:.2} Gbit/s",
+            "{:30} uplink   single TCP stream: {:.2} Gbit/s; downlink {:.2} Gbit/s",
             "wireguard-go",
             up / 1e9,
             down / 1e9

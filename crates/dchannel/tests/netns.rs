@@ -293,6 +293,26 @@ fn tun_offload_off_reads_one_packet_at_a_time() {
     for s in [&ue, &gw] {
         assert_eq!(s["tun"]["offload"], false);
         assert_eq!(s["tun"]["superpackets"], 0);
+        assert_eq!(s["busy_poll"]["wakes"], 0, "busy-poll is off by default");
+    }
+}
+
+#[test]
+fn busy_poll_keeps_transfers_byte_exact_and_wakes_the_sibling_threads() {
+    // run_policy checks the DNS round trip, the pings, the byte-exact TCP
+    // transfers, the decision and arrival logs, and no malformed datagram.
+    let Some((ue, gw, ..)) = run_policy("dchannel", &["--busy-poll-us", "200"]) else {
+        return;
+    };
+    for s in [&ue, &gw] {
+        assert_eq!(s["busy_poll"]["us"], 200);
+        // A ping's reply comes back to the other thread of each agent, which
+        // slept through the second between pings: woken, not left to the packet.
+        assert!(
+            s["busy_poll"]["wakes"].as_u64().unwrap() > 0,
+            "{}",
+            s["busy_poll"]
+        );
     }
 }
 
