@@ -95,7 +95,7 @@ fn measure(t: &Topo, policy: &str, extra: &[&str], secs: u32) -> (f64, f64, f64,
 /// the tunnel adds.
 fn print_ping(mode: &str, plain: &[f64], tunnel: &[f64]) {
     println!(
-        "{mode:30} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
+        "{mode:31} ping plain veth p50 {:.0} us p99 {:.0} us; through the pair p50 {:.0} us p99 {:.0} us; added p50 {:.0} us p99 {:.0} us",
         pct(plain, 0.5),
         pct(plain, 0.99),
         pct(tunnel, 0.5),
@@ -250,7 +250,10 @@ fn bench_tunnel() {
     println!("policy {policy}");
     let modes: [(&str, &[&str]); 5] = [
         ("encrypted", &[]),
-        ("encrypted, --busy-poll-us 200", &["--busy-poll-us", "200"]),
+        (
+            "encrypted, --busy-poll-us 3000",
+            &["--busy-poll-us", "3000"],
+        ),
         ("encrypted, --tun-offload off", &["--tun-offload", "off"]),
         ("insecure", &["--insecure"]),
         (
@@ -261,12 +264,12 @@ fn bench_tunnel() {
     for (mode, extra) in modes {
         let (up, down, up_pps, down_pps, tunnel) = measure(&t, &policy, extra, secs);
         println!(
-            "{mode:30} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
+            "{mode:31} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
             up / 1e9,
             up_pps / 1e3
         );
         println!(
-            "{mode:30} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
+            "{mode:31} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
             down / 1e9,
             down_pps / 1e3
         );
@@ -275,11 +278,40 @@ fn bench_tunnel() {
     if let Ok(bin) = std::env::var("DCH_WIREGUARD_GO") {
         let (up, down, tunnel) = measure_wireguard(&t, &bin, secs);
         println!(
-            "{:30} uplink   single TCP stream: {:.2} Gbit/s; downlink {:.2} Gbit/s",
+            "{:31} uplink   single TCP stream: {:.2} Gbit/s; downlink {:.2} Gbit/s",
             "wireguard-go",
             up / 1e9,
             down / 1e9
         );
         print_ping("wireguard-go", &plain, &tunnel);
+    }
+}
+
+/// Only the added ping latency, for each agent argument set in
+/// `DCH_BENCH_ARGS` (sets separated by `;`, arguments by spaces; an empty set
+/// is the default agents), e.g.
+/// `DCH_BENCH_ARGS=';--busy-poll-us 200' cargo test --release -p dchannel
+/// --test bench_tunnel ping_only -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn ping_only() {
+    if !can_run() {
+        return;
+    }
+    let t = Topo::new();
+    let policy = std::env::var("DCH_BENCH_POLICY").unwrap_or_else(|_| "all-hbc".into());
+    let sets = std::env::var("DCH_BENCH_ARGS").unwrap_or_default();
+    let plain = ping_us(&t, GW_HBC, 1000);
+    for set in sets.split(';') {
+        let extra: Vec<&str> = set.split_whitespace().collect();
+        let mut a = t.start(&policy, &extra);
+        let tunnel = ping_us(&t, "198.19.0.1", 1000);
+        a.stop();
+        let name = if set.trim().is_empty() {
+            "default"
+        } else {
+            set.trim()
+        };
+        print_ping(name, &plain, &tunnel);
     }
 }
