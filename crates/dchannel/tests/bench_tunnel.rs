@@ -71,24 +71,72 @@ fn pct(v: &[f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// One mode's figures: (uplink bit/s, downlink bit/s, uplink pkt/s, downlink pkt/s, ping RTTs).
-fn measure(t: &Topo, policy: &str, extra: &[&str], secs: u32) -> (f64, f64, f64, f64, Vec<f64>) {
+/// One mode's figures (see `Figures`).
+fn measure(t: &Topo, policy: &str, extra: &[&str], secs: u32) -> Figures {
     let pk = |s: &serde_json::Value| {
         s["channels"]["hbc"]["tx_pkts"].as_u64().unwrap()
             + s["channels"]["llc"]["tx_pkts"].as_u64().unwrap()
     };
+    let pids = |a: &Agents| [a.client.as_ref(), a.gateway.as_ref()].map(|c| c.unwrap().id());
     let mut a = t.start(policy, extra);
-    let up = iperf(t, false, secs);
+    let (up, up_cpu) = with_cpu(&pids(&a), || iperf(t, false, secs));
     let (ue, _) = a.stop();
     let up_pps = pk(&ue) as f64 / f64::from(secs);
     let mut a = t.start(policy, extra);
-    let down = iperf(t, true, secs);
+    let (down, down_cpu) = with_cpu(&pids(&a), || iperf(t, true, secs));
     let (_, gw) = a.stop();
     let down_pps = pk(&gw) as f64 / f64::from(secs);
     let mut a = t.start(policy, extra);
-    let tunnel = ping_us(t, "198.19.0.1", 1000);
+    let rtts = ping_us(t, "198.19.0.1", 1000);
     a.stop();
-    (up, down, up_pps, down_pps, tunnel)
+    Figures {
+        up,
+        down,
+        up_pps,
+        down_pps,
+        up_cores_per_gbit: up_cpu / (up / 1e9),
+        down_cores_per_gbit: down_cpu / (down / 1e9),
+        rtts,
+    }
+}
+
+/// What one mode measured.
+struct Figures {
+    /// One TCP stream's goodput, bit/s.
+    up: f64,
+    down: f64,
+    /// Datagrams per second through the sending agent.
+    up_pps: f64,
+    down_pps: f64,
+    /// CPU of both tunnel processes (all threads, user + system) while the stream
+    /// ran, in cores, per Gbit/s of goodput.
+    up_cores_per_gbit: f64,
+    down_cores_per_gbit: f64,
+    /// Ping round trips through the tunnel, µs.
+    rtts: Vec<f64>,
+}
+
+/// Runs `f` and returns its result with the cores `pids` used meanwhile (CPU
+/// seconds over wall seconds).
+fn with_cpu<T>(pids: &[u32], f: impl FnOnce() -> T) -> (T, f64) {
+    let cpu = || pids.iter().map(|&p| cpu_s(p)).sum::<f64>();
+    let (c0, t0) = (cpu(), std::time::Instant::now());
+    let r = f();
+    (r, (cpu() - c0) / t0.elapsed().as_secs_f64())
+}
+
+/// CPU seconds (user + system, all threads) `pid` has used so far (proc(5):
+/// utime and stime are fields 14 and 15, after the parenthesised command).
+fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<f64>().ok());
+    // SAFETY: sysconf with a valid name has no side effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (field(14).unwrap_or(0.0) + field(15).unwrap_or(0.0)) / hz
 }
 
 /// One mode's ping line: RTTs over plain veth and through the tunnel, and what
@@ -225,14 +273,23 @@ impl WireGuard {
     }
 }
 
-/// wireguard-go's figures on the same path: (uplink, downlink bit/s, ping RTTs).
-fn measure_wireguard(t: &Topo, bin: &str, secs: u32) -> (f64, f64, Vec<f64>) {
+/// wireguard-go's figures on the same path (pkt/s not counted: zero).
+fn measure_wireguard(t: &Topo, bin: &str, secs: u32) -> Figures {
     let wg = WireGuard::start(t, bin);
-    let up = iperf(t, false, secs);
-    let down = iperf(t, true, secs);
+    let pids: Vec<u32> = wg.procs.iter().map(|c| c.id()).collect();
+    let (up, up_cpu) = with_cpu(&pids, || iperf(t, false, secs));
+    let (down, down_cpu) = with_cpu(&pids, || iperf(t, true, secs));
     let rtts = ping_us(t, "198.19.0.1", 1000);
     wg.stop(t);
-    (up, down, rtts)
+    Figures {
+        up,
+        down,
+        up_pps: 0.0,
+        down_pps: 0.0,
+        up_cores_per_gbit: up_cpu / (up / 1e9),
+        down_cores_per_gbit: down_cpu / (down / 1e9),
+        rtts,
+    }
 }
 
 /// Encrypted (the default) and `--insecure`, each with TUN offload (the default)
@@ -262,28 +319,32 @@ fn bench_tunnel() {
         ),
     ];
     for (mode, extra) in modes {
-        let (up, down, up_pps, down_pps, tunnel) = measure(&t, &policy, extra, secs);
+        let f = measure(&t, &policy, extra, secs);
         println!(
-            "{mode:31} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent",
-            up / 1e9,
-            up_pps / 1e3
+            "{mode:31} uplink   single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the client agent, {:.2} cores per Gbit/s (both agents)",
+            f.up / 1e9,
+            f.up_pps / 1e3,
+            f.up_cores_per_gbit
         );
         println!(
-            "{mode:31} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent",
-            down / 1e9,
-            down_pps / 1e3
+            "{mode:31} downlink single TCP stream: {:.2} Gbit/s, {:.0} kpkt/s through the gateway agent, {:.2} cores per Gbit/s (both agents)",
+            f.down / 1e9,
+            f.down_pps / 1e3,
+            f.down_cores_per_gbit
         );
-        print_ping(mode, &plain, &tunnel);
+        print_ping(mode, &plain, &f.rtts);
     }
     if let Ok(bin) = std::env::var("DCH_WIREGUARD_GO") {
-        let (up, down, tunnel) = measure_wireguard(&t, &bin, secs);
+        let f = measure_wireguard(&t, &bin, secs);
         println!(
-            "{:31} uplink   single TCP stream: {:.2} Gbit/s; downlink {:.2} Gbit/s",
+            "{:31} uplink   single TCP stream: {:.2} Gbit/s, {:.2} cores per Gbit/s; downlink {:.2} Gbit/s, {:.2} cores per Gbit/s (both daemons)",
             "wireguard-go",
-            up / 1e9,
-            down / 1e9
+            f.up / 1e9,
+            f.up_cores_per_gbit,
+            f.down / 1e9,
+            f.down_cores_per_gbit
         );
-        print_ping("wireguard-go", &plain, &tunnel);
+        print_ping("wireguard-go", &plain, &f.rtts);
     }
 }
 
