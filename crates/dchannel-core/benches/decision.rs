@@ -4,9 +4,9 @@
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use dchannel_core::packet::{self, build};
-use dchannel_core::policy::{parse_spec, Ctx};
+use dchannel_core::policy::{parse_spec, testutil};
 use dchannel_core::steer::{ChannelView, SteerConfig, Steerer};
-use dchannel_core::{flow_table::FlowState, Direction, MS};
+use dchannel_core::{Direction, MS};
 
 fn bench(c: &mut Criterion) {
     let ack = build::tcp4([198, 19, 0, 2], [198, 18, 0, 1], 40000, 443, 0x10, &[]);
@@ -59,23 +59,10 @@ fn bench(c: &mut Criterion) {
 
     let info = packet::parse(&ack).unwrap();
     let mut p = parse_spec("dchannel", 0.75).unwrap();
-    let mut flow = FlowState {
-        id: 1,
-        next_seq: 0,
-        prev_c: 0.0,
-        prev_size: 0,
-        last_seen: 0,
-    };
-    let mut ctx = Ctx {
-        now: 0,
-        dir: Direction::Uplink,
-        llc_queue: 300.0,
-        llc_rate: 250.0 / MS as f64,
-        hbc_owd: Some(20 * MS),
-        llc_owd: Some(5 * MS),
-        mtu: 1456,
-        overhead: 44,
-    };
+    let mut flow = testutil::flow();
+    let mut ctx = testutil::ctx(0, Direction::Uplink);
+    ctx.llc_queue = 300.0;
+    ctx.overhead = 44;
     c.bench_function("policy/dchannel", |b| {
         b.iter(|| {
             ctx.now += 10_000;

@@ -10,40 +10,33 @@
 //! 4. client -> server (uplink): requests, their ACKs, FIN  -> LLC `request`
 //! 5. server -> client (downlink): everything else          -> HBC `response`
 
-use super::{Ctx, Decision, Outcome, Policy};
+use super::{Ctx, Decision, Outcome};
 use crate::flow_table::FlowState;
 use crate::packet::{PacketInfo, TCP_SYN};
 use crate::{Channel, Direction};
-
-/// `asap`: the rules of the module docs.
-pub struct Asap;
 
 fn starts_tls_handshake_record(payload: &[u8]) -> bool {
     matches!(payload, [20 | 22, 3, minor, ..] if *minor <= 4)
 }
 
-impl Policy for Asap {
-    fn spec(&self) -> String {
-        "asap".into()
+/// `asap`: the rules of the module docs.
+pub fn asap(pkt: &PacketInfo, raw: &[u8], _: &FlowState, ctx: &Ctx) -> Decision {
+    if pkt.is_udp() && (pkt.sport == 53 || pkt.dport == 53) {
+        return Decision::new(Channel::Llc, Outcome::Dns);
     }
-
-    fn decide(&mut self, pkt: &PacketInfo, raw: &[u8], _: &mut FlowState, ctx: &Ctx) -> Decision {
-        if pkt.is_udp() && (pkt.sport == 53 || pkt.dport == 53) {
-            return Decision::new(Channel::Llc, Outcome::Dns);
+    if pkt.is_tcp() {
+        if pkt.tcp_flags & TCP_SYN != 0 {
+            return Decision::new(Channel::Llc, Outcome::TcpHandshake);
         }
-        if pkt.is_tcp() {
-            if pkt.tcp_flags & TCP_SYN != 0 {
-                return Decision::new(Channel::Llc, Outcome::TcpHandshake);
-            }
-            if starts_tls_handshake_record(pkt.payload(raw)) {
-                return Decision::new(Channel::Llc, Outcome::TlsHandshake);
-            }
-        }
-        match ctx.dir {
-            Direction::Uplink => Decision::new(Channel::Llc, Outcome::Request),
-            Direction::Downlink => Decision::new(Channel::Hbc, Outcome::Response),
+        if starts_tls_handshake_record(pkt.payload(raw)) {
+            return Decision::new(Channel::Llc, Outcome::TlsHandshake);
         }
     }
+    Decision::llc_if(
+        ctx.dir == Direction::Uplink,
+        Outcome::Request,
+        Outcome::Response,
+    )
 }
 
 #[cfg(test)]
@@ -53,7 +46,7 @@ mod tests {
     use crate::packet::{TCP_ACK, TCP_PSH};
 
     fn d(pr: &(PacketInfo, Vec<u8>), dir: Direction) -> (Channel, Outcome) {
-        let r = decide(&mut Asap, pr, &ctx(0, dir));
+        let r = asap(&pr.0, &pr.1, &flow(), &ctx(0, dir));
         (r.channel, r.outcome)
     }
 

@@ -88,15 +88,11 @@ mod tests {
     #[test]
     fn alpha_075_threshold_is_2143_bytes() {
         // reward > 0.75 cost  <=>  15 ms > 1.75 x / 250  <=>  x < 2142.86 B
-        let mut p = DChannel::new(0.75);
-        assert_eq!(
-            decide(&mut p, &udp(1, 2, 140), &at(2000.0)).channel,
-            Channel::Llc
-        );
-        assert_eq!(
-            decide(&mut p, &udp(1, 2, 145), &at(2000.0)).channel,
-            Channel::Hbc
-        );
+        let cases = [
+            (udp(1, 2, 140), Channel::Llc),
+            (udp(1, 2, 145), Channel::Hbc),
+        ];
+        assert_steers("dchannel:alpha=0.75", &at(2000.0), &cases);
     }
 
     #[test]

@@ -3,10 +3,10 @@
 //! A policy sees one parsed packet, the sender's state of its flow and the
 //! current channel estimates ([`Ctx`]) and picks a channel. It is sans-I/O and
 //! deterministic, so every policy is unit-tested against hand-computed
-//! decisions.
+//! decisions. The policies without parameters or state of their own are plain
+//! functions ([`RuleFn`]), made policies by [`Rule`] under their spec name.
 
-mod all_hbc;
-mod all_llc;
+mod all;
 mod asap;
 mod dchannel;
 mod pkt_control;
@@ -15,14 +15,13 @@ mod pkt_state;
 mod pkt_uplink;
 mod prewarm;
 
-pub use all_hbc::AllHbc;
-pub use all_llc::AllLlc;
-pub use asap::Asap;
+pub use all::{all_hbc, all_llc};
+pub use asap::asap;
 pub use dchannel::DChannel;
-pub use pkt_control::PktControl;
+pub use pkt_control::pkt_control;
 pub use pkt_size::PktSize;
-pub use pkt_state::PktState;
-pub use pkt_uplink::PktUplink;
+pub use pkt_state::pkt_state;
+pub use pkt_uplink::pkt_uplink;
 pub use prewarm::Prewarm;
 
 use crate::flow_table::FlowState;
@@ -198,6 +197,16 @@ impl Decision {
             wake_hbc: false,
         }
     }
+
+    /// The LLC for outcome `llc` when `on_llc` holds, else the HBC for `hbc`:
+    /// the shape of every two-way rule.
+    pub fn llc_if(on_llc: bool, llc: Outcome, hbc: Outcome) -> Decision {
+        if on_llc {
+            Decision::new(Channel::Llc, llc)
+        } else {
+            Decision::new(Channel::Hbc, hbc)
+        }
+    }
 }
 
 /// A steering policy.
@@ -232,6 +241,50 @@ impl fmt::Display for SpecError {
 
 impl std::error::Error for SpecError {}
 
+/// A policy without parameters or state of its own: it picks from the packet
+/// (parsed, and its bytes), its flow and the context alone.
+pub type RuleFn = fn(&PacketInfo, &[u8], &FlowState, &Ctx) -> Decision;
+
+/// A [`RuleFn`] as a [`Policy`], under its spec name.
+#[derive(Clone, Copy)]
+pub struct Rule {
+    name: &'static str,
+    decide: RuleFn,
+}
+
+impl Rule {
+    /// The policy `name` (e.g. `pkt-control`) that decides by `decide`.
+    pub const fn new(name: &'static str, decide: RuleFn) -> Rule {
+        Rule { name, decide }
+    }
+}
+
+impl Policy for Rule {
+    fn spec(&self) -> String {
+        self.name.into()
+    }
+
+    fn decide(
+        &mut self,
+        pkt: &PacketInfo,
+        raw: &[u8],
+        flow: &mut FlowState,
+        ctx: &Ctx,
+    ) -> Decision {
+        (self.decide)(pkt, raw, flow, ctx)
+    }
+}
+
+/// Every policy without parameters, by spec name.
+pub const RULES: [Rule; 6] = [
+    Rule::new("all-hbc", all_hbc),
+    Rule::new("all-llc", all_llc),
+    Rule::new("pkt-control", pkt_control),
+    Rule::new("pkt-uplink", pkt_uplink),
+    Rule::new("pkt-state", pkt_state),
+    Rule::new("asap", asap),
+];
+
 fn check_alpha(alpha: f64) -> Result<(), &'static str> {
     if alpha.is_finite() && alpha >= 0.0 {
         Ok(())
@@ -251,10 +304,12 @@ pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, Spe
         Some((n, a)) => (n, Some(a)),
         None => (spec, None),
     };
-    let no_arg = |p: Box<dyn Policy>| match arg {
-        None => Ok(p),
-        Some(_) => Err(err("this policy takes no parameter")),
-    };
+    if let Some(rule) = RULES.iter().find(|r| r.name == name) {
+        return match arg {
+            None => Ok(Box::new(*rule)),
+            Some(_) => Err(err("this policy takes no parameter")),
+        };
+    }
     match name {
         "dchannel" => {
             let alpha = match arg {
@@ -291,29 +346,29 @@ pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, Spe
             let gap = (gap_ms * MS as f64).round() as Nanos;
             Ok(Box::new(Prewarm::new(alpha, gap)))
         }
-        "all-hbc" => no_arg(Box::new(AllHbc)),
-        "all-llc" => no_arg(Box::new(AllLlc)),
-        "pkt-control" => no_arg(Box::new(PktControl)),
-        "pkt-uplink" => no_arg(Box::new(PktUplink)),
-        "pkt-state" => no_arg(Box::new(PktState)),
-        "asap" => no_arg(Box::new(Asap)),
         "pkt-size" => {
             let n = arg
                 .ok_or_else(|| err("pkt-size needs a threshold, e.g. pkt-size:750"))?
                 .parse::<usize>()
                 .map_err(|_| err("threshold is not a whole number of bytes"))?;
-            Ok(Box::new(PktSize::new(n)))
+            Ok(Box::new(PktSize { threshold: n }))
         }
         _ => Err(err("unknown policy")),
     }
 }
 
-#[cfg(test)]
-pub(crate) mod testutil {
+/// Test helpers: the NSDI'23 test setting, packets and flows to decide on.
+#[doc(hidden)]
+pub mod testutil {
     use super::*;
     use crate::packet::{self, build};
     use crate::MS;
 
+    /// A test packet: parsed, and its bytes.
+    pub type Pkt = (PacketInfo, Vec<u8>);
+
+    /// The context of NSDI'23 §4.1's example: LLC 2 Mbit/s, empty, one-way
+    /// delays HBC 20 ms and LLC 5 ms; MTU 1456, no overhead.
     pub fn ctx(now: Nanos, dir: Direction) -> Ctx {
         Ctx {
             now,
@@ -328,6 +383,7 @@ pub(crate) mod testutil {
         }
     }
 
+    /// A new flow (id 1).
     pub fn flow() -> FlowState {
         FlowState {
             id: 1,
@@ -338,12 +394,14 @@ pub(crate) mod testutil {
         }
     }
 
-    pub fn tcp(flags: u8, payload: &[u8]) -> (PacketInfo, Vec<u8>) {
+    /// A TCP segment with `flags` and `payload` (client to server, port 443).
+    pub fn tcp(flags: u8, payload: &[u8]) -> Pkt {
         let raw = build::tcp4([198, 19, 0, 2], [198, 18, 0, 1], 40000, 443, flags, payload);
         (packet::parse(&raw).unwrap(), raw)
     }
 
-    pub fn udp(sport: u16, dport: u16, len: usize) -> (PacketInfo, Vec<u8>) {
+    /// A UDP packet of `len` IP bytes.
+    pub fn udp(sport: u16, dport: u16, len: usize) -> Pkt {
         let raw = build::udp4(
             [198, 19, 0, 2],
             [198, 18, 0, 1],
@@ -354,8 +412,22 @@ pub(crate) mod testutil {
         (packet::parse(&raw).unwrap(), raw)
     }
 
-    pub fn decide(p: &mut dyn Policy, pr: &(PacketInfo, Vec<u8>), c: &Ctx) -> Decision {
+    /// `p`'s decision on `pr` in a fresh flow.
+    pub fn decide(p: &mut dyn Policy, pr: &Pkt, c: &Ctx) -> Decision {
         p.decide(&pr.0, &pr.1, &mut flow(), c)
+    }
+
+    /// Asserts the channel the policy `spec` picks for each packet, each in a
+    /// fresh flow, in the context `c`.
+    pub fn assert_steers(spec: &str, c: &Ctx, cases: &[(Pkt, Channel)]) {
+        let mut p = parse_spec(spec, 0.75).unwrap();
+        for (i, (pr, channel)) in cases.iter().enumerate() {
+            assert_eq!(
+                decide(&mut *p, pr, c).channel,
+                *channel,
+                "{spec}, packet {i}"
+            );
+        }
     }
 }
 

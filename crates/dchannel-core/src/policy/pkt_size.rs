@@ -4,18 +4,11 @@
 use super::{Ctx, Decision, Outcome, Policy};
 use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
-use crate::Channel;
 
 /// `pkt-size:N`: IP packets shorter than N bytes on the LLC.
 pub struct PktSize {
-    threshold: usize,
-}
-
-impl PktSize {
-    /// LLC for IP packets shorter than `threshold` bytes.
-    pub fn new(threshold: usize) -> PktSize {
-        PktSize { threshold }
-    }
+    /// N: the LLC takes IP packets shorter than this many bytes.
+    pub threshold: usize,
 }
 
 impl Policy for PktSize {
@@ -24,26 +17,22 @@ impl Policy for PktSize {
     }
 
     fn decide(&mut self, pkt: &PacketInfo, _: &[u8], _: &mut FlowState, _: &Ctx) -> Decision {
-        if pkt.ip_len < self.threshold {
-            Decision::new(Channel::Llc, Outcome::Small)
-        } else {
-            Decision::new(Channel::Hbc, Outcome::Large)
-        }
+        Decision::llc_if(pkt.ip_len < self.threshold, Outcome::Small, Outcome::Large)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
-    use super::*;
-    use crate::Direction;
+    use crate::{Channel, Direction};
 
     #[test]
     fn strictly_smaller_goes_llc() {
-        let c = ctx(0, Direction::Uplink);
-        let mut p = PktSize::new(750);
-        assert_eq!(decide(&mut p, &udp(1, 2, 749), &c).channel, Channel::Llc);
-        assert_eq!(decide(&mut p, &udp(1, 2, 750), &c).channel, Channel::Hbc);
-        assert_eq!(decide(&mut p, &tcp(0x10, &[]), &c).channel, Channel::Llc);
+        let cases = [
+            (udp(1, 2, 749), Channel::Llc),
+            (udp(1, 2, 750), Channel::Hbc),
+            (tcp(0x10, &[]), Channel::Llc),
+        ];
+        assert_steers("pkt-size:750", &ctx(0, Direction::Uplink), &cases);
     }
 }

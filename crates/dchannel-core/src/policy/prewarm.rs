@@ -108,35 +108,39 @@ mod tests {
         c
     }
 
+    /// `p`'s channel and wake for `pkt` of flow `f` sent up at `now` behind
+    /// `queue` LLC bytes.
+    fn up(
+        p: &mut Prewarm,
+        f: &mut FlowState,
+        pkt: &Pkt,
+        now: Nanos,
+        queue: f64,
+    ) -> (Channel, bool) {
+        let d = p.decide(&pkt.0, &pkt.1, f, &at(now, Direction::Uplink, queue));
+        (d.channel, d.wake_hbc)
+    }
+
     #[test]
     fn wakes_the_hbc_on_an_llc_packet_after_a_quiet_gap() {
         let mut p = Prewarm::new(0.75, 10 * MS);
         let mut f = flow();
         let small = udp(1, 2, 100);
         // t = 100 ms: the first LLC packet, the HBC never used: wake.
-        let d = p.decide(
-            &small.0,
-            &small.1,
-            &mut f,
-            &at(100 * MS, Direction::Uplink, 0.0),
+        assert_eq!(
+            up(&mut p, &mut f, &small, 100 * MS, 0.0),
+            (Channel::Llc, true)
         );
-        assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, true));
         // t = 105 ms: 5 ms after the wake < gap: no second wake.
-        let d = p.decide(
-            &small.0,
-            &small.1,
-            &mut f,
-            &at(105 * MS, Direction::Uplink, 0.0),
+        assert_eq!(
+            up(&mut p, &mut f, &small, 105 * MS, 0.0),
+            (Channel::Llc, false)
         );
-        assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, false));
         // t = 110 ms: exactly one gap after the wake: wake again.
-        let d = p.decide(
-            &small.0,
-            &small.1,
-            &mut f,
-            &at(110 * MS, Direction::Uplink, 0.0),
+        assert_eq!(
+            up(&mut p, &mut f, &small, 110 * MS, 0.0),
+            (Channel::Llc, true)
         );
-        assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, true));
     }
 
     #[test]
@@ -144,31 +148,20 @@ mod tests {
         let mut p = Prewarm::new(0.75, 10 * MS);
         // t = 200 ms: 1400 B behind 1000 queued bytes = 2400 B > 2143 B -> HBC.
         let big = udp(1, 2, 1400);
-        let d = p.decide(
-            &big.0,
-            &big.1,
-            &mut flow(),
-            &at(200 * MS, Direction::Uplink, 1000.0),
-        );
-        assert_eq!((d.channel, d.wake_hbc), (Channel::Hbc, false));
+        let hbc = up(&mut p, &mut flow(), &big, 200 * MS, 1000.0);
+        assert_eq!(hbc, (Channel::Hbc, false));
         // t = 209 ms, another flow's small packet on the LLC: the HBC carried a
         // packet 9 ms ago, its radio is awake: no wake.
         let small = udp(3, 4, 100);
-        let d = p.decide(
-            &small.0,
-            &small.1,
-            &mut flow(),
-            &at(209 * MS, Direction::Uplink, 0.0),
+        assert_eq!(
+            up(&mut p, &mut flow(), &small, 209 * MS, 0.0),
+            (Channel::Llc, false)
         );
-        assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, false));
         // t = 210 ms: 10 ms since the HBC packet: wake.
-        let d = p.decide(
-            &small.0,
-            &small.1,
-            &mut flow(),
-            &at(210 * MS, Direction::Uplink, 0.0),
+        assert_eq!(
+            up(&mut p, &mut flow(), &small, 210 * MS, 0.0),
+            (Channel::Llc, true)
         );
-        assert_eq!((d.channel, d.wake_hbc), (Channel::Llc, true));
     }
 
     #[test]
