@@ -105,20 +105,39 @@ impl<P> FlowRx<P> {
     fn mark_delivered(&mut self, s: u64) {
         if s == self.next {
             self.next += 1;
-            while self.ahead.remove(&self.next) {
-                self.next += 1;
-            }
+            self.advance_over_ahead();
         } else if s > self.next {
             self.ahead.insert(s);
             if self.ahead.len() > MAX_AHEAD {
                 // Too many gaps: give up on the oldest gap.
                 let first = *self.ahead.iter().next().expect("non-empty");
                 self.next = first;
-                while self.ahead.remove(&self.next) {
-                    self.next += 1;
-                }
+                self.advance_over_ahead();
             }
         }
+    }
+
+    /// Moves `next` past the delivered sequence numbers that follow it.
+    fn advance_over_ahead(&mut self) {
+        while self.ahead.remove(&self.next) {
+            self.next += 1;
+        }
+    }
+
+    /// Forgets the delivered sequence numbers that `next` has passed.
+    fn forget_ahead_below_next(&mut self) {
+        while self.ahead.first().is_some_and(|&a| a < self.next) {
+            self.ahead.pop_first();
+        }
+    }
+
+    /// Hands the held packet `h` to `out`, taking its bytes off this flow's
+    /// and the buffer's `total`, and counts it in `counter`.
+    fn release(&mut self, h: Held<P>, total: &mut usize, counter: &mut u64, out: &mut Vec<P>) {
+        self.held_bytes -= h.len;
+        *total -= h.len;
+        *counter += 1;
+        out.push(h.pkt);
     }
 }
 
@@ -208,12 +227,7 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
         let s = flow.widen(seq);
         if s > flow.next + RESYNC {
             // The sender restarted this flow id: start over at this packet.
-            Self::flush_flow(
-                flow,
-                &mut self.total_bytes,
-                &mut self.stats.overflow_releases,
-                out,
-            );
+            Self::flush_flow(flow, &mut self.total_bytes, &mut self.stats, out);
             flow.ahead.clear();
             flow.next = s;
         }
@@ -223,34 +237,19 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
             self.stats.passed_through += 1;
             out.push(pkt);
             flow.mark_delivered(s);
-            Self::release_ready(
-                flow,
-                &mut self.total_bytes,
-                &mut self.stats.in_order_releases,
-                out,
-            );
+            Self::release_ready(flow, &mut self.total_bytes, &mut self.stats, out);
             return;
         }
         if flow.held_bytes + len > self.cfg.max_flow_bytes
             || self.total_bytes + len > self.cfg.max_total_bytes
         {
             // Memory bound: release this flow's held packets and this one, in order.
-            Self::flush_flow(
-                flow,
-                &mut self.total_bytes,
-                &mut self.stats.overflow_releases,
-                out,
-            );
+            Self::flush_flow(flow, &mut self.total_bytes, &mut self.stats, out);
             self.stats.overflow_releases += 1;
             out.push(pkt);
             flow.next = flow.next.max(s + 1);
             flow.mark_delivered(s);
-            Self::release_ready(
-                flow,
-                &mut self.total_bytes,
-                &mut self.stats.in_order_releases,
-                out,
-            );
+            Self::release_ready(flow, &mut self.total_bytes, &mut self.stats, out);
             return;
         }
         flow.held.insert(s, Held { len, pkt });
@@ -286,24 +285,13 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
                     break;
                 }
                 let (hs, h) = entry.remove_entry();
-                flow.held_bytes -= h.len;
-                self.total_bytes -= h.len;
-                self.stats.timeout_releases += 1;
-                out.push(h.pkt);
+                let counter = &mut self.stats.timeout_releases;
+                flow.release(h, &mut self.total_bytes, counter, out);
                 flow.next = flow.next.max(hs + 1);
-                while flow.ahead.first().is_some_and(|&a| a < flow.next) {
-                    flow.ahead.pop_first();
-                }
-                while flow.ahead.remove(&flow.next) {
-                    flow.next += 1;
-                }
+                flow.forget_ahead_below_next();
+                flow.advance_over_ahead();
             }
-            Self::release_ready(
-                flow,
-                &mut self.total_bytes,
-                &mut self.stats.in_order_releases,
-                out,
-            );
+            Self::release_ready(flow, &mut self.total_bytes, &mut self.stats, out);
         }
     }
 
@@ -322,41 +310,40 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
             .map(|(k, _)| *k);
         if let Some(k) = victim {
             if let Some(mut f) = self.flows.remove(&k) {
-                Self::flush_flow(
-                    &mut f,
-                    &mut self.total_bytes,
-                    &mut self.stats.overflow_releases,
-                    out,
-                );
+                Self::flush_flow(&mut f, &mut self.total_bytes, &mut self.stats, out);
             }
         }
     }
 
-    fn release_ready(flow: &mut FlowRx<P>, total: &mut usize, counter: &mut u64, out: &mut Vec<P>) {
+    /// Releases `flow`'s held packets that are next in order (in-order releases).
+    fn release_ready(
+        flow: &mut FlowRx<P>,
+        total: &mut usize,
+        stats: &mut ReorderStats,
+        out: &mut Vec<P>,
+    ) {
         while let Some(entry) = flow.held.first_entry() {
             if *entry.key() > flow.next {
                 break;
             }
             let (s, h) = entry.remove_entry();
-            flow.held_bytes -= h.len;
-            *total -= h.len;
-            *counter += 1;
-            out.push(h.pkt);
+            flow.release(h, total, &mut stats.in_order_releases, out);
             flow.mark_delivered(s);
         }
     }
 
-    fn flush_flow(flow: &mut FlowRx<P>, total: &mut usize, counter: &mut u64, out: &mut Vec<P>) {
+    /// Releases all of `flow`'s held packets in order (overflow releases).
+    fn flush_flow(
+        flow: &mut FlowRx<P>,
+        total: &mut usize,
+        stats: &mut ReorderStats,
+        out: &mut Vec<P>,
+    ) {
         while let Some((s, h)) = flow.held.pop_first() {
-            flow.held_bytes -= h.len;
-            *total -= h.len;
-            *counter += 1;
-            out.push(h.pkt);
+            flow.release(h, total, &mut stats.overflow_releases, out);
             flow.next = flow.next.max(s + 1);
         }
-        while flow.ahead.first().is_some_and(|&a| a < flow.next) {
-            flow.ahead.pop_first();
-        }
+        flow.forget_ahead_below_next();
     }
 }
 
