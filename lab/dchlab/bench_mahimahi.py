@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from dchlab import REPO_ROOT
+from dchlab.closing import close_on_failure
 from dchlab.paths import shared_data
 from dchlab.traces.mahimahi import MBIT_PER_OPPORTUNITY, read_mahimahi
 
@@ -283,13 +284,10 @@ class MahimahiHost:
     def __enter__(self) -> MahimahiHost:
         if self.owned:
             subprocess.run(["ip", "netns", "add", self.ns], check=True)
-        try:
+        with close_on_failure(self.__exit__):
             subprocess.run(["ip", "-n", self.ns, "link", "set", "lo", "up"], check=True)
             # Mahimahi checks forwarding in the namespace it starts in (this one).
             self.exec(["sysctl", "-qw", "net.ipv4.ip_forward=1"], check=True)
-        except BaseException:
-            self.__exit__()
-            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from dchlab.closing import close_on_failure
 from dchlab.paths import binary
 from dchlab.testbed import addressing as A
 from dchlab.testbed import channels as ch
@@ -111,11 +112,8 @@ class Testbed:
 
     def start(self) -> Testbed:
         """Build everything; on any failure tear down what was built and raise."""
-        try:
+        with close_on_failure(self.close):
             self._build()
-        except BaseException:
-            self.close()
-            raise
         return self
 
     def prepare(self) -> Testbed:
@@ -125,7 +123,7 @@ class Testbed:
         measurement gets ready while the current one ends. `use(cfg)` then gives it
         its real configuration and start() builds the rest (congestion control,
         service addresses, emulators with the new trace offset, servers, scheme)."""
-        try:
+        with close_on_failure(self.close):
             t = self.timing["setup"]
             with t.phase("run_record"):
                 self._create_run()
@@ -142,9 +140,6 @@ class Testbed:
                 self.hosts = self._host_table()
                 self._configure_namespaces()
                 self._spawn_servers({"webreplay": self._binary("webreplay")})
-        except BaseException:
-            self.close()
-            raise
         self._prepared = True
         return self
 

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from dchlab import REPO_ROOT
+from dchlab.closing import close_on_failure
 from dchlab.errors import UserError
 from dchlab.pages.corpus import Corpus
 from dchlab.paths import binary
@@ -60,11 +61,8 @@ class LocalReplay:
         self.home = self.dir / "home"
 
     def __enter__(self) -> LocalReplay:
-        try:
+        with close_on_failure(self.close):
             self.start()
-        except BaseException:
-            self.close()
-            raise
         return self
 
     def __exit__(
