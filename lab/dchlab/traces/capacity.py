@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dchlab.traces.atomic import atomic_write_text
+from dchlab.traces.csv_rows import csv_rows, number
 from dchlab.traces.errors import TraceFormatError
-from dchlab.traces.timeline import _number
 
 HEADER = "t_s,up_mbit,down_mbit"
 COLUMNS = ("up_mbit", "down_mbit")
@@ -42,32 +42,17 @@ class CapacitySeries:
 
 def read_capacity(path: str | Path) -> CapacitySeries:
     path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except UnicodeDecodeError as e:
-        raise TraceFormatError(path, f"not a text file ({e})") from None
-    if not lines or lines[0].strip().replace(" ", "") != HEADER:
-        got = lines[0].strip() if lines else "an empty file"
-        raise TraceFormatError(path, f"expected header {HEADER!r}, got {got!r}", line=1)
     up: list[float] = []
     down: list[float] = []
-    for no, raw in enumerate(lines[1:], start=2):
-        line = raw.strip()
-        if not line:
-            continue
-        parts = line.split(",")
-        if len(parts) != 3:
-            raise TraceFormatError(
-                path, f"expected 3 comma-separated values, got {line!r}", line=no
-            )
-        t = _number(path, no, "t_s", parts[0])
+    for no, parts in csv_rows(path, HEADER):
+        t = number(path, no, "t_s", parts[0])
         if t != len(up):
             raise TraceFormatError(
                 path, f"expected consecutive seconds, {len(up)} here, got {parts[0]}", no, "t_s"
             )
         values = []
         for name, text in zip(COLUMNS, parts[1:], strict=True):
-            v = _number(path, no, name, text)
+            v = number(path, no, name, text)
             if v < 0:
                 raise TraceFormatError(path, f"must be >= 0 Mbit/s, got {text}", no, name)
             values.append(v)

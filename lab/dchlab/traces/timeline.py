@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dchlab.traces.atomic import atomic_write_text
+from dchlab.traces.csv_rows import csv_rows, number
 from dchlab.traces.errors import TraceFormatError
 
 HEADER = "t_ms,rtt_ms"
@@ -38,28 +39,12 @@ class RttTimeline:
 def read_rtt(path: str | Path) -> RttTimeline:
     """Parse a `t_ms,rtt_ms` file; every problem names file, line and field."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except UnicodeDecodeError as e:
-        raise TraceFormatError(path, f"not a text file ({e})") from None
-    lines = text.splitlines()
-    if not lines or lines[0].strip().replace(" ", "") != HEADER:
-        got = lines[0].strip() if lines else "an empty file"
-        raise TraceFormatError(path, f"expected header {HEADER!r}, got {got!r}", line=1)
     ts: list[float] = []
     rtts: list[float] = []
     prev = -math.inf
-    for no, raw in enumerate(lines[1:], start=2):
-        line = raw.strip()
-        if not line:
-            continue
-        parts = line.split(",")
-        if len(parts) != 2:
-            raise TraceFormatError(
-                path, f"expected 2 comma-separated values, got {line!r}", line=no
-            )
-        t = _number(path, no, "t_ms", parts[0])
-        rtt = _number(path, no, "rtt_ms", parts[1])
+    for no, parts in csv_rows(path, HEADER):
+        t = number(path, no, "t_ms", parts[0])
+        rtt = number(path, no, "rtt_ms", parts[1])
         if t < 0:
             raise TraceFormatError(path, f"must be >= 0, got {parts[0]}", no, "t_ms")
         if t <= prev:
@@ -74,18 +59,6 @@ def read_rtt(path: str | Path) -> RttTimeline:
     if not ts:
         raise TraceFormatError(path, "no samples after the header", line=1)
     return RttTimeline(np.asarray(ts), np.asarray(rtts))
-
-
-def _number(path: Path, line: int, field: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise TraceFormatError(
-            path, f"expected a number, got {text.strip()!r}", line, field
-        ) from None
-    if not math.isfinite(value):
-        raise TraceFormatError(path, f"expected a finite number, got {text.strip()!r}", line, field)
-    return value
 
 
 def format_rtt(tl: RttTimeline) -> str:
