@@ -5,10 +5,14 @@
 //!
 //! `cargo bench -p dchannel-crypto --bench crypto`; numbers in docs/benchmarks.md.
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use common::{handshake, pair};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use dchannel_crypto::aead::TransportKey;
-use dchannel_crypto::format::{MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN};
+use dchannel_crypto::format::{PREFIX_LEN, TAG_LEN};
 use dchannel_crypto::{Channel, Cipher, Config, PeerId, Peers, PrivateKey};
 use std::hint::black_box;
 use std::net::SocketAddr;
@@ -72,25 +76,9 @@ fn ends(cipher: Cipher) -> Ends {
         cipher,
         ..Config::default()
     };
-    let mut dev = Peers::new(dk.clone(), cfg);
-    let mut gw = Peers::new(gk.clone(), cfg);
-    let g = dev.add_peer(gk.public_key(), "gw", true).unwrap();
-    gw.add_peer(dk.public_key(), "dev", false).unwrap();
-    handshake(&mut dev, &mut gw, g);
+    let (mut dev, mut gw, g) = pair(&dk, &gk, cfg);
+    handshake(&mut dev, &mut gw, g).unwrap();
     Ends { dev, gw, g }
-}
-
-fn handshake(dev: &mut Peers, gw: &mut Peers, g: PeerId) {
-    let from: SocketAddr = "198.18.0.2:1".parse().unwrap();
-    let mut buf = [0u8; MAX_HANDSHAKE_LEN];
-    dev.connect(0, g);
-    dev.handle_timeout(0);
-    let t = dev.poll_transmit(&mut buf).unwrap();
-    gw.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
-    let t = gw.poll_transmit(&mut buf).unwrap();
-    dev.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
-    let t = dev.poll_transmit(&mut buf).unwrap();
-    gw.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
 }
 
 fn peers_path(c: &mut Criterion) {
@@ -145,7 +133,7 @@ fn handshake_cost(c: &mut Criterion) {
                 },
             );
             let g = dev.add_peer(gk.public_key(), "gw", true).unwrap();
-            handshake(&mut dev, &mut gw, g);
+            handshake(&mut dev, &mut gw, g).unwrap();
         })
     });
 }

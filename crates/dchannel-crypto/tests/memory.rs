@@ -3,12 +3,13 @@
 //! established session. Prints the figures (docs/benchmarks.md) and checks
 //! the bounds stated there.
 
+mod common;
+
+use common::handshake;
 use dchannel_crypto::devices::{format_devices, parse_devices, Device};
-use dchannel_crypto::format::MAX_HANDSHAKE_LEN;
 use dchannel_crypto::ratelimit::RateLimit;
 use dchannel_crypto::{Config, Opened, Peers, PrivateKey};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 struct Counting;
@@ -77,20 +78,11 @@ fn memory_per_device_and_per_session() {
 
     // ACTIVE devices complete a handshake and confirm the session
     let before = live();
-    let from: SocketAddr = "198.18.0.2:1".parse().unwrap();
-    let mut buf = [0u8; MAX_HANDSHAKE_LEN];
     for k in &keys {
         let mut dev = Peers::new(k.clone(), cfg);
         let g = dev.add_peer(gw_key.public_key(), "gw", true).unwrap();
-        dev.connect(0, g);
-        dev.handle_timeout(0);
-        let tx = dev.poll_transmit(&mut buf).unwrap();
-        gw.open(0, tx.channel, from, &mut buf[..tx.len]).unwrap();
-        let tx = gw.poll_transmit(&mut buf).unwrap();
-        dev.open(0, tx.channel, from, &mut buf[..tx.len]).unwrap();
-        let tx = dev.poll_transmit(&mut buf).unwrap();
         assert!(matches!(
-            gw.open(0, tx.channel, from, &mut buf[..tx.len]),
+            handshake(&mut dev, &mut gw, g),
             Ok(Opened::Keepalive { .. })
         ));
     }

@@ -2,6 +2,9 @@
 //! (property test; proptest's default 256 cases per property, each against a
 //! gateway with a freshly established session).
 
+mod common;
+
+use common::{handshake, pair};
 use dchannel_crypto::format::{MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN};
 use dchannel_crypto::{Channel, Config, Opened, Peers, PrivateKey};
 use proptest::prelude::*;
@@ -12,21 +15,9 @@ use std::net::SocketAddr;
 fn setup() -> (Peers, Vec<u8>) {
     let dk = PrivateKey::from_bytes([1; 32]);
     let gk = PrivateKey::from_bytes([2; 32]);
-    let mut dev = Peers::new(dk.clone(), Config::default());
-    let mut gw = Peers::new(gk.clone(), Config::default());
-    let g = dev.add_peer(gk.public_key(), "gw", true).unwrap();
-    gw.add_peer(dk.public_key(), "dev", false).unwrap();
-    let from: SocketAddr = "198.18.0.2:1".parse().unwrap();
-    let mut buf = [0u8; MAX_HANDSHAKE_LEN];
-    dev.connect(0, g);
-    dev.handle_timeout(0);
-    let t = dev.poll_transmit(&mut buf).unwrap();
-    gw.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
-    let t = gw.poll_transmit(&mut buf).unwrap();
-    dev.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
-    let t = dev.poll_transmit(&mut buf).unwrap();
+    let (mut dev, mut gw, g) = pair(&dk, &gk, Config::default());
     assert!(matches!(
-        gw.open(0, t.channel, from, &mut buf[..t.len]),
+        handshake(&mut dev, &mut gw, g),
         Ok(Opened::Keepalive { .. })
     ));
     let mut d = vec![0u8; PREFIX_LEN + 16 + 100 + TAG_LEN];

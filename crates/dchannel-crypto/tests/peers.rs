@@ -6,8 +6,8 @@ use dchannel_crypto::peers::Stats;
 use dchannel_crypto::ratelimit::RateLimit;
 use dchannel_crypto::replay::WINDOW;
 use dchannel_crypto::{
-    Channel, Config, Drop, Limits, Nanos, Opened, PeerId, Peers, PrivateKey, SealError, Transmit,
-    SECOND,
+    Channel, Config, Drop, Limits, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey, SealError,
+    Transmit, SECOND,
 };
 use std::net::SocketAddr;
 
@@ -58,43 +58,58 @@ fn take_all(p: &mut Peers) -> Vec<(Transmit, Vec<u8>)> {
     out
 }
 
+/// Takes the one datagram `from` has queued and opens it at `to` as coming
+/// from `addr` on the channel it was queued for.
+fn deliver_one(
+    from: &mut Peers,
+    to: &mut Peers,
+    now: Nanos,
+    addr: SocketAddr,
+) -> (Transmit, Result<Opened, Drop>) {
+    let queued = take_all(from);
+    assert_eq!(queued.len(), 1);
+    let (t, mut m) = queued.into_iter().next().unwrap();
+    (t, to.open(now, t.channel, addr, &mut m))
+}
+
+/// The first initiation a fresh table with key `from` sends to the gateway
+/// whose public key is `to`.
+fn initiation(from: PrivateKey, to: PublicKey) -> Vec<u8> {
+    let mut s = Peers::new(from, Config::default());
+    let g = s.add_peer(to, "gw", true).unwrap();
+    s.connect(0, g);
+    s.handle_timeout(0);
+    take_all(&mut s)[0].1.clone()
+}
+
 /// Runs the handshake at `now` and delivers the keepalive: both sides can send.
 fn establish(p: &mut Pair, now: Nanos) {
     p.dev.connect(now, p.gw_id);
     p.dev.handle_timeout(now);
-    let init = take_all(&mut p.dev);
-    assert_eq!(init.len(), 1);
-    let (t, mut m) = init.into_iter().next().unwrap();
+    let (t, opened) = deliver_one(&mut p.dev, &mut p.gw, now, dev_addr());
     assert_eq!(t.len, 110);
     assert_eq!(
-        p.gw.open(now, t.channel, dev_addr(), &mut m),
+        opened,
         Ok(Opened::Handshake {
             peer: p.dev_id,
             established: false
         })
     );
-    let resp = take_all(&mut p.gw);
-    assert_eq!(resp.len(), 1);
-    let (rt, mut rm) = resp.into_iter().next().unwrap();
+    let (rt, opened) = deliver_one(&mut p.gw, &mut p.dev, now, gw_addr());
     assert_eq!(
         (rt.channel, rt.to, rt.len),
         (t.channel, Some(dev_addr()), 57)
     );
     assert_eq!(
-        p.dev.open(now, rt.channel, gw_addr(), &mut rm),
+        opened,
         Ok(Opened::Handshake {
             peer: p.gw_id,
             established: true
         })
     );
-    let ka = take_all(&mut p.dev);
-    assert_eq!(ka.len(), 1);
-    let (kt, mut km) = ka.into_iter().next().unwrap();
+    let (kt, opened) = deliver_one(&mut p.dev, &mut p.gw, now, dev_addr());
     assert_eq!(kt.len, KEEPALIVE_LEN);
-    assert_eq!(
-        p.gw.open(now, kt.channel, dev_addr(), &mut km),
-        Ok(Opened::Keepalive { peer: p.dev_id })
-    );
+    assert_eq!(opened, Ok(Opened::Keepalive { peer: p.dev_id }));
 }
 
 /// Seals `payload` with header `hdr` (16 bytes) from `from` to `peer`.
@@ -329,24 +344,13 @@ fn replayed_truncated_forged_and_misdirected_datagrams_are_dropped_silently() {
 fn handshake_failures_have_their_reasons() {
     let mut p = pair();
     // an initiation from a key the gateway does not know
-    let stranger = PrivateKey::generate();
-    let mut s = Peers::new(stranger, Config::default());
-    let g = s.add_peer(p.gw.public_key(), "gw", true).unwrap();
-    s.connect(0, g);
-    s.handle_timeout(0);
-    let mut m = take_all(&mut s)[0].1.clone();
+    let mut m = initiation(PrivateKey::generate(), p.gw.public_key());
     assert_eq!(
         p.gw.open(0, Channel::Llc, dev_addr(), &mut m),
         Err(Drop::UnknownPeer)
     );
     // an initiation for another gateway key
-    let mut wrong = Peers::new(p.dev_key.clone(), Config::default());
-    let w = wrong
-        .add_peer(PrivateKey::generate().public_key(), "gw?", true)
-        .unwrap();
-    wrong.connect(0, w);
-    wrong.handle_timeout(0);
-    let mut m = take_all(&mut wrong)[0].1.clone();
+    let mut m = initiation(p.dev_key.clone(), PrivateKey::generate().public_key());
     assert_eq!(
         p.gw.open(0, Channel::Llc, dev_addr(), &mut m),
         Err(Drop::HandshakeInvalid)

@@ -1,0 +1,37 @@
+//! Scaffolding shared by the integration tests and the benchmark (which
+//! includes this file with `#[path]`): a device and a gateway table that know
+//! each other, and the three-message handshake that gives them a session.
+// Each test binary uses its own subset.
+#![allow(dead_code)]
+
+use dchannel_crypto::format::MAX_HANDSHAKE_LEN;
+use dchannel_crypto::{Config, Drop, Opened, PeerId, Peers, PrivateKey};
+use std::net::SocketAddr;
+
+/// The device's table (its one peer, the gateway, is the one it initiates
+/// with), the gateway's table (its one peer, the device) and the gateway's id
+/// in the device's table.
+pub fn pair(dev_key: &PrivateKey, gw_key: &PrivateKey, cfg: Config) -> (Peers, Peers, PeerId) {
+    let mut dev = Peers::new(dev_key.clone(), cfg);
+    let mut gw = Peers::new(gw_key.clone(), cfg);
+    let g = dev.add_peer(gw_key.public_key(), "gw", true).unwrap();
+    gw.add_peer(dev_key.public_key(), "dev", false).unwrap();
+    (dev, gw, g)
+}
+
+/// Runs a handshake at time 0, every datagram from one source address: the
+/// device's initiation to `gw` (its peer `g`), the gateway's response, the
+/// device's confirming keepalive. Returns what the gateway made of that
+/// keepalive (`Ok(Opened::Keepalive)` once both sides have the session).
+pub fn handshake(dev: &mut Peers, gw: &mut Peers, g: PeerId) -> Result<Opened, Drop> {
+    let from: SocketAddr = "198.18.0.2:1".parse().unwrap();
+    let mut buf = [0u8; MAX_HANDSHAKE_LEN];
+    dev.connect(0, g);
+    dev.handle_timeout(0);
+    let t = dev.poll_transmit(&mut buf).unwrap();
+    gw.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
+    let t = gw.poll_transmit(&mut buf).unwrap();
+    dev.open(0, t.channel, from, &mut buf[..t.len]).unwrap();
+    let t = dev.poll_transmit(&mut buf).unwrap();
+    gw.open(0, t.channel, from, &mut buf[..t.len])
+}
