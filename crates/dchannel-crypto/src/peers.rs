@@ -434,8 +434,9 @@ impl Peers {
         let r = match dgram.first() {
             None => Err(Drop::Truncated),
             Some(&TYPE_TRANSPORT) => self.open_transport(now, channel, dgram),
-            Some(&TYPE_INITIATION) => self.on_initiation(now, channel, from, dgram),
-            Some(&TYPE_RESPONSE) => self.on_response(now, channel, from, dgram),
+            Some(&(TYPE_INITIATION | TYPE_RESPONSE)) => {
+                self.on_handshake(now, channel, from, dgram)
+            }
             Some(_) => Err(Drop::UnknownType),
         };
         if let Err(reason) = r {
@@ -530,19 +531,55 @@ impl Peers {
         }
     }
 
-    fn on_initiation(
+    /// Consumes a handshake message and queues its answer, which goes back on
+    /// the channel it came in on, to its source: the response to an
+    /// initiation, or the keepalive that confirms a response's new session to
+    /// the responder.
+    fn on_handshake(
         &mut self,
         now: Nanos,
         channel: Channel,
         from: SocketAddr,
         dgram: &[u8],
     ) -> Result<Opened, Drop> {
-        if dgram.len() < crate::format::INITIATION_LEN {
-            return Err(Drop::Truncated);
-        }
-        if !self.limiter.allow(now, from.ip()) {
-            return Err(Drop::RateLimited);
-        }
+        let mut answer = [0; MAX_HANDSHAKE_LEN];
+        let (id, len, established) = if dgram[0] == TYPE_INITIATION {
+            // The cheap checks, per source, before any Diffie-Hellman work.
+            if dgram.len() < crate::format::INITIATION_LEN {
+                return Err(Drop::Truncated);
+            }
+            if !self.limiter.allow(now, from.ip()) {
+                return Err(Drop::RateLimited);
+            }
+            let id = self.answer_initiation(now, dgram, &mut answer)?;
+            (id, crate::format::RESPONSE_LEN, false)
+        } else {
+            let id = self.complete_handshake(now, channel, dgram, &mut answer)?;
+            (id, KEEPALIVE_LEN, true)
+        };
+        self.enqueue(Queued {
+            peer: id,
+            channel,
+            to: Some(from),
+            len,
+            bytes: answer,
+        });
+        self.reschedule(id);
+        Ok(Opened::Handshake {
+            peer: id,
+            established,
+        })
+    }
+
+    /// An initiation (long enough, within the rate limits): writes the
+    /// response to `answer` and keeps the session as the peer's `next` (until
+    /// its key is confirmed).
+    fn answer_initiation(
+        &mut self,
+        now: Nanos,
+        dgram: &[u8],
+        answer: &mut [u8; MAX_HANDSHAKE_LEN],
+    ) -> Result<PeerId, Drop> {
         let rx = handshake::read_initiation(&self.params, &self.local, dgram)?;
         let id = self.find(&rx.remote_static).ok_or(Drop::UnknownPeer)?;
         if rx.stamp <= self.peers[id.0 as usize].last_stamp {
@@ -550,33 +587,24 @@ impl Peers {
         }
         self.peers[id.0 as usize].last_stamp = rx.stamp;
         let index = self.new_index(id);
-        let mut q = Queued {
-            peer: id,
-            channel,
-            to: Some(from),
-            len: crate::format::RESPONSE_LEN,
-            bytes: [0; MAX_HANDSHAKE_LEN],
-        };
-        let s = rx.respond(index, now, &mut q.bytes);
+        let s = rx.respond(index, now, answer);
         if let Some(old) = self.peers[id.0 as usize].next.replace(Box::new(s)) {
             self.by_index.remove(&old.local_index);
         }
-        self.enqueue(q);
         self.stats.answered += 1;
-        self.reschedule(id);
-        Ok(Opened::Handshake {
-            peer: id,
-            established: false,
-        })
+        Ok(id)
     }
 
-    fn on_response(
+    /// A response to our initiation: the session becomes the current one at
+    /// once; the keepalive confirming it to the responder is written to
+    /// `answer`, sealed for `channel`.
+    fn complete_handshake(
         &mut self,
         now: Nanos,
         channel: Channel,
-        from: SocketAddr,
         dgram: &[u8],
-    ) -> Result<Opened, Drop> {
+        answer: &mut [u8; MAX_HANDSHAKE_LEN],
+    ) -> Result<PeerId, Drop> {
         let index = handshake::response_index(dgram).ok_or(Drop::Truncated)?;
         let id = *self.by_index.get(&index).ok_or(Drop::UnexpectedResponse)?;
         let p = &mut self.peers[id.0 as usize];
@@ -589,24 +617,11 @@ impl Peers {
         p.pending = None;
         p.want_handshake = false;
         p.last_heard = Some(now);
-        // confirm the session to the responder at once with a keepalive
-        let mut q = Queued {
-            peer: id,
-            channel,
-            to: Some(from),
-            len: KEEPALIVE_LEN,
-            bytes: [0; MAX_HANDSHAKE_LEN],
-        };
-        s.seal(channel, &mut q.bytes, 0, 0);
+        s.seal(channel, answer, 0, 0);
         let old = p.current.replace(Box::new(s));
         self.retire(id, old, now);
-        self.enqueue(q);
         self.stats.completed_as_initiator += 1;
-        self.reschedule(id);
-        Ok(Opened::Handshake {
-            peer: id,
-            established: true,
-        })
+        Ok(id)
     }
 
     /// The next handshake datagram to send, written to `buf` (at least
