@@ -14,11 +14,12 @@ import base64
 import json
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter
-from dchlab.pages.warc import Record, add_captured_page
+from dchlab.pages.corpus import Corpus, CorpusError
+from dchlab.pages.warc import CapturedPage, Record, import_captures
 
 log = logging.getLogger(__name__)
 
@@ -67,43 +68,43 @@ def import_har(
     files: list[Path], dest: Path, name: str | None = None
 ) -> tuple[Corpus, dict[str, int]]:
     """Import HAR files into `dest` (replaced). Returns missing per page."""
-    files = [Path(f) for f in files]
-    w = CorpusWriter.for_captures("har", files, dest, name)
-    missing: dict[str, int] = {}
-    for path in files:
-        try:
-            har = json.loads(path.read_text(encoding="utf-8-sig"))
-        except (OSError, ValueError) as exc:
-            raise CorpusError(f"{path}: cannot read HAR JSON: {exc}") from exc
-        groups = _entries_by_page(har, path)
-        for ref, entries in groups.items():
-            page = (
-                re.sub(r"[^a-z0-9._-]+", "-", f"{path.stem}-{ref}".lower())
-                if len(groups) > 1
-                else path.stem.lower()
-            )
-            records: list[Record] = []
-            waits: list[float] = []
-            lost: set[str] = set()
-            seen: set[str] = set()
-            for i, entry in enumerate(entries):
-                rec = _record(entry, path, i)
-                if rec is None:
-                    continue
-                if rec[1] == -1:
-                    lost.add(rec[0])
-                    continue
-                if rec[0] in seen:
-                    # A redirect chain or a retry recorded the URL twice: the replay can
-                    # answer it one way; the first response is kept.
-                    log.warning(
-                        "%s: log.entries[%d]: skipped %s: URL recorded twice", path, i, rec[0][:200]
-                    )
-                    continue
-                seen.add(rec[0])
-                records.append(rec)
-                waits.append(float((entry.get("timings") or {}).get("wait") or 0.0))
-            base = min((x for x in waits if x > 0), default=0.0)
-            think = [max(0.0, x - base) for x in waits]
-            missing[page] = add_captured_page(w, page, records, str(path), think, lost)
-    return w.finish(), missing
+    return import_captures("har", files, dest, name, _har_pages)
+
+
+def _har_pages(path: Path) -> Iterator[CapturedPage]:
+    """The pages of one HAR file: one per page it records (entries by pageref)."""
+    try:
+        har = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError) as exc:
+        raise CorpusError(f"{path}: cannot read HAR JSON: {exc}") from exc
+    groups = _entries_by_page(har, path)
+    for ref, entries in groups.items():
+        page = (
+            re.sub(r"[^a-z0-9._-]+", "-", f"{path.stem}-{ref}".lower())
+            if len(groups) > 1
+            else path.stem.lower()
+        )
+        records: list[Record] = []
+        waits: list[float] = []
+        lost: set[str] = set()
+        seen: set[str] = set()
+        for i, entry in enumerate(entries):
+            rec = _record(entry, path, i)
+            if rec is None:
+                continue
+            if rec[1] == -1:
+                lost.add(rec[0])
+                continue
+            if rec[0] in seen:
+                # A redirect chain or a retry recorded the URL twice: the replay can
+                # answer it one way; the first response is kept.
+                log.warning(
+                    "%s: log.entries[%d]: skipped %s: URL recorded twice", path, i, rec[0][:200]
+                )
+                continue
+            seen.add(rec[0])
+            records.append(rec)
+            waits.append(float((entry.get("timings") or {}).get("wait") or 0.0))
+        base = min((x for x in waits if x > 0), default=0.0)
+        think = [max(0.0, x - base) for x in waits]
+        yield CapturedPage(page, records, think, lost)

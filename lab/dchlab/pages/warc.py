@@ -11,8 +11,9 @@ or CSS references but the capture lacks are counted per page as `missing`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 from dchlab.pages.corpus import Corpus, CorpusError, CorpusWriter, url_key
@@ -166,14 +167,41 @@ def add_captured_page(
     return len(lost)
 
 
+class CapturedPage(NamedTuple):
+    """One page of a capture file, as add_captured_page takes it."""
+
+    name: str
+    records: list[Record]
+    think_ms: list[float] | None = None
+    known_missing: set[str] | None = None
+
+
+def import_captures(
+    kind: str,
+    files: list[Path],
+    dest: Path,
+    name: str | None,
+    pages: Callable[[Path], Iterable[CapturedPage]],
+) -> tuple[Corpus, dict[str, int]]:
+    """Import capture `files` of `kind` (har, warc) into `dest` (replaced): every page
+    `pages(file)` reads from a file, in file order. Returns missing per page."""
+    files = [Path(f) for f in files]
+    w = CorpusWriter.for_captures(kind, files, dest, name)
+    missing: dict[str, int] = {}
+    for path in files:
+        for page in pages(path):
+            missing[page.name] = add_captured_page(
+                w, page.name, page.records, str(path), page.think_ms, page.known_missing
+            )
+    return w.finish(), missing
+
+
+def _warc_pages(path: Path) -> list[CapturedPage]:
+    return [CapturedPage(path.name.split(".")[0].lower(), _read_records(path))]
+
+
 def import_warc(
     files: list[Path], dest: Path, name: str | None = None
 ) -> tuple[Corpus, dict[str, int]]:
     """Import WARC files (a page each) into `dest` (replaced). Returns missing per page."""
-    files = [Path(f) for f in files]
-    w = CorpusWriter.for_captures("warc", files, dest, name)
-    missing: dict[str, int] = {}
-    for path in files:
-        page = path.name.split(".")[0].lower()
-        missing[page] = add_captured_page(w, page, _read_records(path), str(path))
-    return w.finish(), missing
+    return import_captures("warc", files, dest, name, _warc_pages)
