@@ -7,6 +7,7 @@ use common::*;
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 fn write_file(dir: &std::path::Path, name: &str, text: &str) -> String {
@@ -19,6 +20,83 @@ fn profile(dir: &std::path::Path, delay: &str, up: &str, down: &str) -> String {
     let text =
         format!("name = \"test\"\n\n[delay]\n{delay}\n\n[uplink]\n{up}\n\n[downlink]\n{down}\n");
     write_file(dir, "p.toml", &text)
+}
+
+/// Starts chanemu on a profile with these `[delay]`, `[uplink]` and `[downlink]` bodies,
+/// written with the trace `files` (name, text) it names into the lab's folder.
+fn start_profile(
+    files: &[(&str, &str)],
+    (delay, up, down): (&str, &str, &str),
+    extra: &[&str],
+) -> Lab {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        write_file(dir.path(), name, text);
+    }
+    let p = profile(dir.path(), delay, up, down);
+    Lab::start_in(dir, &p, extra, true)
+}
+
+/// Pings B from A (`count` times, every `interval` s); returns ping's output.
+fn ping_b(lab: &Lab, count: &str, interval: &str) -> std::process::Output {
+    std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &lab.ns_a, "ping", "-n", "-c", count, "-i", interval, ADDR_B,
+        ])
+        .output()
+        .unwrap()
+}
+
+/// A UDP socket bound to `addr` (port 0: any) in namespace `ns`.
+fn udp_socket(ns: &str, addr: &'static str, port: u16) -> UdpSocket {
+    in_ns(ns, move || UdpSocket::bind((addr, port)).unwrap())
+        .join()
+        .unwrap()
+}
+
+/// Receives at `addr`:`port` in `ns` (with a receive buffer of `rcvbuf` bytes, if given)
+/// until nothing comes for `idle_ms`; each datagram with its arrival instant.
+fn udp_sink(
+    ns: &str,
+    (addr, port): (&'static str, u16),
+    idle_ms: u64,
+    rcvbuf: Option<libc::c_int>,
+) -> JoinHandle<Vec<(Vec<u8>, Instant)>> {
+    let s = udp_socket(ns, addr, port);
+    if let Some(bytes) = rcvbuf {
+        set_rcvbuf(&s, bytes);
+    }
+    s.set_read_timeout(Some(Duration::from_millis(idle_ms)))
+        .unwrap();
+    std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        while let Ok(n) = s.recv(&mut buf) {
+            got.push((buf[..n].to_vec(), Instant::now()));
+        }
+        got
+    })
+}
+
+/// Connects A to a listener at B:`port`; runs `rx` on B's end and `tx` on A's, and
+/// returns what each returned.
+fn tcp_pair<R: Send + 'static, T: Send + 'static>(
+    lab: &Lab,
+    port: u16,
+    rx: impl FnOnce(TcpStream) -> R + Send + 'static,
+    tx: impl FnOnce(TcpStream) -> T + Send + 'static,
+) -> (R, T) {
+    let l = in_ns(&lab.ns_b, move || {
+        TcpListener::bind((ADDR_B, port)).unwrap()
+    })
+    .join()
+    .unwrap();
+    let rx = std::thread::spawn(move || rx(l.accept().unwrap().0));
+    let tx = in_ns(&lab.ns_a, move || {
+        tx(TcpStream::connect((ADDR_B, port)).unwrap())
+    });
+    let sent = tx.join().unwrap();
+    (rx.join().unwrap(), sent)
 }
 
 fn set_rcvbuf(s: &UdpSocket, bytes: libc::c_int) {
@@ -41,17 +119,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[test]
 fn ping_rtt_is_twice_fixed_one_way_delay() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
+    };
     let mut lab = Lab::start("fixed:40ms/100mbit", &[]);
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns", "exec", &lab.ns_a, "ping", "-n", "-c", "20", "-i", "0.05", ADDR_B,
-        ])
-        .output()
-        .unwrap();
+    let out = ping_b(&lab, "20", "0.05");
     let text = String::from_utf8_lossy(&out.stdout);
     let rtts: Vec<f64> = text
         .lines()
@@ -85,50 +157,29 @@ fn timeline_owd(t_ms: f64) -> f64 {
 
 #[test]
 fn rtt_timeline_step_and_ramp_delays_follow_interpolation() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
+    };
+    let mut lab = start_profile(
+        &[(
+            "t.rtt.csv",
+            "t_ms,rtt_ms\n0,20\n800,20\n801,120\n1600,120\n2800,40\n4000,40\n",
+        )],
+        (
+            "kind = \"timeline\"\nfile = \"t.rtt.csv\"",
+            "rate = \"unlimited\"",
+            "rate = \"unlimited\"",
+        ),
+        &[],
+    );
+    let rx = udp_sink(&lab.ns_b, (ADDR_B, 9000), 1500, None);
+    let s = udp_socket(&lab.ns_a, ADDR_A, 0);
+    let mut sent = Vec::new();
+    for i in 0u32..300 {
+        sent.push(Instant::now());
+        s.send_to(&i.to_be_bytes(), (ADDR_B, 9000)).unwrap();
+        std::thread::sleep(Duration::from_millis(10));
     }
-    let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    write_file(
-        dir.path(),
-        "t.rtt.csv",
-        "t_ms,rtt_ms\n0,20\n800,20\n801,120\n1600,120\n2800,40\n4000,40\n",
-    );
-    let p = profile(
-        dir.path(),
-        "kind = \"timeline\"\nfile = \"t.rtt.csv\"",
-        "rate = \"unlimited\"",
-        "rate = \"unlimited\"",
-    );
-    let mut lab = Lab::start(&p, &[]);
-    let rx = in_ns(&lab.ns_b, || {
-        let s = UdpSocket::bind((ADDR_B, 9000)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(1500)))
-            .unwrap();
-        let mut got = Vec::new();
-        let mut buf = [0u8; 64];
-        while let Ok(n) = s.recv(&mut buf) {
-            got.push((
-                u32::from_be_bytes(buf[..4].try_into().unwrap()),
-                Instant::now(),
-                n,
-            ));
-        }
-        got
-    });
-    sleep_ms(50);
-    let tx = in_ns(&lab.ns_a, || {
-        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
-        let mut sent = Vec::new();
-        for i in 0u32..300 {
-            sent.push(Instant::now());
-            s.send_to(&i.to_be_bytes(), (ADDR_B, 9000)).unwrap();
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        sent
-    });
-    let sent = tx.join().unwrap();
     let got = rx.join().unwrap();
     let (_, log) = lab.stop();
     let up: Vec<_> = log.iter().filter(|r| r.dir == "uplink").collect();
@@ -147,9 +198,12 @@ fn rtt_timeline_step_and_ramp_delays_follow_interpolation() {
             "packet {i} at {:.3} ms: delay {d:.3}, expected {expected:.3}",
             r.arrival_ms
         );
-        let (seq, at, _) = got[i];
-        assert_eq!(seq, i as u32);
-        measured_err.push(((at - sent[i]).as_secs_f64() * 1e3 - d).abs());
+        let (payload, at) = &got[i];
+        assert_eq!(
+            u32::from_be_bytes(payload[..4].try_into().unwrap()),
+            i as u32
+        );
+        measured_err.push(((*at - sent[i]).as_secs_f64() * 1e3 - d).abs());
     }
     // the receiver saw (about) the same delays: median error well under a ms
     assert!(median(measured_err) < 0.5);
@@ -163,9 +217,7 @@ fn rtt_timeline_step_and_ramp_delays_follow_interpolation() {
 /// Bulk TCP from A to B for `secs`; returns (receiver goodput over [1 s, secs − 0.5 s] in
 /// bit/s, the sender's MSS).
 fn tcp_goodput(lab: &Lab, secs: f64) -> (f64, u32) {
-    let rx = in_ns(&lab.ns_b, move || {
-        let l = TcpListener::bind((ADDR_B, 9100)).unwrap();
-        let (mut c, _) = l.accept().unwrap();
+    let rx = move |mut c: TcpStream| {
         let mut buf = vec![0u8; 1 << 16];
         let mut total = 0u64;
         let mut start: Option<Instant> = None;
@@ -187,10 +239,8 @@ fn tcp_goodput(lab: &Lab, secs: f64) -> (f64, u32) {
         }
         let (a, b) = (marks.0.unwrap(), marks.1.unwrap());
         (b.1 - a.1) as f64 * 8.0 / (b.0 - a.0).as_secs_f64()
-    });
-    sleep_ms(50);
-    let tx = in_ns(&lab.ns_a, move || {
-        let mut c = TcpStream::connect((ADDR_B, 9100)).unwrap();
+    };
+    let tx = move |mut c: TcpStream| {
         let mss = {
             let mut v: libc::c_int = 0;
             let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -212,13 +262,12 @@ fn tcp_goodput(lab: &Lab, secs: f64) -> (f64, u32) {
             c.write_all(&chunk).unwrap();
         }
         mss
-    });
-    let mss = tx.join().unwrap();
-    (rx.join().unwrap(), mss)
+    };
+    tcp_pair(lab, 9100, rx, tx)
 }
 
-fn check_goodput(profile_path: &str, capacity_bps: f64) {
-    let mut lab = Lab::start(profile_path, &[]);
+/// Checks TCP goodput through `lab` against its link capacity.
+fn check_goodput(mut lab: Lab, capacity_bps: f64) {
     let (goodput, mss) = tcp_goodput(&lab, 6.5);
     // Capacity is counted on whole IP packets; goodput is TCP payload: a full packet
     // of 1500 B carries `mss` payload bytes (1448 with timestamps).
@@ -231,75 +280,71 @@ fn check_goodput(profile_path: &str, capacity_bps: f64) {
 
 #[test]
 fn tcp_goodput_matches_constant_12mbit() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let p = profile(
-        dir.path(),
-        "kind = \"fixed\"\nrtt_ms = 20",
-        "rate = { mbit = 12 }",
-        "rate = { mbit = 12 }",
+    };
+    let lab = start_profile(
+        &[],
+        (
+            "kind = \"fixed\"\nrtt_ms = 20",
+            "rate = { mbit = 12 }",
+            "rate = { mbit = 12 }",
+        ),
+        &[],
     );
-    check_goodput(&p, 12e6);
+    check_goodput(lab, 12e6);
 }
 
 #[test]
 fn tcp_goodput_matches_mahimahi_trace() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    // 10 opportunities per 10 ms, bunched unevenly: 12 Mbit/s on average
-    write_file(dir.path(), "l.trace", "1\n1\n1\n2\n4\n4\n6\n7\n9\n10\n");
-    let p = profile(
-        dir.path(),
-        "kind = \"fixed\"\nrtt_ms = 20",
-        "rate = { mahimahi = \"l.trace\" }",
-        "rate = { mbit = 12 }",
+    };
+    let lab = start_profile(
+        // 10 opportunities per 10 ms, bunched unevenly: 12 Mbit/s on average
+        &[("l.trace", "1\n1\n1\n2\n4\n4\n6\n7\n9\n10\n")],
+        (
+            "kind = \"fixed\"\nrtt_ms = 20",
+            "rate = { mahimahi = \"l.trace\" }",
+            "rate = { mbit = 12 }",
+        ),
+        &[],
     );
-    check_goodput(&p, 12e6);
+    check_goodput(lab, 12e6);
 }
 
 #[test]
 fn capacity_series_changes_rate_on_the_second() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    write_file(
-        dir.path(),
-        "c.cap.csv",
-        "t_s,up_mbit,down_mbit\n0,4,1\n1,12,1\n2,4,1\n3,12,1\n",
+    };
+    let mut lab = start_profile(
+        &[(
+            "c.cap.csv",
+            "t_s,up_mbit,down_mbit\n0,4,1\n1,12,1\n2,4,1\n3,12,1\n",
+        )],
+        (
+            "kind = \"fixed\"\nrtt_ms = 0",
+            "rate = { series = \"c.cap.csv\", column = \"up_mbit\" }",
+            "rate = { series = \"c.cap.csv\", column = \"down_mbit\" }",
+        ),
+        &[],
     );
-    let p = profile(
-        dir.path(),
-        "kind = \"fixed\"\nrtt_ms = 0",
-        "rate = { series = \"c.cap.csv\", column = \"up_mbit\" }",
-        "rate = { series = \"c.cap.csv\", column = \"down_mbit\" }",
-    );
-    let mut lab = Lab::start(&p, &[]);
     // ~16.7 Mbit/s of 1400-byte datagrams for 4.2 s keeps the link saturated
-    let tx = in_ns(&lab.ns_a, || {
-        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
-        let t0 = Instant::now();
-        let pkt = [7u8; 1400 - 28];
-        let mut n = 0u64;
-        while t0.elapsed().as_secs_f64() < 4.2 {
-            for _ in 0..10 {
-                let _ = s.send_to(&pkt, (ADDR_B, 9200));
-            }
-            n += 10;
-            let next = Duration::from_micros(n * 670);
-            if let Some(d) = next.checked_sub(t0.elapsed()) {
-                std::thread::sleep(d);
-            }
+    let s = udp_socket(&lab.ns_a, ADDR_A, 0);
+    let t0 = Instant::now();
+    let pkt = [7u8; 1400 - 28];
+    let mut n = 0u64;
+    while t0.elapsed().as_secs_f64() < 4.2 {
+        for _ in 0..10 {
+            let _ = s.send_to(&pkt, (ADDR_B, 9200));
         }
-    });
-    tx.join().unwrap();
+        n += 10;
+        let next = Duration::from_micros(n * 670);
+        if let Some(d) = next.checked_sub(t0.elapsed()) {
+            std::thread::sleep(d);
+        }
+    }
     let (_, log) = lab.stop();
     let sent: Vec<(f64, f64)> = log
         .iter()
@@ -342,40 +387,25 @@ fn capacity_series_changes_rate_on_the_second() {
 
 #[test]
 fn drop_tail_burst_loses_exactly_the_excess() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let p = profile(
-        dir.path(),
-        "kind = \"fixed\"\nrtt_ms = 0",
-        "rate = { mbit = 1 }\nqueue = { packets = 20 }",
-        "rate = { mbit = 1 }",
+    };
+    let mut lab = start_profile(
+        &[],
+        (
+            "kind = \"fixed\"\nrtt_ms = 0",
+            "rate = { mbit = 1 }\nqueue = { packets = 20 }",
+            "rate = { mbit = 1 }",
+        ),
+        &[],
     );
-    let mut lab = Lab::start(&p, &[]);
-    let rx = in_ns(&lab.ns_b, || {
-        let s = UdpSocket::bind((ADDR_B, 9300)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(1000)))
-            .unwrap();
-        let mut buf = [0u8; 2000];
-        let mut n = 0;
-        while s.recv(&mut buf).is_ok() {
-            n += 1;
-        }
-        n
-    });
-    sleep_ms(50);
+    let rx = udp_sink(&lab.ns_b, (ADDR_B, 9300), 1000, None);
     // 100 datagrams of 1000 B (8 ms each at 1 Mbit/s) as fast as possible
-    in_ns(&lab.ns_a, || {
-        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
-        for _ in 0..100 {
-            s.send_to(&[1u8; 972], (ADDR_B, 9300)).unwrap();
-        }
-    })
-    .join()
-    .unwrap();
-    let received = rx.join().unwrap();
+    let s = udp_socket(&lab.ns_a, ADDR_A, 0);
+    for _ in 0..100 {
+        s.send_to(&[1u8; 972], (ADDR_B, 9300)).unwrap();
+    }
+    let received = rx.join().unwrap().len();
     let (stats, log) = lab.stop();
     let burst: Vec<_> = log
         .iter()
@@ -401,48 +431,32 @@ fn drop_tail_burst_loses_exactly_the_excess() {
 
 #[test]
 fn one_percent_loss_is_inside_binomial_99_interval() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let p = profile(
-        dir.path(),
-        "kind = \"fixed\"\nrtt_ms = 2",
-        "rate = \"unlimited\"\nloss = 0.01",
-        "rate = \"unlimited\"",
+    };
+    let mut lab = start_profile(
+        &[],
+        (
+            "kind = \"fixed\"\nrtt_ms = 2",
+            "rate = \"unlimited\"\nloss = 0.01",
+            "rate = \"unlimited\"",
+        ),
+        &["--seed", "7"],
     );
-    let mut lab = Lab::start(&p, &["--seed", "7"]);
     const N: u32 = 20_000;
-    let rx = in_ns(&lab.ns_b, || {
-        let s = UdpSocket::bind((ADDR_B, 9400)).unwrap();
-        set_rcvbuf(&s, 4 << 20);
-        s.set_read_timeout(Some(Duration::from_millis(700)))
-            .unwrap();
-        let mut buf = [0u8; 200];
-        let mut n = 0u32;
-        while s.recv(&mut buf).is_ok() {
-            n += 1;
-        }
-        n
-    });
-    sleep_ms(50);
-    in_ns(&lab.ns_a, || {
-        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
-        let t0 = Instant::now();
-        for i in 0..N {
-            s.send_to(&i.to_be_bytes(), (ADDR_B, 9400)).unwrap();
-            if i % 50 == 49 {
-                // 20 000 packets/s: far below what the reader handles
-                if let Some(d) = Duration::from_micros(i as u64 * 50).checked_sub(t0.elapsed()) {
-                    std::thread::sleep(d);
-                }
+    let rx = udp_sink(&lab.ns_b, (ADDR_B, 9400), 700, Some(4 << 20));
+    let s = udp_socket(&lab.ns_a, ADDR_A, 0);
+    let t0 = Instant::now();
+    for i in 0..N {
+        s.send_to(&i.to_be_bytes(), (ADDR_B, 9400)).unwrap();
+        if i % 50 == 49 {
+            // 20 000 packets/s: far below what the reader handles
+            if let Some(d) = Duration::from_micros(i as u64 * 50).checked_sub(t0.elapsed()) {
+                std::thread::sleep(d);
             }
         }
-    })
-    .join()
-    .unwrap();
-    let received = rx.join().unwrap();
+    }
+    let received = rx.join().unwrap().len();
     let (stats, _) = lab.stop();
     let n_in = stats["uplink"]["pkts_in"].as_u64().unwrap();
     let lost = stats["uplink"]["pkts_dropped_loss"].as_u64().unwrap();
@@ -463,42 +477,24 @@ fn one_percent_loss_is_inside_binomial_99_interval() {
 
 #[test]
 fn drx_delays_downlink_after_idle_but_not_uplink() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let p = profile(
-        dir.path(),
-        "kind = \"fixed\"\nrtt_ms = 10",
-        "rate = \"unlimited\"",
-        "rate = \"unlimited\"\ndrx = { inactivity_ms = 50, wake_period_ms = 200 }",
+    };
+    let mut lab = start_profile(
+        &[],
+        (
+            "kind = \"fixed\"\nrtt_ms = 10",
+            "rate = \"unlimited\"",
+            "rate = \"unlimited\"\ndrx = { inactivity_ms = 50, wake_period_ms = 200 }",
+        ),
+        &[],
     );
-    let mut lab = Lab::start(&p, &[]);
     let t_ready = Instant::now();
     // receivers on both sides record arrival instants
-    let recv = |ns: &str, addr: &'static str| {
-        in_ns(ns, move || {
-            let s = UdpSocket::bind((addr, 9500)).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(1500)))
-                .unwrap();
-            let mut buf = [0u8; 16];
-            let mut got = Vec::new();
-            while s.recv(&mut buf).is_ok() {
-                got.push((buf[0], Instant::now()));
-            }
-            got
-        })
-    };
-    let rx_a = recv(&lab.ns_a, ADDR_A);
-    let rx_b = recv(&lab.ns_b, ADDR_B);
-    let sender = |ns: &str, src: &'static str| {
-        in_ns(ns, move || UdpSocket::bind((src, 0)).unwrap())
-            .join()
-            .unwrap()
-    };
-    let sa = sender(&lab.ns_a, ADDR_A);
-    let sb = sender(&lab.ns_b, ADDR_B);
+    let rx_a = udp_sink(&lab.ns_a, (ADDR_A, 9500), 1500, None);
+    let rx_b = udp_sink(&lab.ns_b, (ADDR_B, 9500), 1500, None);
+    let sa = udp_socket(&lab.ns_a, ADDR_A, 0);
+    let sb = udp_socket(&lab.ns_b, ADDR_B, 0);
     let mut sent = Vec::new();
     // 1: downlink packet ~550 ms after start: asleep since 50 ms, wake-ups at 250, 450, 650 ms
     std::thread::sleep(Duration::from_millis(550).saturating_sub(t_ready.elapsed()));
@@ -517,7 +513,7 @@ fn drx_delays_downlink_after_idle_but_not_uplink() {
     let (_, log) = lab.stop();
     let owd = |id: u8| {
         let s = sent.iter().find(|x| x.0 == id).unwrap().1;
-        let r = got.iter().find(|x| x.0 == id).unwrap().1;
+        let r = got.iter().find(|x| x.0[0] == id).unwrap().1;
         (r - s).as_secs_f64() * 1e3
     };
     let rows: Vec<_> = log.iter().filter(|r| r.size == 29).collect();
@@ -547,18 +543,18 @@ fn drx_delays_downlink_after_idle_but_not_uplink() {
 
 #[test]
 fn tcp_transfer_is_byte_exact_over_a_lossy_link() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let p = profile(
-        dir.path(),
-        "kind = \"gaussian\"\nmean_rtt_ms = 20\ncov = 0.5\nresample_ms = 10",
-        "rate = { mbit = 50 }\nloss = 0.01",
-        "rate = { mbit = 50 }\nloss = 0.01",
+    };
+    let mut lab = start_profile(
+        &[],
+        (
+            "kind = \"gaussian\"\nmean_rtt_ms = 20\ncov = 0.5\nresample_ms = 10",
+            "rate = { mbit = 50 }\nloss = 0.01",
+            "rate = { mbit = 50 }\nloss = 0.01",
+        ),
+        &[],
     );
-    let mut lab = Lab::start(&p, &[]);
     let mut data = vec![0u8; 4 << 20];
     let mut x = 0x1234_5678_9abc_def0u64;
     for b in data.iter_mut() {
@@ -568,21 +564,16 @@ fn tcp_transfer_is_byte_exact_over_a_lossy_link() {
         *b = x as u8;
     }
     let want = Sha256::digest(&data);
-    let rx = in_ns(&lab.ns_b, || {
-        let l = TcpListener::bind((ADDR_B, 9600)).unwrap();
-        let (mut c, _) = l.accept().unwrap();
-        let mut got = Vec::new();
-        c.read_to_end(&mut got).unwrap();
-        got
-    });
-    sleep_ms(50);
-    in_ns(&lab.ns_a, move || {
-        let mut c = TcpStream::connect((ADDR_B, 9600)).unwrap();
-        c.write_all(&data).unwrap();
-    })
-    .join()
-    .unwrap();
-    let got = rx.join().unwrap();
+    let (got, ()) = tcp_pair(
+        &lab,
+        9600,
+        |mut c| {
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).unwrap();
+            got
+        },
+        move |mut c| c.write_all(&data).unwrap(),
+    );
     let (stats, _) = lab.stop();
     assert_eq!(got.len(), 4 << 20);
     assert_eq!(Sha256::digest(&got), want);
@@ -592,26 +583,23 @@ fn tcp_transfer_is_byte_exact_over_a_lossy_link() {
     );
 }
 
-#[test]
-fn refuses_missing_namespace_before_ready() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chanemu"))
-        .args([
-            "--profile",
-            "urllc",
-            "--ns-a",
-            "dchce-no-such-ns",
-            "--dev-a",
-            "x",
-            "--ns-b",
-            "dchce-no-such-ns",
-            "--dev-b",
-            "y",
-        ])
-        .output()
-        .unwrap();
+/// Checks that chanemu failed without saying READY; returns its stderr.
+fn refused_before_ready(out: &std::process::Output) -> std::borrow::Cow<'_, str> {
     assert!(!out.status.success());
     assert!(!String::from_utf8_lossy(&out.stdout).contains("READY"));
-    let err = String::from_utf8_lossy(&out.stderr);
+    String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn refuses_missing_namespace_before_ready() {
+    let out = chanemu_between(
+        "urllc",
+        ("dchce-no-such-ns", "x"),
+        ("dchce-no-such-ns", "y"),
+    )
+    .output()
+    .unwrap();
+    let err = refused_before_ready(&out);
     assert!(
         err.contains("dchce-no-such-ns") && err.contains("does not exist"),
         "{err}"
@@ -672,10 +660,9 @@ fn read_pcap(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
 
 #[test]
 fn pcap_captures_each_direction_as_raw_ipv4() {
-    if !can_run() {
+    let Some(_g) = serial_if_can_run() else {
         return;
-    }
-    let _g = serial();
+    };
     let scratch = tempfile::tempdir().unwrap();
     let prefix = scratch.path().join("link");
     let unix_ns = || {
@@ -686,42 +673,22 @@ fn pcap_captures_each_direction_as_raw_ipv4() {
     };
     let t_start = unix_ns();
     let mut lab = Lab::start("fixed:10ms/100mbit", &["--pcap", prefix.to_str().unwrap()]);
-    let out = std::process::Command::new("ip")
-        .args([
-            "netns", "exec", &lab.ns_a, "ping", "-n", "-c", "10", "-i", "0.02", ADDR_B,
-        ])
-        .output()
-        .unwrap();
+    let out = ping_b(&lab, "10", "0.02");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let rx = in_ns(&lab.ns_b, || {
-        let s = UdpSocket::bind((ADDR_B, 9300)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(500)))
-            .unwrap();
-        let mut n = 0;
-        let mut buf = [0u8; 2048];
-        while s.recv(&mut buf).is_ok() {
-            n += 1;
-        }
-        n
-    });
-    sleep_ms(50);
-    in_ns(&lab.ns_a, || {
-        let s = UdpSocket::bind((ADDR_A, 0)).unwrap();
-        for i in 0u32..50 {
-            let mut p = b"PCAP-PAYLOAD-".to_vec();
-            p.extend_from_slice(&i.to_be_bytes());
-            p.resize(1000, 0x77);
-            s.send_to(&p, (ADDR_B, 9300)).unwrap();
-            std::thread::sleep(Duration::from_millis(2));
-        }
-    })
-    .join()
-    .unwrap();
-    assert_eq!(rx.join().unwrap(), 50);
+    let rx = udp_sink(&lab.ns_b, (ADDR_B, 9300), 500, None);
+    let s = udp_socket(&lab.ns_a, ADDR_A, 0);
+    for i in 0u32..50 {
+        let mut p = b"PCAP-PAYLOAD-".to_vec();
+        p.extend_from_slice(&i.to_be_bytes());
+        p.resize(1000, 0x77);
+        s.send_to(&p, (ADDR_B, 9300)).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(rx.join().unwrap().len(), 50);
     let (stats, _) = lab.stop();
     let t_end = unix_ns();
     let up = read_pcap(&prefix.with_file_name("link-uplink.pcap"));
@@ -779,21 +746,8 @@ fn pcap_refuses_an_unwritable_prefix_before_ready() {
     for ns in [&a, &b] {
         sh(&["ip", "netns", "add", ns]);
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_chanemu"))
-        .args([
-            "--profile",
-            "urllc",
-            "--ns-a",
-            &a,
-            "--dev-a",
-            "emu0",
-            "--ns-b",
-            &b,
-            "--dev-b",
-            "emu0",
-            "--pcap",
-            "/nonexistent-dir/cap",
-        ])
+    let out = chanemu_between("urllc", (&a, "emu0"), (&b, "emu0"))
+        .args(["--pcap", "/nonexistent-dir/cap"])
         .output()
         .unwrap();
     // the devices went with the process
@@ -806,9 +760,7 @@ fn pcap_refuses_an_unwritable_prefix_before_ready() {
             .args(["netns", "del", ns])
             .status();
     }
-    assert!(!out.status.success());
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("READY"));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_before_ready(&out);
     assert!(
         err.contains("/nonexistent-dir/cap-uplink.pcap"),
         "error names the file: {err}"

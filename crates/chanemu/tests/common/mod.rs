@@ -28,6 +28,33 @@ pub fn can_run() -> bool {
     testing::can_run(true)
 }
 
+/// The serial lock for a namespace test, or `None` (the test skips) when it cannot run here.
+pub fn serial_if_can_run() -> Option<MutexGuard<'static, ()>> {
+    can_run().then(serial)
+}
+
+/// `chanemu --profile … --ns-a … --dev-a … --ns-b … --dev-b …`, for the caller to add to and run.
+pub fn chanemu_between(
+    profile: &str,
+    (ns_a, dev_a): (&str, &str),
+    (ns_b, dev_b): (&str, &str),
+) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_chanemu"));
+    cmd.args([
+        "--profile",
+        profile,
+        "--ns-a",
+        ns_a,
+        "--dev-a",
+        dev_a,
+        "--ns-b",
+        ns_b,
+        "--dev-b",
+        dev_b,
+    ]);
+    cmd
+}
+
 pub struct Lab {
     pub ns_a: String,
     pub ns_b: String,
@@ -46,9 +73,14 @@ impl Lab {
 
     /// As `start`; `log` = false runs without the per-packet log (benchmarks).
     pub fn start_with(profile: &str, extra: &[&str], log: bool) -> Lab {
+        Self::start_in(tempfile::tempdir().unwrap(), profile, extra, log)
+    }
+
+    /// As `start_with`, keeping the stats, the log and whatever the caller put there
+    /// (a profile and its traces) in `dir` for as long as the lab lives.
+    pub fn start_in(dir: tempfile::TempDir, profile: &str, extra: &[&str], log: bool) -> Lab {
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let tag = format!("dchce{}x{n}", std::process::id() % 100_000);
-        let dir = tempfile::tempdir().unwrap();
         let mut lab = Lab {
             ns_a: format!("{tag}a"),
             ns_b: format!("{tag}b"),
@@ -80,19 +112,7 @@ impl Lab {
                 "net.ipv4.tcp_wmem=4096 16384 4194304",
             ]);
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_chanemu"))
-            .args([
-                "--profile",
-                profile,
-                "--ns-a",
-                &lab.ns_a,
-                "--dev-a",
-                "emu0",
-                "--ns-b",
-                &lab.ns_b,
-                "--dev-b",
-                "emu0",
-            ])
+        let mut child = chanemu_between(profile, (&lab.ns_a, "emu0"), (&lab.ns_b, "emu0"))
             .arg("--stats")
             .arg(&lab.stats)
             .args(if log {
