@@ -198,16 +198,14 @@ mod tests {
         )
     }
 
+    /// 12 Mbit/s (1 ms per 1500 B) + 20 ms one-way, no loss, no DRX.
+    fn pipe_12mbit_20ms(limit: QueueLimit) -> Pipeline<u32> {
+        pipe(Capacity::Constant(12_000_000), limit, 20 * MS, 0.0, None)
+    }
+
     #[test]
     fn rate_then_delay_in_order() {
-        // 12 Mbit/s (1 ms per 1500 B) + 20 ms one-way
-        let mut p = pipe(
-            Capacity::Constant(12_000_000),
-            QueueLimit::Packets(2),
-            20 * MS,
-            0.0,
-            None,
-        );
+        let mut p = pipe_12mbit_20ms(QueueLimit::Packets(2));
         assert_eq!(p.push(0, 1500, 1), Ok((21 * MS, 0)));
         assert_eq!(p.push(0, 1500, 2), Ok((22 * MS, 1)));
         assert_eq!(p.push(0, 1500, 3), Err((DropReason::Queue, 3)));
@@ -253,19 +251,12 @@ mod tests {
     #[test]
     fn outage_drops_what_enters_or_would_leave_while_down() {
         use crate::outage::{FaultSpec, Window};
-        // 12 Mbit/s (1 ms per 1500 B) + 20 ms one-way; down from 100 to 200 ms
+        // down from 100 to 200 ms
         let down = Window {
             from: 100 * MS,
             to: 200 * MS,
         };
-        let mut p = pipe(
-            Capacity::Constant(12_000_000),
-            QueueLimit::Packets(800),
-            20 * MS,
-            0.0,
-            None,
-        )
-        .with_faults(Faults::new(
+        let mut p = pipe_12mbit_20ms(QueueLimit::Packets(800)).with_faults(Faults::new(
             FaultSpec::new(vec![down], vec![], None).unwrap(),
             1,
             3,

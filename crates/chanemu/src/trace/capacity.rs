@@ -1,6 +1,6 @@
 //! Per-second capacity series (`t_s,up_mbit,down_mbit`): one row per second.
 
-use super::{content_lines, parse_f64, TraceError};
+use super::{csv_fields, csv_header, non_negative, parse_f64, TraceError};
 use std::path::Path;
 
 /// One column of a capacity series, in bit/s per second of the (looped) trace.
@@ -13,15 +13,7 @@ pub struct CapacitySeries {
 impl CapacitySeries {
     /// Parse `text` and take the column named `column` (e.g. `up_mbit`).
     pub fn parse(file: &Path, text: &str, column: &str) -> Result<Self, TraceError> {
-        let mut lines = content_lines(text);
-        let (hl, header) = lines.next().ok_or_else(|| {
-            TraceError::new(
-                file,
-                0,
-                "t_s",
-                "empty trace: expected header `t_s,up_mbit,down_mbit` and ≥ 1 row",
-            )
-        })?;
+        let ((hl, header), lines) = csv_header(file, text, "t_s,up_mbit,down_mbit")?;
         let cols: Vec<&str> = header.split(',').map(str::trim).collect();
         if cols.first() != Some(&"t_s") {
             return Err(TraceError::new(
@@ -49,15 +41,7 @@ impl CapacitySeries {
         }
         let mut bps = Vec::new();
         for (ln, l) in lines {
-            let f: Vec<&str> = l.split(',').collect();
-            if f.len() != cols.len() {
-                return Err(TraceError::new(
-                    file,
-                    ln,
-                    "row",
-                    format!("expected {} fields, got {}", cols.len(), f.len()),
-                ));
-            }
+            let f = csv_fields(file, ln, l, cols.len(), "")?;
             let t = parse_f64(file, ln, "t_s", f[0])?;
             if t != bps.len() as f64 {
                 return Err(TraceError::new(
@@ -71,14 +55,7 @@ impl CapacitySeries {
                 ));
             }
             let mbit = parse_f64(file, ln, column, f[ci])?;
-            if mbit < 0.0 {
-                return Err(TraceError::new(
-                    file,
-                    ln,
-                    column,
-                    format!("expected ≥ 0 Mbit/s, got {mbit}"),
-                ));
-            }
+            let mbit = non_negative(file, ln, column, mbit, " Mbit/s")?;
             bps.push((mbit * 1e6).round() as u64);
         }
         if bps.is_empty() {

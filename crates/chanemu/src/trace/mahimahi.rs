@@ -1,7 +1,7 @@
 //! Mahimahi link traces, unchanged: one line per 1500-byte delivery opportunity,
 //! integer ms, non-decreasing; the trace loops with period = last timestamp.
 
-use super::{content_lines, TraceError};
+use super::{content_lines, non_negative, TraceError};
 use std::path::Path;
 
 /// Bytes one delivery opportunity can carry (Mahimahi's PACKET_SIZE).
@@ -27,15 +27,7 @@ impl MahimahiTrace {
                     format!("expected an integer number of ms, got {l:?}"),
                 )
             })?;
-            if v < 0 {
-                return Err(TraceError::new(
-                    file,
-                    ln,
-                    "timestamp_ms",
-                    format!("expected ≥ 0, got {v}"),
-                ));
-            }
-            let v = v as u64;
+            let v = non_negative(file, ln, "timestamp_ms", v, "")? as u64;
             if let Some(&prev) = ops.last() {
                 if v < prev {
                     return Err(TraceError::new(

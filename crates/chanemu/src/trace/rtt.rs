@@ -1,6 +1,6 @@
 //! RTT timeline (`t_ms,rtt_ms`): linear interpolation between samples, looped.
 
-use super::{content_lines, parse_f64, TraceError};
+use super::{csv_fields, csv_header, non_negative, parse_f64, TraceError};
 use crate::time::{Nanos, NS_PER_MS};
 use std::path::Path;
 
@@ -31,15 +31,7 @@ impl RttTimeline {
 
     /// Parses an RTT timeline (`file` names it in errors).
     pub fn parse(file: &Path, text: &str) -> Result<Self, TraceError> {
-        let mut lines = content_lines(text);
-        let (hl, header) = lines.next().ok_or_else(|| {
-            TraceError::new(
-                file,
-                0,
-                "t_ms",
-                "empty trace: expected header `t_ms,rtt_ms` and ≥ 1 row",
-            )
-        })?;
+        let ((hl, header), lines) = csv_header(file, text, "t_ms,rtt_ms")?;
         let cols: Vec<&str> = header.split(',').map(str::trim).collect();
         if cols != ["t_ms", "rtt_ms"] {
             return Err(TraceError::new(
@@ -51,33 +43,11 @@ impl RttTimeline {
         }
         let mut samples: Vec<(f64, f64)> = Vec::new();
         for (ln, l) in lines {
-            let f: Vec<&str> = l.split(',').collect();
-            if f.len() != 2 {
-                return Err(TraceError::new(
-                    file,
-                    ln,
-                    "row",
-                    format!("expected 2 fields `t_ms,rtt_ms`, got {}", f.len()),
-                ));
-            }
+            let f = csv_fields(file, ln, l, 2, " `t_ms,rtt_ms`")?;
             let t = parse_f64(file, ln, "t_ms", f[0])?;
             let r = parse_f64(file, ln, "rtt_ms", f[1])?;
-            if t < 0.0 {
-                return Err(TraceError::new(
-                    file,
-                    ln,
-                    "t_ms",
-                    format!("expected ≥ 0, got {t}"),
-                ));
-            }
-            if r < 0.0 {
-                return Err(TraceError::new(
-                    file,
-                    ln,
-                    "rtt_ms",
-                    format!("expected ≥ 0, got {r}"),
-                ));
-            }
+            non_negative(file, ln, "t_ms", t, "")?;
+            non_negative(file, ln, "rtt_ms", r, "")?;
             if let Some(&(prev, _)) = samples.last() {
                 if t <= prev {
                     return Err(TraceError::new(
