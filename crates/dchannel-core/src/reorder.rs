@@ -354,16 +354,20 @@ mod tests {
 
     type Rb = ReorderBuffer<u16, u32>;
 
-    fn rb() -> Rb {
-        ReorderBuffer::new(ReorderConfig::default())
+    /// A buffer with `cfg` and the list it delivers into.
+    fn rb_with(cfg: ReorderConfig) -> (Rb, Vec<u32>) {
+        (ReorderBuffer::new(cfg), Vec::new())
+    }
+
+    fn rb() -> (Rb, Vec<u32>) {
+        rb_with(ReorderConfig::default())
     }
 
     #[test]
     fn llc_packet_waits_for_earlier_hbc_packets() {
         // Sender: seq 0,1 on HBC (40 ms), seq 2 (an ACK) on LLC (5 ms): the LLC
         // packet arrives first and must wait (NSDI'23 §4.3).
-        let mut b = rb();
-        let mut out = Vec::new();
+        let (mut b, mut out) = rb();
         b.push(5 * MS, 1, 2, Llc, 100, 2, &mut out);
         assert!(out.is_empty());
         assert_eq!(b.occupancy(), 100);
@@ -382,8 +386,7 @@ mod tests {
 
     #[test]
     fn in_order_llc_packets_pass_straight_through() {
-        let mut b = rb();
-        let mut out = Vec::new();
+        let (mut b, mut out) = rb();
         for s in 0..5u32 {
             b.push(u64::from(s) * MS, 9, s, Llc, 60, s, &mut out);
         }
@@ -394,8 +397,7 @@ mod tests {
     #[test]
     fn timeout_releases_after_100ms() {
         // seq 0 on the HBC is lost; seq 1, 2 on the LLC arrive at 5 and 6 ms.
-        let mut b = rb();
-        let mut out = Vec::new();
+        let (mut b, mut out) = rb();
         b.push(5 * MS, 1, 1, Llc, 60, 1, &mut out);
         b.push(6 * MS, 1, 2, Llc, 60, 2, &mut out);
         assert_eq!(b.poll_timeout(), Some(105 * MS));
@@ -416,8 +418,7 @@ mod tests {
     #[test]
     fn hbc_gap_then_llc_fills_it() {
         // seq 0 on the LLC is *slower* (queued), seq 1 on the HBC arrives first.
-        let mut b = rb();
-        let mut out = Vec::new();
+        let (mut b, mut out) = rb();
         b.push(10 * MS, 1, 1, Hbc, 1400, 1, &mut out);
         b.push(12 * MS, 1, 0, Llc, 60, 0, &mut out);
         b.push(13 * MS, 1, 2, Llc, 60, 2, &mut out);
@@ -430,8 +431,7 @@ mod tests {
 
     #[test]
     fn flows_are_independent() {
-        let mut b = rb();
-        let mut out = Vec::new();
+        let (mut b, mut out) = rb();
         b.push(0, 1, 1, Llc, 60, 11, &mut out);
         b.push(0, 2, 0, Llc, 60, 20, &mut out);
         assert_eq!(out, vec![20]);
@@ -439,11 +439,10 @@ mod tests {
 
     #[test]
     fn per_flow_bound_releases_in_order() {
-        let mut b: Rb = ReorderBuffer::new(ReorderConfig {
+        let (mut b, mut out) = rb_with(ReorderConfig {
             max_flow_bytes: 250,
             ..ReorderConfig::default()
         });
-        let mut out = Vec::new();
         b.push(0, 1, 1, Llc, 100, 1, &mut out);
         b.push(0, 1, 2, Llc, 100, 2, &mut out);
         assert!(out.is_empty());
@@ -455,8 +454,7 @@ mod tests {
 
     #[test]
     fn sequence_wraps() {
-        let mut b = rb();
-        let mut out = Vec::new();
+        let (mut b, mut out) = rb();
         // Jumps of 2^30 are taken as restarts (resync); they bring the flow
         // to just before the u32 wrap.
         for (i, s) in [0x4000_0000u32, 0x8000_0000, 0xC000_0000, u32::MAX - 1]
@@ -475,11 +473,10 @@ mod tests {
 
     #[test]
     fn bounded_flow_count() {
-        let mut b: Rb = ReorderBuffer::new(ReorderConfig {
+        let (mut b, mut out) = rb_with(ReorderConfig {
             max_flows: 10,
             ..ReorderConfig::default()
         });
-        let mut out = Vec::new();
         for k in 0..100u16 {
             b.push(u64::from(k), k, 1, Llc, 10, u32::from(k), &mut out);
         }

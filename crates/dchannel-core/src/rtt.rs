@@ -452,15 +452,28 @@ mod tests {
         p.id
     }
 
+    /// An initiator with `cfg` and its responder after a round at 0 (HBC 22 ms,
+    /// LLC 6 ms) and one at 500 ms whose LLC D-SYN is lost.
+    fn llc_probe_lost(cfg: RttConfig) -> (RttEstimator, RttEstimator) {
+        let (_, mut g) = pair();
+        let mut c = RttEstimator::new(cfg);
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        (c, g)
+    }
+
+    /// `e` counts the LLC down from `t` on (up 1 ms before), the HBC still up.
+    fn assert_llc_down_from(e: &RttEstimator, t: Nanos) {
+        assert!(e.alive(Channel::Llc, t - MS), "LLC up before {t}");
+        assert!(!e.alive(Channel::Llc, t), "LLC down at {t}");
+        assert!(e.alive(Channel::Hbc, t), "HBC up at {t}");
+    }
+
     #[test]
     fn initiator_declares_the_llc_down_once_a_probe_is_overdue() {
         // HBC 22 ms, LLC 6 ms: grace = 2 x 6 + 50 = 62 ms after the lost D-SYN
-        let (mut c, mut g) = pair();
-        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
-        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
-        assert!(c.alive(Channel::Llc, 561 * MS));
-        assert!(!c.alive(Channel::Llc, 562 * MS));
-        assert!(c.alive(Channel::Hbc, 562 * MS));
+        let (mut c, mut g) = llc_probe_lost(RttConfig::default());
+        assert_llc_down_from(&c, 562 * MS);
         // the next round's answer brings it back at once
         round(&mut c, &mut g, 1000 * MS, [22 * MS, 6 * MS]);
         assert!(c.alive(Channel::Llc, 1006 * MS));
@@ -469,9 +482,7 @@ mod tests {
 
     #[test]
     fn initiator_keeps_an_llc_it_hears_from_despite_a_lost_probe() {
-        let (mut c, mut g) = pair();
-        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
-        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        let (mut c, _) = llc_probe_lost(RttConfig::default());
         c.heard(520 * MS, Channel::Llc); // a data datagram after the probe left
         assert!(c.alive(Channel::Llc, 900 * MS));
     }
@@ -480,12 +491,8 @@ mod tests {
     fn responder_declares_the_llc_down_when_a_round_misses_it() {
         // the gateway last heard the LLC at 9 ms (D-ACK of round 1); round 2's
         // D-SYN arrives on the HBC at 511 ms only: down at 511 + 62 = 573 ms
-        let (mut c, mut g) = pair();
-        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
-        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
-        assert!(g.alive(Channel::Llc, 572 * MS));
-        assert!(!g.alive(Channel::Llc, 573 * MS));
-        assert!(g.alive(Channel::Hbc, 573 * MS));
+        let (mut c, mut g) = llc_probe_lost(RttConfig::default());
+        assert_llc_down_from(&g, 573 * MS);
         // round 3 misses the LLC too: still down right after its HBC D-SYN (the
         // silence counts from round 2, a new round does not restart the clock)
         round_llc_lost(&mut c, &mut g, 1000 * MS, 22 * MS);
@@ -497,9 +504,7 @@ mod tests {
 
     #[test]
     fn responder_keeps_an_llc_that_carried_data_recently() {
-        let (mut c, mut g) = pair();
-        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
-        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        let (_, mut g) = llc_probe_lost(RttConfig::default());
         g.heard(540 * MS, Channel::Llc);
         assert!(g.alive(Channel::Llc, 601 * MS)); // 540 + 62 = 602
         assert!(!g.alive(Channel::Llc, 602 * MS));
@@ -507,13 +512,10 @@ mod tests {
 
     #[test]
     fn without_slack_or_for_the_hbc_only_silence_counts() {
-        let (_, mut g) = pair();
-        let mut c = RttEstimator::new(RttConfig {
+        let (c, _) = llc_probe_lost(RttConfig {
             llc_probe_slack: None,
             ..RttConfig::default()
         });
-        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
-        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
         assert!(c.alive(Channel::Llc, 1000 * MS));
         // an HBC D-SYN lost the same way leaves the HBC up until dead_after
         let (mut c, mut g) = pair();

@@ -265,6 +265,19 @@ mod tests {
         ChannelView::up(Some(20 * MS), Some(5 * MS))
     }
 
+    /// [`view`] with only the LLC dead.
+    fn llc_dead() -> ChannelView {
+        ChannelView {
+            alive: [true, false],
+            ..view()
+        }
+    }
+
+    /// Where a packet went and why.
+    fn outcome(x: &Steered) -> (Channel, Outcome) {
+        (x.channel, x.decision.outcome)
+    }
+
     fn steerer(spec: &str) -> Steerer {
         Steerer::new(
             SteerConfig {
@@ -321,13 +334,9 @@ mod tests {
     #[test]
     fn dead_channel_falls_back() {
         let mut s = steerer("all-llc");
-        let mut v = view();
-        v.alive = [true, false];
+        let v = llc_dead();
         let x = s.steer(0, &build::udp4_sized(100), &v);
-        assert_eq!(
-            (x.channel, x.decision.outcome),
-            (Channel::Hbc, Outcome::ChannelDown)
-        );
+        assert_eq!(outcome(&x), (Channel::Hbc, Outcome::ChannelDown));
     }
 
     #[test]
@@ -335,8 +344,7 @@ mod tests {
         // all-llc, LLC dead: 1000 B goes on the HBC, so the virtual LLC queue
         // stays empty (before, it was charged 1000 B for a send that did not happen).
         let mut s = steerer("all-llc");
-        let mut v = view();
-        v.alive = [true, false];
+        let v = llc_dead();
         let x = s.steer(0, &build::udp4_sized(1000), &v);
         assert_eq!(x.channel, Channel::Hbc);
         assert_eq!(s.llc_queue(0), 0.0);
@@ -355,18 +363,12 @@ mod tests {
         v.reachable = [true, false];
         v.alive = [false, true];
         let x = s.steer(0, &build::udp4_sized(100), &v);
-        assert_eq!(
-            (x.channel, x.decision.outcome),
-            (Channel::Hbc, Outcome::ChannelDown)
-        );
+        assert_eq!(outcome(&x), (Channel::Hbc, Outcome::ChannelDown));
         assert_eq!(s.llc_queue(0), 0.0);
         // Unparsable packets follow the same rule: HBC unreachable -> LLC.
         v.reachable = [false, true];
         let x = s.steer(0, &[0x45, 0, 0], &v);
-        assert_eq!(
-            (x.channel, x.decision.outcome),
-            (Channel::Llc, Outcome::Unparsed)
-        );
+        assert_eq!(outcome(&x), (Channel::Llc, Outcome::Unparsed));
     }
 
     #[test]
@@ -378,8 +380,7 @@ mod tests {
         // reward = 21 - max(20, 6.4) = 1 ms > 0.75 * 0.4 ms -> LLC. Had prev_c
         // stayed at the LLC's 5.4 ms, the reward would read 14.6 ms.
         let mut s = steerer("dchannel");
-        let mut v = view();
-        v.alive = [true, false];
+        let v = llc_dead();
         let pkt = build::udp4_sized(100);
         let x = s.steer(0, &pkt, &v);
         assert_eq!(x.channel, Channel::Hbc);

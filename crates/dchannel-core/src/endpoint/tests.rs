@@ -30,7 +30,8 @@ fn ue_llc() -> SocketAddr {
     addr("198.18.2.2:50001")
 }
 
-type Halves = (SendHalf<TokenAuth>, ReceiveHalf<Vec<u8>, TokenAuth>);
+type Rx = ReceiveHalf<Vec<u8>, TokenAuth>;
+type Halves = (SendHalf<TokenAuth>, Rx);
 
 fn halves(role: Role, policy: &str, peers: Vec<PeerConfig>) -> Halves {
     let mut cfg = Config::new(role);
@@ -111,7 +112,21 @@ fn send(
     Ok((t, buf))
 }
 
-fn delivered(rx: &mut ReceiveHalf<Vec<u8>, TokenAuth>) -> Vec<Vec<u8>> {
+/// A data datagram with the client's token (flow `flow_id`, `seq`, carrying
+/// `inner`) reaches `rx` from `from` on `ch`.
+fn hear(
+    rx: &mut Rx,
+    now: Nanos,
+    ch: Channel,
+    from: SocketAddr,
+    flow_id: u16,
+    seq: u32,
+    inner: &[u8],
+) -> Received<Vec<u8>> {
+    rx.handle_datagram(now, ch, from, data(CLIENT_TOKEN, flow_id, seq, inner))
+}
+
+fn delivered(rx: &mut Rx) -> Vec<Vec<u8>> {
     rx.deliveries().map(|d| d.packet().to_vec()).collect()
 }
 
@@ -129,7 +144,7 @@ fn client_admits_its_gateway_only() {
     let (_, mut rx) = client("all-hbc");
     let pkt = downlink([198, 19, 0, 2], 100);
     // Right token, right endpoint: delivered (reorder on, HBC: at once).
-    let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), data(CLIENT_TOKEN, 1, 0, &pkt));
+    let r = hear(&mut rx, 0, Channel::Hbc, gw_hbc(), 1, 0, &pkt);
     assert!(matches!(
         r,
         Received::Data {
@@ -145,7 +160,7 @@ fn client_admits_its_gateway_only() {
     let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), data(OTHER_TOKEN, 1, 1, &pkt));
     assert_eq!(dropped(r), DropReason::BadToken);
     // Right token from the LLC endpoint's address but on the HBC: foreign_source.
-    let r = rx.handle_datagram(0, Channel::Hbc, gw_llc(), data(CLIENT_TOKEN, 1, 2, &pkt));
+    let r = hear(&mut rx, 0, Channel::Hbc, gw_llc(), 1, 2, &pkt);
     assert_eq!(dropped(r), DropReason::ForeignSource);
     // A client never checks the inner source (downlink comes from anywhere).
     assert!(delivered(&mut rx).is_empty());
@@ -165,7 +180,7 @@ fn header_is_checked_before_the_token_and_the_token_before_the_body() {
     // of an unauthenticated body is read.
     let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), data(OTHER_TOKEN, 1, 0, &[]));
     assert_eq!(dropped(r), DropReason::BadToken);
-    let r = rx.handle_datagram(0, Channel::Hbc, gw_hbc(), data(CLIENT_TOKEN, 1, 0, &[]));
+    let r = hear(&mut rx, 0, Channel::Hbc, gw_hbc(), 1, 0, &[]);
     assert_eq!(dropped(r), DropReason::Wire(WireError::EmptyData));
 }
 
@@ -174,14 +189,9 @@ fn gateway_drops_spoofed_and_non_ip_inner_sources() {
     let (_, mut rx) = gateway("all-hbc");
     // Client 198.19.0.2's token, inner source 198.19.0.3 (the other client).
     let spoof = build::udp4([198, 19, 0, 3], [198, 18, 3, 2], 1, 53, b"x");
-    let r = rx.handle_datagram(0, Channel::Hbc, ue_hbc(), data(CLIENT_TOKEN, 1, 0, &spoof));
+    let r = hear(&mut rx, 0, Channel::Hbc, ue_hbc(), 1, 0, &spoof);
     assert_eq!(dropped(r), DropReason::SpoofedSource);
-    let r = rx.handle_datagram(
-        0,
-        Channel::Hbc,
-        ue_hbc(),
-        data(CLIENT_TOKEN, 1, 1, &[0x55; 30]),
-    );
+    let r = hear(&mut rx, 0, Channel::Hbc, ue_hbc(), 1, 1, &[0x55; 30]);
     assert_eq!(dropped(r), DropReason::BadInner);
     let r = rx.handle_datagram(0, Channel::Hbc, ue_hbc(), data(0xdead, 1, 2, &uplink(1)));
     assert_eq!(dropped(r), DropReason::BadToken);
@@ -204,12 +214,7 @@ fn gateway_learns_and_follows_client_endpoints() {
         send(&mut tx, 0, &downlink([198, 19, 0, 9], 100)).unwrap_err(),
         DropReason::NoClient
     );
-    rx.handle_datagram(
-        MS,
-        Channel::Hbc,
-        ue_hbc(),
-        data(CLIENT_TOKEN, 1, 0, &uplink(1)),
-    );
+    hear(&mut rx, MS, Channel::Hbc, ue_hbc(), 1, 0, &uplink(1));
     assert_eq!(
         rx.poll_event(),
         Some(Event::EndpointMoved {
@@ -226,12 +231,7 @@ fn gateway_learns_and_follows_client_endpoints() {
     );
     // The client moves (new NAT port): the next authentic datagram moves the endpoint.
     let moved = addr("198.18.1.2:50999");
-    rx.handle_datagram(
-        3 * MS,
-        Channel::Hbc,
-        moved,
-        data(CLIENT_TOKEN, 1, 1, &uplink(1)),
-    );
+    hear(&mut rx, 3 * MS, Channel::Hbc, moved, 1, 1, &uplink(1));
     assert_eq!(
         rx.poll_event(),
         Some(Event::EndpointMoved {
@@ -260,12 +260,7 @@ fn gateway_learns_and_follows_client_endpoints() {
 fn gateway_falls_back_to_the_reachable_channel_without_charging_the_llc() {
     // all-llc at a gateway that has heard the client on the HBC only.
     let (mut tx, mut rx) = gateway("all-llc");
-    rx.handle_datagram(
-        0,
-        Channel::Hbc,
-        ue_hbc(),
-        data(CLIENT_TOKEN, 1, 0, &uplink(1)),
-    );
+    hear(&mut rx, 0, Channel::Hbc, ue_hbc(), 1, 0, &uplink(1));
     let (t, dg) = send(&mut tx, MS, &downlink([198, 19, 0, 2], 1000)).unwrap();
     assert_eq!((t.channel, t.destination), (Channel::Hbc, ue_hbc()));
     assert_eq!(t.steered.decision.outcome, Outcome::ChannelDown);
@@ -278,12 +273,7 @@ fn gateway_falls_back_to_the_reachable_channel_without_charging_the_llc() {
     assert_eq!(tx.decisions(0)[Outcome::ChannelDown as usize], [1, 0]);
     // Once the LLC endpoint is known: LLC, and the queue holds the 1000 B
     // (overhead 0 here), draining at 250 B/ms.
-    rx.handle_datagram(
-        2 * MS,
-        Channel::Llc,
-        ue_llc(),
-        data(CLIENT_TOKEN, 1, 1, &uplink(1)),
-    );
+    hear(&mut rx, 2 * MS, Channel::Llc, ue_llc(), 1, 1, &uplink(1));
     let (t, dg) = send(&mut tx, 2 * MS, &downlink([198, 19, 0, 2], 1000)).unwrap();
     assert_eq!((t.channel, t.destination), (Channel::Llc, ue_llc()));
     assert_eq!(t.steered.decision.outcome, Outcome::Fixed);
@@ -300,12 +290,7 @@ fn dead_llc_falls_back_after_the_dead_time_and_recovers() {
     let pkt = uplink(1);
     assert_eq!(send(&mut tx, MS, &pkt).unwrap().0.channel, Channel::Llc);
     // t = 2.05 s: the HBC was heard at 1 s, the LLC never.
-    rx.handle_datagram(
-        1000 * MS,
-        Channel::Hbc,
-        gw_hbc(),
-        data(CLIENT_TOKEN, 0, 0, &pkt),
-    );
+    hear(&mut rx, 1000 * MS, Channel::Hbc, gw_hbc(), 0, 0, &pkt);
     rx.handle_timeout(2050 * MS);
     let (t, _) = send(&mut tx, 2051 * MS, &pkt).unwrap();
     assert_eq!(
@@ -314,12 +299,7 @@ fn dead_llc_falls_back_after_the_dead_time_and_recovers() {
     );
     assert_eq!(tx.steerer(0).llc_queue(2051 * MS), 0.0);
     // The LLC is heard again and published: back on the LLC.
-    rx.handle_datagram(
-        2060 * MS,
-        Channel::Llc,
-        gw_llc(),
-        data(CLIENT_TOKEN, 0, 1, &pkt),
-    );
+    hear(&mut rx, 2060 * MS, Channel::Llc, gw_llc(), 0, 1, &pkt);
     rx.handle_timeout(2100 * MS);
     assert_eq!(
         send(&mut tx, 2101 * MS, &pkt).unwrap().0.channel,
@@ -331,9 +311,9 @@ fn dead_llc_falls_back_after_the_dead_time_and_recovers() {
 
 /// Delivers every queued probe of `from` to `to` after `owd`, like a channel would.
 fn exchange(
-    from: &mut ReceiveHalf<Vec<u8>, TokenAuth>,
+    from: &mut Rx,
     from_addr: [SocketAddr; 2],
-    to: &mut ReceiveHalf<Vec<u8>, TokenAuth>,
+    to: &mut Rx,
     now: Nanos,
     owd: [Nanos; 2],
 ) -> usize {
@@ -437,7 +417,7 @@ fn llc_overtakers_wait_for_their_predecessors_or_the_timeout() {
     rx.handle_timeout(0);
     let p = |i: u16| downlink([198, 19, 0, 2], 100 + usize::from(i));
     // seq 1 over the LLC overtakes seq 0 (HBC): held.
-    rx.handle_datagram(MS, Channel::Llc, gw_llc(), data(CLIENT_TOKEN, 3, 1, &p(1)));
+    hear(&mut rx, MS, Channel::Llc, gw_llc(), 3, 1, &p(1));
     assert!(delivered(&mut rx).is_empty());
     assert_eq!(
         rx.poll_timeout(),
@@ -445,32 +425,17 @@ fn llc_overtakers_wait_for_their_predecessors_or_the_timeout() {
         "publication before the 101 ms reorder timeout"
     );
     // seq 0 arrives over the HBC: both, in order.
-    rx.handle_datagram(
-        2 * MS,
-        Channel::Hbc,
-        gw_hbc(),
-        data(CLIENT_TOKEN, 3, 0, &p(0)),
-    );
+    hear(&mut rx, 2 * MS, Channel::Hbc, gw_hbc(), 3, 0, &p(0));
     assert_eq!(delivered(&mut rx), vec![p(0), p(1)]);
     // seq 3 over the LLC while seq 2 is lost: released by the timeout, 100 ms later.
-    rx.handle_datagram(
-        10 * MS,
-        Channel::Llc,
-        gw_llc(),
-        data(CLIENT_TOKEN, 3, 3, &p(3)),
-    );
+    hear(&mut rx, 10 * MS, Channel::Llc, gw_llc(), 3, 3, &p(3));
     rx.handle_timeout(109 * MS);
     assert!(delivered(&mut rx).is_empty());
     assert_eq!(rx.poll_timeout(), Some(110 * MS));
     rx.handle_timeout(110 * MS);
     assert_eq!(delivered(&mut rx), vec![p(3)]);
     // Flow id 0 (unparsable at the sender) is never held.
-    rx.handle_datagram(
-        111 * MS,
-        Channel::Llc,
-        gw_llc(),
-        data(CLIENT_TOKEN, 0, 9, &p(9)),
-    );
+    hear(&mut rx, 111 * MS, Channel::Llc, gw_llc(), 0, 9, &p(9));
     assert_eq!(delivered(&mut rx), vec![p(9)]);
 }
 
