@@ -437,18 +437,17 @@ mod tests {
 
     #[test]
     fn parses_every_scheme_verbatim() {
-        for s in [
+        // Each rule by its name, and the policies with parameters.
+        let rules = RULES.map(|r| r.name);
+        let with_parameters = [
             "dchannel",
             "dchannel:alpha=0.5",
-            "all-hbc",
-            "all-llc",
             "pkt-size:750",
-            "pkt-control",
-            "pkt-uplink",
-            "pkt-state",
-            "asap",
             "prewarm:alpha=0.5,gap_ms=20",
-        ] {
+        ];
+        let names = "all-hbc all-llc pkt-control pkt-uplink pkt-state asap";
+        assert_eq!(rules.join(" "), names);
+        for s in rules.into_iter().chain(with_parameters) {
             let p = parse_spec(s, 0.75).unwrap_or_else(|e| panic!("{e}"));
             let canon = if s == "dchannel" {
                 "dchannel:alpha=0.75"
