@@ -360,6 +360,25 @@ fn need(buf: &[u8], n: usize, layer: &'static str, field: &'static str) -> Resul
     }
 }
 
+/// `layer`'s length field `field` reads `value` bytes, which must be at least `min`.
+fn at_least(
+    value: usize,
+    min: usize,
+    layer: &'static str,
+    field: &'static str,
+) -> Result<(), ParseError> {
+    if value < min {
+        Err(ParseError::BadLength {
+            layer,
+            field,
+            value,
+            min,
+        })
+    } else {
+        Ok(())
+    }
+}
+
 /// Parses an inner IP packet as read from a TUN device (no packet-info prefix).
 pub fn parse(pkt: &[u8]) -> Result<PacketInfo, ParseError> {
     let first = *pkt.first().ok_or(ParseError::Empty)?;
@@ -373,23 +392,9 @@ pub fn parse(pkt: &[u8]) -> Result<PacketInfo, ParseError> {
 fn parse_v4(pkt: &[u8]) -> Result<PacketInfo, ParseError> {
     need(pkt, ipv4::MIN_HEADER_LEN, "IPv4", "header")?;
     let ihl = usize::from(pkt[ipv4::VER_IHL] & 0x0f) * 4;
-    if ihl < ipv4::MIN_HEADER_LEN {
-        return Err(ParseError::BadLength {
-            layer: "IPv4",
-            field: "IHL",
-            value: ihl,
-            min: ipv4::MIN_HEADER_LEN,
-        });
-    }
+    at_least(ihl, ipv4::MIN_HEADER_LEN, "IPv4", "IHL")?;
     let total = usize::from(be16(pkt, ipv4::LENGTH));
-    if total < ihl {
-        return Err(ParseError::BadLength {
-            layer: "IPv4",
-            field: "total length",
-            value: total,
-            min: ihl,
-        });
-    }
+    at_least(total, ihl, "IPv4", "total length")?;
     need(pkt, total, "IPv4", "total length")?;
     let frag_off = be16(pkt, ipv4::FLG_OFF) & ipv4::FRAG_OFF_MASK;
     let src = IpAddr::V4(v4_addr(pkt, ipv4::SRC_ADDR));
@@ -468,14 +473,7 @@ fn l4(
         PROTO_TCP => {
             need(seg, tcp::MIN_HEADER_LEN, "TCP", "header")?;
             let doff = usize::from(seg[tcp::DATA_OFF] >> 4) * 4;
-            if doff < tcp::MIN_HEADER_LEN {
-                return Err(ParseError::BadLength {
-                    layer: "TCP",
-                    field: "data offset",
-                    value: doff,
-                    min: tcp::MIN_HEADER_LEN,
-                });
-            }
+            at_least(doff, tcp::MIN_HEADER_LEN, "TCP", "data offset")?;
             need(seg, doff, "TCP", "data offset")?;
             info.sport = be16(seg, tcp::SRC_PORT);
             info.dport = be16(seg, tcp::DST_PORT);
