@@ -15,17 +15,15 @@ import sys
 from typing import Any
 
 from dchlab.commands import add_command
-from dchlab.run_options import run_specs
-from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
+from dchlab.workloads.cli_common import add_browser_args, fmt_ms, paired_runs, row_state, run_jobs
 
 
 def _show(row: dict[str, Any]) -> str:
-    state = "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
     return (
         f"{row['scheme']:<12} {row['page']:<16} #{row['trial']} "
         f"IRT {fmt_ms(row.get('irt_ms'))} ms, {row.get('requests_answered')}/{row.get('requests')} "
         f"requests, HBC {row.get('bytes_hbc')} B, LLC {row.get('bytes_llc')} B, "
-        f"offset {row['trace_offset_ms']} ms: {state}"
+        f"offset {row['trace_offset_ms']} ms: {row_state(row)}"
     )
 
 
@@ -69,15 +67,11 @@ def cmd_app(args: argparse.Namespace) -> int:
     if args.trials < 1:
         print("error: --trials must be >= 1", file=sys.stderr)
         return 2
+    items = [(p, inter) for p in profiles for inter in inters]
     jobs = []
-    # Order: profile, interaction, trial, scheme — the schemes of one (item, trial) run
-    # back to back on the same trace offset: a partial run holds complete pairs.
-    for p in profiles:
-        for inter in inters:
-            for trial in range(args.trials):
-                for spec in run_specs(args, trial):
-                    label = f"{spec.scheme} {p.name}/{inter} #{trial}"
-                    jobs.append((label, lambda s=spec, p=p, i=inter: [app(s, p, i, args.timeout)]))
+    for (p, inter), trial, spec in paired_runs(args, items):
+        label = f"{spec.scheme} {p.name}/{inter} #{trial}"
+        jobs.append((label, lambda s=spec, p=p, i=inter: [app(s, p, i, args.timeout)]))
     return run_jobs(jobs, args, _show)
 
 
@@ -95,11 +89,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="comma-separated interactions: launch, search, item (default launch)",
     )
     p.add_argument(
-        "--timeout", type=float, default=60.0, help="per-interaction timeout, s (default 60)"
-    )
-    p.add_argument(
         "--list",
         action="store_true",
         help="describe the built-in profiles and their compiled corpora, and exit",
     )
-    add_common(p)
+    add_browser_args(p, timeout_per="interaction")

@@ -10,8 +10,7 @@ import argparse
 from typing import Any
 
 from dchlab.commands import add_command
-from dchlab.run_options import run_specs
-from dchlab.workloads.cli_common import add_common, fmt_ms, parse_size, run_jobs
+from dchlab.workloads.cli_common import add_common, fmt_ms, paired_runs, parse_size, run_jobs
 
 DEFAULT_SIZES = "10KB,100KB,1MB,10MB,100MB"
 
@@ -30,13 +29,10 @@ def cmd_bulk(args: argparse.Namespace) -> int:
     from dchlab.workloads.api import bulk
 
     sizes = [parse_size(s) for s in args.size.split(",") if s.strip()]
-    jobs = []
-    for size in sizes:
-        for trial in range(args.trials):
-            for spec in run_specs(args, trial):
-                jobs.append(
-                    (f"{spec.scheme} {size} B #{trial}", lambda s=spec, n=size: bulk(s, [n]))
-                )
+    jobs = [
+        (f"{spec.scheme} {size} B #{trial}", lambda s=spec, n=size: bulk(s, [n]))
+        for size, trial, spec in paired_runs(args, sizes)
+    ]
     return run_jobs(jobs, args, _show)
 
 

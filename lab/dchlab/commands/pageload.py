@@ -13,17 +13,15 @@ import argparse
 from typing import Any
 
 from dchlab.commands import add_command
-from dchlab.run_options import run_specs
-from dchlab.units import is_uint
-from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
+from dchlab.workloads import cli_common
 
 
 def _show(row: dict[str, Any]) -> str:
-    state = "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
     return (
         f"{row['scheme']:<12} {row['page']:<16} #{row['trial']} "
-        f"PLT {fmt_ms(row['plt_ms'])} ms, {row['resources_loaded']} loaded, "
-        f"{row['resources_failed']} failed, offset {row['trace_offset_ms']} ms: {state}"
+        f"PLT {cli_common.fmt_ms(row['plt_ms'])} ms, {row['resources_loaded']} loaded, "
+        f"{row['resources_failed']} failed, offset {row['trace_offset_ms']} ms: "
+        + cli_common.row_state(row)
     )
 
 
@@ -32,17 +30,9 @@ def cmd_pageload(args: argparse.Namespace) -> int:
     from dchlab.workloads.api import load_one
 
     corpus = open_corpus(args.corpus)
-    if args.pages is None:
-        names = [p.name for p in corpus.pages]
-    elif is_uint(args.pages):
-        names = [p.name for p in corpus.pages[: int(args.pages)]]
-    else:
-        names = [corpus.page(n.strip()).name for n in args.pages.split(",") if n.strip()]
+    names = cli_common.chosen_pages(corpus, args.pages, [p.name for p in corpus.pages], None)
     jobs = []
-    # Order: page, trial, scheme — schemes of one (page, trial) run back to back, so a
-    # partial run still holds complete paired comparisons.
-    todo = [(name, trial, spec) for name in names for trial in range(args.trials)
-            for spec in run_specs(args, trial)]  # fmt: skip
+    todo = cli_common.paired_runs(args, names)
     for i, (name, trial, spec) in enumerate(todo):
         label = f"{spec.scheme} {name} #{trial}"
         more = i + 1 < len(todo)  # the last load prepares no testbed for a next one
@@ -54,24 +44,18 @@ def cmd_pageload(args: argparse.Namespace) -> int:
                 lambda s=spec, n=name, m=more, x=nxt: [load_one(s, corpus, n, args.timeout, m, x)],
             )
         )
-    return run_jobs(jobs, args, _show)
+    return cli_common.run_jobs(jobs, args, _show)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, __doc__, cmd_pageload)
-    p.add_argument(
-        "--corpus",
-        default="synthetic",
-        help="corpus directory, tp5n (real saved pages: $DCH_CORPUS_TP5N or "
-        "../shared/data/pages/tp5n) or synthetic[:SEED[:PAGES]] (default: synthetic = seed 1, "
-        "20 pages)",
+    cli_common.add_corpus_arg(
+        p, synthetic="synthetic[:SEED[:PAGES]]", default=" = seed 1, 20 pages"
     )
     p.add_argument("--pages", help="first K pages, or comma-separated page names (default: all)")
-    p.add_argument("--timeout", type=float, default=60.0, help="per-load timeout, s (default 60)")
-    p.add_argument(
-        "--speed-index",
-        action="store_true",
-        help="also Speed Index and atf_ms (records a screencast during the load, which costs "
-        "the PLT ~6%%; FCP and LCP are always measured)",
+    cli_common.add_browser_args(
+        p,
+        timeout_per="load",
+        speed_index_help="also Speed Index and atf_ms (records a screencast during the load, "
+        "which costs the PLT ~6%%; FCP and LCP are always measured)",
     )
-    add_common(p)

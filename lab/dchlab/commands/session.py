@@ -17,19 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from dchlab.commands import add_command
-from dchlab.run_options import run_specs
-from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
+from dchlab.workloads import cli_common
 
 DEFAULT_FURTHER_PAGES = 4  # HotMobile'21 Fig. 4: a landing page and four internal pages
 
 
 def _show(row: dict[str, Any]) -> str:
-    state = "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
     return (
         f"{row['scheme']:<12} {row['session_id']} page {row['page_index']} "
-        f"{row['page']:<16} PLT {fmt_ms(row['plt_ms'])} ms, {row['requests']} requests "
+        f"{row['page']:<16} PLT {cli_common.fmt_ms(row['plt_ms'])} ms, {row['requests']} requests "
         f"({row['requests_cached']} cached), {row['request_bytes']} B sent, "
-        f"{row['connections_opened']} connections opened: {state}"
+        f"{row['connections_opened']} connections opened: {cli_common.row_state(row)}"
     )
 
 
@@ -54,36 +52,24 @@ def cmd_session(args: argparse.Namespace) -> int:
     # synthetic: generated with the internal pages a URL list may name too
     internal = int(pages) if pages.isdigit() else DEFAULT_FURTHER_PAGES
     corpus = open_session_corpus(args.corpus, internal)
-    if args.sites is None:
-        sites = landing_pages(corpus)[:1]
-    elif args.sites.isdigit():
-        sites = landing_pages(corpus)[: int(args.sites)]
-    else:
-        sites = [corpus.page(n.strip()).name for n in args.sites.split(",") if n.strip()]
+    sites = cli_common.chosen_pages(corpus, args.sites, landing_pages(corpus), 1)
     plans = {site: session_urls(corpus, site, pages) for site in sites}
     jobs = []
-    # Schemes of one (site, trial) back to back, as dch pageload: partial runs stay paired.
-    for site in sites:
+    for site, trial, spec in cli_common.paired_runs(args, sites):
         urls, names = plans[site]
-        for trial in range(args.trials):
-            for spec in run_specs(args, trial):
-                label = f"{spec.scheme} {site} #{trial} ({len(urls)} pages)"
-                jobs.append(
-                    (
-                        label,
-                        lambda s=spec, u=urls, n=names: session_rows(s, corpus, u, n, args.timeout),
-                    )
-                )
-    return run_jobs(jobs, args, _show)
+        label = f"{spec.scheme} {site} #{trial} ({len(urls)} pages)"
+        jobs.append(
+            (label, lambda s=spec, u=urls, n=names: session_rows(s, corpus, u, n, args.timeout))
+        )
+    return cli_common.run_jobs(jobs, args, _show)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, __doc__, cmd_session)
-    p.add_argument(
-        "--corpus",
-        default="synthetic",
-        help="corpus directory, tp5n or synthetic[:SEED[:SITES]] (default: synthetic, "
-        "generated with --pages internal pages per site)",
+    cli_common.add_corpus_arg(
+        p,
+        synthetic="synthetic[:SEED[:SITES]]",
+        default=", generated with --pages internal pages per site",
     )
     p.add_argument(
         "--sites",
@@ -100,10 +86,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     pages.add_argument(
         "--pages-file", help="file with one URL a line (# comments): the further pages"
     )
-    p.add_argument("--timeout", type=float, default=60.0, help="per-page timeout, s (default 60)")
-    p.add_argument(
-        "--speed-index",
-        action="store_true",
-        help="also Speed Index and atf_ms per page (a screencast during each load, ~6%% PLT)",
+    cli_common.add_browser_args(
+        p,
+        timeout_per="page",
+        speed_index_help="also Speed Index and atf_ms per page (a screencast during each load, "
+        "~6%% PLT)",
     )
-    add_common(p)

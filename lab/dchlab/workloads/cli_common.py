@@ -1,5 +1,6 @@
-"""Shared plumbing of `dch pageload`, `dch curl-phases` and `dch bulk`: common options,
-a rich progress bar with ETA, JSON-lines output and appending rows to the results store."""
+"""Shared plumbing of the workload commands (`dch pageload|session|app|curl-phases|bulk`):
+common options, the paired order of runs, a rich progress bar with ETA, JSON-lines
+output and appending rows to the results store."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from dchlab import units
-from dchlab.run_options import add_testbed_args
+from dchlab.pages.named import TP5N_ENV
+from dchlab.run_options import add_testbed_args, run_specs
+from dchlab.workloads.measure import RunSpec
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def parse_size(text: str) -> int:
@@ -31,6 +36,53 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-store", action="store_true", help="do not append to the results store")
     p.add_argument("--store", help="results store path (default: the lab's store)")
     p.add_argument("--campaign", help="campaign name recorded with the rows")
+
+
+def add_corpus_arg(p: argparse.ArgumentParser, *, synthetic: str, default: str) -> None:
+    """--corpus of the commands that load a corpus' pages (pageload, session): a corpus
+    directory, tp5n or `synthetic` (its spec, e.g. synthetic[:SEED[:PAGES]]); `default`
+    says what the default synthetic corpus holds."""
+    p.add_argument(
+        "--corpus",
+        default="synthetic",
+        help=f"corpus directory, tp5n (real saved pages: ${TP5N_ENV} or "
+        f"../shared/data/pages/tp5n) or {synthetic} (default: synthetic{default})",
+    )
+
+
+def chosen_pages(
+    corpus: Any, choice: str | None, pool: list[str], default: int | None
+) -> list[str]:
+    """The pages --pages (pageload) or --sites (session) names: the first K of `pool`
+    for a number K, else comma-separated page names of `corpus`; without a choice the
+    first `default` of `pool` (all of it when None)."""
+    if choice is None:
+        return pool[:default]
+    if units.is_uint(choice):
+        return pool[: int(choice)]
+    return [corpus.page(n.strip()).name for n in choice.split(",") if n.strip()]
+
+
+def add_browser_args(
+    p: argparse.ArgumentParser, *, timeout_per: str, speed_index_help: str | None = None
+) -> None:
+    """What the commands that drive Chromium (pageload, session, app) add after their own
+    options: --timeout for one `timeout_per` (load, page, interaction), --speed-index
+    when `speed_index_help` says what it costs there, then the common options."""
+    p.add_argument(
+        "--timeout", type=float, default=60.0, help=f"per-{timeout_per} timeout, s (default 60)"
+    )
+    if speed_index_help:
+        p.add_argument("--speed-index", action="store_true", help=speed_index_help)
+    add_common(p)
+
+
+def paired_runs(args: argparse.Namespace, items: Sequence[T]) -> list[tuple[T, int, RunSpec]]:
+    """(item, trial, spec) for every item, trial of --trials and scheme of --scheme, in
+    that order: the schemes of one (item, trial) run back to back on the same trace
+    offset, so a partial run still holds complete paired comparisons."""
+    return [(item, trial, spec) for item in items for trial in range(args.trials)
+            for spec in run_specs(args, trial)]  # fmt: skip
 
 
 def check_schemes(args: argparse.Namespace) -> str | None:
@@ -90,6 +142,11 @@ def run_jobs(
     if bad:
         err.print(f"[yellow]{bad} invalid measurement(s)[/yellow]")
     return 1 if bad else 0
+
+
+def row_state(row: dict[str, Any]) -> str:
+    """How a row's line ends: ok, or why the measurement is invalid (in red)."""
+    return "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
 
 
 def fmt_ms(v: Any) -> str:
