@@ -3,7 +3,7 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use support::*;
@@ -60,6 +60,76 @@ impl Env {
     fn start(&self, extra: &[(&str, &str)]) -> Server {
         Server::start(&self.base_args(extra), self.dir.join("stderr.log"))
     }
+
+    /// Starts the server on `corpus` with an access log (and `extra` arguments); returns
+    /// the server and the log's path.
+    fn start_on_corpus(&self, corpus: &Path, extra: &[(&str, &str)]) -> (Server, PathBuf) {
+        let log_path = self.dir.join("access.jsonl");
+        let mut a = vec![
+            ("--corpus", corpus.to_str().unwrap()),
+            ("--access-log", log_path.to_str().unwrap()),
+        ];
+        a.extend_from_slice(extra);
+        (self.start(&a), log_path)
+    }
+
+    /// GET `path` from a.test over HTTPS (trusting the test CA, offering `alpn`);
+    /// panics when the exchange fails.
+    async fn get_a(&self, path: &str, alpn: &[&str]) -> Fetched {
+        let tls = Some((&self.ca.der, alpn));
+        fetch(self.addr(1, HTTPS_PORT), "a.test", path, "GET", tls)
+            .await
+            .unwrap()
+    }
+
+    /// GET `path` from `host` at .`ip` over plain HTTP; panics when the exchange fails.
+    async fn http_get(&self, ip: u8, host: &str, path: &str) -> Fetched {
+        fetch(self.addr(ip, HTTP_PORT), host, path, "GET", None)
+            .await
+            .unwrap()
+    }
+
+    /// Runs curl on `https://host/path`, `host` resolved to .`ip`, with `flag` (`--http2`,
+    /// …) and `opts`, trusting the test CA; returns its stdout and stderr.
+    fn curl(
+        &self,
+        (host, ip): (&str, u8),
+        flag: &str,
+        opts: &[&str],
+        path: &str,
+    ) -> (String, String) {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "20", flag, "--cacert"])
+            .arg(&self.ca.cert_path)
+            .arg("--resolve")
+            .arg(format!("{host}:{HTTPS_PORT}:{}", addr_in(self.block, ip)))
+            .args(opts)
+            .arg(format!("https://{host}:{HTTPS_PORT}{path}"))
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (text(&out.stdout), text(&out.stderr))
+    }
+}
+
+/// False (and a SKIP line) when curl is not installed.
+fn have_curl() -> bool {
+    let found = std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if !found {
+        eprintln!("SKIP: curl not installed");
+    }
+    found
+}
+
+/// The access log's records, one JSON object a line.
+fn read_access_log(path: &Path) -> Vec<serde_json::Value> {
+    let log = std::fs::read_to_string(path).unwrap();
+    log.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 const H2_H1: &[&str] = &["h2", "http/1.1"];
@@ -73,15 +143,7 @@ async fn tls13_alpn_negotiation_and_bytes_pattern() {
 
     // h2 offered → h2 over TLS 1.3; content is the i mod 251 pattern.
     let n = 3_000_017;
-    let r = fetch(
-        a,
-        "a.test",
-        &format!("/bytes/{n}"),
-        "GET",
-        Some((&e.ca.der, H2_H1)),
-    )
-    .await
-    .unwrap();
+    let r = e.get_a(&format!("/bytes/{n}"), H2_H1).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.alpn.as_deref(), Some("h2"));
     assert_eq!(r.version, http::Version::HTTP_2);
@@ -90,9 +152,7 @@ async fn tls13_alpn_negotiation_and_bytes_pattern() {
     assert_eq!((r.body_len, r.sha256), (n, pattern_sha256(n)));
 
     // Only http/1.1 offered → HTTP/1.1.
-    let r = fetch(a, "a.test", "/bytes/1000", "GET", Some((&e.ca.der, H1)))
-        .await
-        .unwrap();
+    let r = e.get_a("/bytes/1000", H1).await;
     assert_eq!(r.alpn.as_deref(), Some("http/1.1"));
     assert_eq!(r.version, http::Version::HTTP_11);
     assert_eq!(r.sha256, pattern_sha256(1000));
@@ -118,9 +178,7 @@ async fn tls13_alpn_negotiation_and_bytes_pattern() {
     );
 
     // Plain HTTP on the same address, same built-ins.
-    let r = fetch(e.addr(1, HTTP_PORT), "a.test", "/bytes/0", "GET", None)
-        .await
-        .unwrap();
+    let r = e.http_get(1, "a.test", "/bytes/0").await;
     assert_eq!((r.status, r.body_len), (200, 0));
 
     // N = 10^9 is announced with its length (HEAD: no body, on either protocol).
@@ -139,19 +197,9 @@ async fn tls13_alpn_negotiation_and_bytes_pattern() {
     }
 
     // Bad N → 400, ?think_ms delays the built-ins.
-    let r = fetch(a, "a.test", "/bytes/12x", "GET", Some((&e.ca.der, H2_H1)))
-        .await
-        .unwrap();
+    let r = e.get_a("/bytes/12x", H2_H1).await;
     assert_eq!(r.status, 400);
-    let r = fetch(
-        a,
-        "a.test",
-        "/health?think_ms=200",
-        "GET",
-        Some((&e.ca.der, H2_H1)),
-    )
-    .await
-    .unwrap();
+    let r = e.get_a("/health?think_ms=200", H2_H1).await;
     assert!(r.ttfb >= Duration::from_millis(200), "{:?}", r.ttfb);
 
     let status = server.stop().unwrap();
@@ -163,15 +211,7 @@ async fn large_transfer_is_streamed_not_buffered() {
     let e = env();
     let server = e.start(&[]);
     let n: u64 = 300_000_000;
-    let r = fetch(
-        e.addr(1, HTTPS_PORT),
-        "a.test",
-        &format!("/bytes/{n}"),
-        "GET",
-        Some((&e.ca.der, H2_H1)),
-    )
-    .await
-    .unwrap();
+    let r = e.get_a(&format!("/bytes/{n}"), H2_H1).await;
     assert_eq!((r.body_len, r.sha256), (n, pattern_sha256(n)));
     // Peak resident memory stays far below the 300 MB served.
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
@@ -274,30 +314,15 @@ async fn corpus_is_replayed_byte_identically_with_think_time() {
             },
         ],
     );
-    let log_path = e.dir.join("access.jsonl");
-    let mut server = e.start(&[
-        ("--corpus", corpus.to_str().unwrap()),
-        ("--access-log", log_path.to_str().unwrap()),
-    ]);
-    let a = e.addr(1, HTTPS_PORT);
+    let (mut server, log_path) = e.start_on_corpus(&corpus, &[]);
     let b = e.addr(2, HTTPS_PORT);
 
-    let r = fetch(a, "a.test", "/", "GET", Some((&e.ca.der, H2_H1)))
-        .await
-        .unwrap();
+    let r = e.get_a("/", H2_H1).await;
     assert_eq!((r.status, r.sha256.clone()), (200, sha256_hex(&html)));
     assert_eq!(r.headers["content-type"], "text/html; charset=utf-8");
     assert_eq!(r.alpn.as_deref(), Some("h2"));
 
-    let r = fetch(
-        a,
-        "a.test",
-        "/style.css?v=1",
-        "GET",
-        Some((&e.ca.der, H2_H1)),
-    )
-    .await
-    .unwrap();
+    let r = e.get_a("/style.css?v=1", H2_H1).await;
     assert_eq!(r.sha256, sha256_hex(&css));
     assert_eq!(r.headers["content-length"], css.len().to_string());
     assert!(r.headers.get("content-encoding").is_none());
@@ -310,9 +335,7 @@ async fn corpus_is_replayed_byte_identically_with_think_time() {
     );
 
     // Query fallback: unknown query, same path → the recorded object.
-    let r = fetch(a, "a.test", "/style.css?v=2", "GET", Some((&e.ca.der, H1)))
-        .await
-        .unwrap();
+    let r = e.get_a("/style.css?v=2", H1).await;
     assert_eq!((r.status, r.sha256), (200, sha256_hex(&css)));
 
     // Per-origin ALPN: b.test is http/1.1-only even when the client offers h2.
@@ -327,37 +350,24 @@ async fn corpus_is_replayed_byte_identically_with_think_time() {
     );
 
     // Same objects over plain http://, recorded status + headers replayed.
-    let r = fetch(e.addr(1, HTTP_PORT), "a.test", "/old", "GET", None)
-        .await
-        .unwrap();
+    let r = e.http_get(1, "a.test", "/old").await;
     assert_eq!((r.status, r.body_len), (301, 0));
     assert_eq!(r.headers["location"], "https://a.test/");
-    let r = fetch(e.addr(2, HTTP_PORT), "b.test", "/img.bin", "GET", None)
-        .await
-        .unwrap();
+    let r = e.http_get(2, "b.test", "/img.bin").await;
     assert_eq!(r.sha256, sha256_hex(&img));
 
     // Unknown path / object of another origin → 404.
-    let r = fetch(a, "a.test", "/missing.js", "GET", Some((&e.ca.der, H2_H1)))
-        .await
-        .unwrap();
-    assert_eq!(r.status, 404);
-    let r = fetch(a, "a.test", "/img.bin", "GET", Some((&e.ca.der, H2_H1)))
-        .await
-        .unwrap();
-    assert_eq!(r.status, 404);
+    for path in ["/missing.js", "/img.bin"] {
+        assert_eq!(e.get_a(path, H2_H1).await.status, 404, "{path}");
+    }
 
     assert!(server.stop().unwrap().success());
     let stderr = std::fs::read_to_string(e.dir.join("stderr.log")).unwrap();
     assert!(stderr.contains("/missing.js"), "404 is logged: {stderr}");
 
     // Access log: one JSON object per response with the agreed fields.
-    let log = std::fs::read_to_string(&log_path).unwrap();
-    let recs: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(recs.len(), 8, "{log}");
+    let recs = read_access_log(&log_path);
+    assert_eq!(recs.len(), 8, "{recs:?}");
     for r in &recs {
         for k in [
             "ts",
@@ -409,12 +419,7 @@ async fn corpus_is_replayed_byte_identically_with_think_time() {
 /// With the project venv present, the CA is made by Python `cryptography` like the testbed's.
 #[test]
 fn curl_verifies_chain_with_h2_and_http11() {
-    if std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: curl not installed");
+    if !have_curl() {
         return;
     }
     let e = env();
@@ -441,27 +446,14 @@ fn curl_verifies_chain_with_h2_and_http11() {
         ("a.test", 1, "--http2", "2"),
         ("c.test", 2, "--http1.1", "1.1"),
     ] {
-        let out = std::process::Command::new("curl")
-            .args(["-sS", "--max-time", "20", flag, "--cacert"])
-            .arg(&e.ca.cert_path)
-            .arg("--resolve")
-            .arg(format!("{host}:{HTTPS_PORT}:{}", addr_in(e.block, ip)))
-            .args([
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_version} %{http_code} %{size_download} %{ssl_verify_result}",
-            ])
-            .arg(format!("https://{host}:{HTTPS_PORT}/bytes/1234567"))
-            .output()
-            .unwrap();
-        let got = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(
-            got,
-            format!("{want} 200 1234567 0"),
-            "curl {host}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let written = "%{http_version} %{http_code} %{size_download} %{ssl_verify_result}";
+        let (got, err) = e.curl(
+            (host, ip),
+            flag,
+            &["-o", "/dev/null", "-w", written],
+            "/bytes/1234567",
         );
+        assert_eq!(got, format!("{want} 200 1234567 0"), "curl {host}: {err}");
     }
 }
 
@@ -542,15 +534,7 @@ async fn mptcp_listener_serves_mptcp_and_plain_tcp() {
         "MPTCP client to --mptcp server fell back to TCP"
     );
     // Plain TCP + TLS clients still work.
-    let r = fetch(
-        e.addr(1, HTTPS_PORT),
-        "a.test",
-        "/bytes/100000",
-        "GET",
-        Some((&e.ca.der, H2_H1)),
-    )
-    .await
-    .unwrap();
+    let r = e.get_a("/bytes/100000", H2_H1).await;
     assert_eq!(r.sha256, pattern_sha256(100_000));
     drop(server);
 
@@ -728,11 +712,7 @@ async fn corpus_object_byte_ranges() {
             },
         ],
     );
-    let log_path = e.dir.join("access.jsonl");
-    let mut server = e.start(&[
-        ("--corpus", corpus.to_str().unwrap()),
-        ("--access-log", log_path.to_str().unwrap()),
-    ]);
+    let (mut server, log_path) = e.start_on_corpus(&corpus, &[]);
     let a = e.addr(1, HTTPS_PORT);
     let sha = |r: std::ops::RangeInclusive<usize>| sha256_hex(&body[r]);
     for (alpn, want_alpn) in [(H2_H1, "h2"), (H1, "http/1.1")] {
@@ -755,42 +735,17 @@ async fn corpus_object_byte_ranges() {
         assert_eq!(r.headers["accept-ranges"], "bytes");
         assert!(r.headers.get("content-range").is_none());
 
-        let what = format!("{want_alpn} 0-999");
-        assert_partial(
-            &get("bytes=0-999").await,
-            0,
-            999,
-            5000,
-            &sha(0..=999),
-            &what,
-        );
-        let what = format!("{want_alpn} 1000-");
-        assert_partial(
-            &get("bytes=1000-").await,
-            1000,
-            4999,
-            5000,
-            &sha(1000..=4999),
-            &what,
-        );
-        let what = format!("{want_alpn} -500");
-        assert_partial(
-            &get("bytes=-500").await,
-            4500,
-            4999,
-            5000,
-            &sha(4500..=4999),
-            &what,
-        );
-        let what = format!("{want_alpn} 4000-99999 (clamped)");
-        assert_partial(
-            &get("bytes=4000-99999").await,
-            4000,
-            4999,
-            5000,
-            &sha(4000..=4999),
-            &what,
-        );
+        // (Range, first and last byte served); the last is clamped to the object
+        for (range, first, last) in [
+            ("bytes=0-999", 0, 999),
+            ("bytes=1000-", 1000, 4999),
+            ("bytes=-500", 4500, 4999),
+            ("bytes=4000-99999", 4000, 4999),
+        ] {
+            let what = format!("{want_alpn} {range}");
+            let sha = sha(first as usize..=last as usize);
+            assert_partial(&get(range).await, first, last, 5000, &sha, &what);
+        }
 
         let r = get("bytes=5000-").await;
         assert_eq!(r.status, 416, "{want_alpn}");
@@ -848,11 +803,7 @@ async fn corpus_object_byte_ranges() {
         }
     }
     server.stop();
-    let log = std::fs::read_to_string(&log_path).unwrap();
-    let lines: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = read_access_log(&log_path);
     let probe = lines
         .iter()
         .find(|l| l["range"] == "bytes=0-999" && l["path"] == "/obj.bin")
@@ -879,20 +830,15 @@ async fn corpus_object_byte_ranges() {
 async fn bytes_builtin_byte_ranges() {
     let e = env();
     let mut server = e.start(&[]);
-    let a = e.addr(1, HTTPS_PORT);
     let ca = e.ca.der.clone();
     let n = 200_000u64;
     let path = format!("/bytes/{n}?think_ms=30");
-    for (tls, label) in [
-        (Some((&ca, H2_H1)), "h2"),
-        (Some((&ca, H1)), "http/1.1"),
-        (None, "http"),
+    for (tls, port, label) in [
+        (Some((&ca, H2_H1)), HTTPS_PORT, "h2"),
+        (Some((&ca, H1)), HTTPS_PORT, "http/1.1"),
+        (None, HTTP_PORT, "http"),
     ] {
-        let addr = if tls.is_some() {
-            a
-        } else {
-            e.addr(1, HTTP_PORT)
-        };
+        let addr = e.addr(1, port);
         let get = |range: &'static str| {
             let path = path.clone();
             async move {
@@ -936,12 +882,7 @@ async fn bytes_builtin_byte_ranges() {
 /// curl's `-r` (what a user would try first) over both protocols, corpus and built-in.
 #[test]
 fn curl_range_requests_h2_and_http11() {
-    if std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIP: curl not installed");
+    if !have_curl() {
         return;
     }
     let e = env();
@@ -979,23 +920,13 @@ fn curl_range_requests_h2_and_http11() {
                 "bytes 4000-4999/5000",
             ),
         ] {
-            let out = std::process::Command::new("curl")
-                .args(["-sS", "--max-time", "20", flag, "--cacert"])
-                .arg(&e.ca.cert_path)
-                .arg("--resolve")
-                .arg(format!("a.test:{HTTPS_PORT}:{}", addr_in(e.block, 1)))
-                .args(["-r", range, "-o"])
-                .arg(&out_path)
-                .args(["-w", "%{http_version} %{http_code} %header{content-range}"])
-                .arg(format!("https://a.test:{HTTPS_PORT}{path}"))
-                .output()
-                .unwrap();
-            let got = String::from_utf8_lossy(&out.stdout);
+            let written = "%{http_version} %{http_code} %header{content-range}";
+            let opts = ["-r", range, "-o", out_path.to_str().unwrap(), "-w", written];
+            let (got, err) = e.curl(("a.test", 1), flag, &opts, path);
             assert_eq!(
                 got,
                 format!("{want} 206 {want_cr}"),
-                "curl {flag} {path} {range}: {}",
-                String::from_utf8_lossy(&out.stderr)
+                "curl {flag} {path} {range}: {err}"
             );
             let data = std::fs::read(&out_path).unwrap();
             assert_eq!(sha256_hex(&data), want_sha, "curl {flag} {path} {range}");
@@ -1031,15 +962,14 @@ async fn cdn_tiers_delay_the_response_head() {
         m["objects"][i]["tier"] = serde_json::json!(t);
     }
     std::fs::write(&mp, serde_json::to_vec(&m).unwrap()).unwrap();
-    let log_path = e.dir.join("access.jsonl");
-    let mut server = e.start(&[
-        ("--corpus", corpus.to_str().unwrap()),
-        ("--access-log", log_path.to_str().unwrap()),
-        ("--cdn-delays-ms", "parent=150,origin=400"),
-        // Nothing hits a cache by ratio: the unrecorded object is an origin fetch.
-        ("--cdn-hit-ratio", "edge=0,parent=0"),
-    ]);
-    let a = e.addr(1, HTTPS_PORT);
+    let (mut server, log_path) = e.start_on_corpus(
+        &corpus,
+        &[
+            ("--cdn-delays-ms", "parent=150,origin=400"),
+            // Nothing hits a cache by ratio: the unrecorded object is an origin fetch.
+            ("--cdn-hit-ratio", "edge=0,parent=0"),
+        ],
+    );
     // (path, extra delay ms); never early, at most 750 ms late on a loaded 2-core machine.
     for (path, want_ms) in [
         ("/edge", 0u64),
@@ -1049,9 +979,7 @@ async fn cdn_tiers_delay_the_response_head() {
         ("/health", 0),
         ("/absent", 0),
     ] {
-        let r = fetch(a, "a.test", path, "GET", Some((&e.ca.der, H2_H1)))
-            .await
-            .unwrap();
+        let r = e.get_a(path, H2_H1).await;
         let want = Duration::from_millis(want_ms);
         assert!(
             r.ttfb >= want && r.ttfb < want + Duration::from_millis(750),
@@ -1060,11 +988,7 @@ async fn cdn_tiers_delay_the_response_head() {
         );
     }
     assert!(server.stop().unwrap().success());
-    let log = std::fs::read_to_string(&log_path).unwrap();
-    let recs: Vec<serde_json::Value> = log
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let recs = read_access_log(&log_path);
     let rec = |p: &str| recs.iter().find(|r| r["path"] == p).unwrap();
     for (p, tier, ms) in [
         ("/edge", serde_json::json!("edge"), 0.0),
