@@ -9,17 +9,7 @@ import pytest
 
 from dchlab.experiments import runner, store
 from dchlab.experiments.campaign import load_campaign
-
-# 3 schemes x 2 sizes x 2 trials = 12 cells in 4 pairs
-CAMPAIGN = """
-name: runner-test
-schemes: [all-hbc, all-llc, dchannel]
-conditions:
-  - {name: embb-urllc, hbc: embb, llc: urllc}
-workload: {kind: bulk, sizes: [10KB, 20KB], timeout_s: 30}
-trials: 2
-analysis: {kind: bulk, baseline: all-hbc, metric: total_ms}
-"""
+from dchlab.soak_kills import CAMPAIGN
 
 
 def fake(c, g):
@@ -28,6 +18,7 @@ def fake(c, g):
 
 @pytest.fixture
 def campaign(tmp_path):
+    """The kill soak's small campaign: 3 schemes x 2 sizes x 2 trials = 12 cells in 4 pairs."""
     path = tmp_path / "c.yaml"
     path.write_text(textwrap.dedent(CAMPAIGN))
     return load_campaign(path)
@@ -46,7 +37,7 @@ def test_one_store_write_per_pair_in_plan_order(campaign, tmp_path, monkeypatch)
     for w in writes:  # each write holds the schemes of one (condition, trial, item)
         assert len({(r["condition"], r["trial"], r["item"]) for r in w}) == 1
         assert {r["arm"] for r in w} == {"all-hbc", "all-llc", "dchannel"}
-    assert len(store.load_rows("runner-test", store=db)) == 12
+    assert len(store.load_rows(campaign.name, store=db)) == 12
 
 
 def test_interrupted_run_keeps_what_it_measured(campaign, tmp_path):
@@ -61,7 +52,7 @@ def test_interrupted_run_keeps_what_it_measured(campaign, tmp_path):
     db = tmp_path / "s.duckdb"
     with pytest.raises(KeyboardInterrupt):
         runner.run_campaign(campaign, store_path=db, executor=interrupted)
-    stored = {r["cell"] for r in store.load_rows("runner-test", store=db)}
+    stored = {r["cell"] for r in store.load_rows(campaign.name, store=db)}
     assert stored == set(calls[:4])
     s = runner.run_campaign(campaign, store_path=db, executor=fake)  # resume
     assert (s.skipped, s.measured) == (4, 8)
@@ -85,7 +76,7 @@ def test_testbed_interrupted_stops_the_campaign_without_error_rows(campaign, tmp
         runner.run_campaign(campaign, store_path=db, executor=terminated)
     assert exc.value.exit_code == 143
     assert len(calls) == 4  # nothing ran after the signal
-    rows = store.load_rows("runner-test", store=db)
+    rows = store.load_rows(campaign.name, store=db)
     assert {r["cell"] for r in rows} == set(calls[:3])
     assert not [r for r in rows if r.get("error")]
 
@@ -110,7 +101,7 @@ def test_sigterm_between_loads_stores_rows_and_resumes(campaign, tmp_path):
         runner.run_campaign(campaign, store_path=db, executor=signalled)
     assert exc.value.exit_code == 143
     assert signal.getsignal(signal.SIGTERM) is before  # handler restored
-    stored = {r["cell"] for r in store.load_rows("runner-test", store=db)}
+    stored = {r["cell"] for r in store.load_rows(campaign.name, store=db)}
     assert stored == set(calls[:4])
     s = runner.run_campaign(campaign, store_path=db, executor=fake)
     assert (s.skipped, s.measured) == (4, 8)
