@@ -98,44 +98,21 @@ def test_expansion_and_ranges_are_deterministic(tmp_path: Path) -> None:
     assert session_for("launch") == ["launch"] and session_for("item") == ["launch", "item"]
 
 
+def _launch_request(i: int, **changes: Any) -> Any:
+    """A mutation: set `changes` on request `i` of the minimal profile's launch."""
+    return lambda d: d["interactions"]["launch"]["requests"][i].update(changes)
+
+
 @pytest.mark.parametrize(
     ("mutate", "field", "words"),
     [
-        (
-            lambda d: d["interactions"]["launch"]["requests"][1].update(after=["cgf"]),
-            "interactions.launch.requests[1].after[0]",
-            "unknown request 'cgf'",
-        ),
-        (
-            lambda d: d["interactions"]["launch"]["requests"][0].update(after=["feed"]),
-            "interactions.launch.requests",
-            "dependency cycle: cfg -> feed -> cfg",
-        ),
-        (
-            lambda d: d["interactions"]["launch"]["requests"][0].update(after=["cfg"]),
-            "interactions.launch.requests[0].after[0]",
-            "dependency cycle: cfg -> cfg",
-        ),
-        (
-            lambda d: d["interactions"]["launch"]["requests"][1].update(after=["pic"]),
-            "interactions.launch.requests[1].after[0]",
-            "is an image",
-        ),
-        (
-            lambda d: d["interactions"]["launch"]["requests"][2].update(origin="img"),
-            "interactions.launch.requests[2].origin",
-            "unknown origin role 'img'",
-        ),
-        (
-            lambda d: d["interactions"]["launch"]["requests"][0].update(size=[9000, 10]),
-            "interactions.launch.requests[0].size",
-            "lo <= hi",
-        ),
-        (
-            lambda d: d["interactions"]["launch"]["requests"][0].update(kind="video"),
-            "interactions.launch.requests[0].kind",
-            "expected one of json, image",
-        ),
+        (_launch_request(1, after=["cgf"]), "interactions.launch.requests[1].after[0]", "unknown request 'cgf'"),
+        (_launch_request(0, after=["feed"]), "interactions.launch.requests", "dependency cycle: cfg -> feed -> cfg"),
+        (_launch_request(0, after=["cfg"]), "interactions.launch.requests[0].after[0]", "dependency cycle: cfg -> cfg"),
+        (_launch_request(1, after=["pic"]), "interactions.launch.requests[1].after[0]", "is an image"),
+        (_launch_request(2, origin="img"), "interactions.launch.requests[2].origin", "unknown origin role 'img'"),
+        (_launch_request(0, size=[9000, 10]), "interactions.launch.requests[0].size", "lo <= hi"),
+        (_launch_request(0, kind="video"), "interactions.launch.requests[0].kind", "expected one of json, image"),
         (lambda d: d["interactions"].pop("item"), "interactions.item", "missing"),
         (
             lambda d: d["interactions"]["search"]["requests"][0].update(path="/cfg"),
@@ -145,7 +122,7 @@ def test_expansion_and_ranges_are_deterministic(tmp_path: Path) -> None:
         (lambda d: d.update(shell="web"), "shell", "unknown origin role"),
         (lambda d: d["origins"].update(api="API_HOST"), "origins.api", "DNS host name"),
     ],
-)
+)  # fmt: skip
 def test_validation_names_file_and_field(tmp_path: Path, mutate, field: str, words: str) -> None:  # type: ignore[no-untyped-def]
     data = _minimal()
     mutate(data)
