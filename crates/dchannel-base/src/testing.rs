@@ -28,7 +28,8 @@ pub fn can_run(tun: bool) -> bool {
     ok
 }
 
-/// Runs `args[0] args[1..]`; panics with its stderr unless it succeeds.
+/// Runs `args[0] args[1..]`; panics with its stderr and stdout (where e.g.
+/// ping says what went wrong) unless it succeeds.
 pub fn sh(args: &[&str]) {
     let out = Command::new(args[0])
         .args(&args[1..])
@@ -36,9 +37,10 @@ pub fn sh(args: &[&str]) {
         .unwrap_or_else(|e| panic!("spawning {}: {e}", args[0]));
     assert!(
         out.status.success(),
-        "{} failed: {}",
+        "{} failed: {}{}",
         args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
     );
 }
 

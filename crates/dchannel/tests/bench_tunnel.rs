@@ -170,10 +170,28 @@ impl WireGuard {
             PrivateKey::from_bytes(b)
         };
         let hex = |b: &[u8; 32]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        let (kg, ku) = (key(1), key(2));
-        let (ifg, ifu) = (format!("d4wg{}", t.tag), format!("d4wu{}", t.tag));
+        // gw, then ue: namespace, interface, key, tunnel address, and the UAPI
+        // settings of its own and of its peer (the other end)
+        let ends = [
+            (
+                &t.gw,
+                format!("d4wg{}", t.tag),
+                key(1),
+                "198.19.0.1",
+                "listen_port=51820\n",
+                "allowed_ip=198.19.0.2/32\n".to_string(),
+            ),
+            (
+                &t.ue,
+                format!("d4wu{}", t.tag),
+                key(2),
+                "198.19.0.2",
+                "",
+                format!("endpoint={GW_HBC}:51820\nallowed_ip=0.0.0.0/0\n"),
+            ),
+        ];
         let mut procs = Vec::new();
-        for (ns, ifname) in [(&t.gw, &ifg), (&t.ue, &ifu)] {
+        for (ns, ifname, ..) in &ends {
             let child = Command::new("ip")
                 .args(["netns", "exec", ns, bin, "-f", ifname])
                 .env("LOG_LEVEL", "error")
@@ -203,59 +221,37 @@ impl WireGuard {
             let reply = String::from_utf8_lossy(&reply);
             assert!(reply.contains("errno=0"), "{ifname}: {reply}");
         };
-        let (pg, pu) = (kg.public_key(), ku.public_key());
-        uapi(
-            &ifg,
-            format!(
-                "private_key={}\nlisten_port=51820\npublic_key={}\nallowed_ip=198.19.0.2/32\n",
-                hex(kg.as_bytes()),
-                hex(pu.as_bytes())
-            ),
-        );
-        uapi(
-            &ifu,
-            format!(
-                "private_key={}\npublic_key={}\nendpoint={GW_HBC}:51820\nallowed_ip=0.0.0.0/0\n",
-                hex(ku.as_bytes()),
-                hex(pg.as_bytes())
-            ),
-        );
-        for (ns, ifname, addr) in [
-            (&t.gw, &ifg, "198.19.0.1/32"),
-            (&t.ue, &ifu, "198.19.0.2/32"),
-        ] {
-            sh(&["ip", "-n", ns, "addr", "add", addr, "dev", ifname]);
+        for (i, (_, ifname, key, _, own, peer)) in ends.iter().enumerate() {
+            let peer_key = ends[1 - i].2.public_key();
+            uapi(
+                ifname,
+                format!(
+                    "private_key={}\n{own}public_key={}\n{peer}",
+                    hex(key.as_bytes()),
+                    hex(peer_key.as_bytes())
+                ),
+            );
+        }
+        for (ns, ifname, _, addr, ..) in &ends {
+            let cidr = format!("{addr}/32");
+            sh(&["ip", "-n", ns, "addr", "add", &cidr, "dev", ifname]);
             sh(&["ip", "-n", ns, "link", "set", ifname, "up"]);
         }
+        // each end routes the other's tunnel address into its interface
+        for (i, (ns, ifname, ..)) in ends.iter().enumerate() {
+            let peer_addr = format!("{}/32", ends[1 - i].3);
+            sh(&["ip", "-n", ns, "route", "add", &peer_addr, "dev", ifname]);
+        }
+        let (ue, ifu) = (&t.ue, &ends[1].1);
         sh(&[
             "ip",
             "-n",
-            &t.gw,
-            "route",
-            "add",
-            "198.19.0.2/32",
-            "dev",
-            &ifg,
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.ue,
-            "route",
-            "add",
-            "198.19.0.1/32",
-            "dev",
-            &ifu,
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.ue,
+            ue,
             "route",
             "add",
             SRV,
             "dev",
-            &ifu,
+            ifu,
             "src",
             "198.19.0.2",
         ]);
@@ -292,18 +288,28 @@ fn measure_wireguard(t: &Topo, bin: &str, secs: u32) -> Figures {
     }
 }
 
+/// The topology, the policy (`DCH_BENCH_POLICY`, default all-hbc) and the
+/// RTTs over plain veth that the tunnel's are compared with; `None` (the
+/// benchmark is skipped) where namespace tests cannot run.
+fn setup() -> Option<(Topo, String, Vec<f64>)> {
+    if !can_run() {
+        return None;
+    }
+    let t = Topo::new();
+    let policy = std::env::var("DCH_BENCH_POLICY").unwrap_or_else(|_| "all-hbc".into());
+    let plain = ping_us(&t, GW_HBC, 1000);
+    Some((t, policy, plain))
+}
+
 /// Encrypted (the default) and `--insecure`, each with TUN offload (the default)
 /// and without, and encrypted with busy-poll, on the same topology, same run.
 #[test]
 #[ignore]
 fn bench_tunnel() {
-    if !can_run() {
+    let Some((t, policy, plain)) = setup() else {
         return;
-    }
-    let t = Topo::new();
-    let policy = std::env::var("DCH_BENCH_POLICY").unwrap_or_else(|_| "all-hbc".into());
+    };
     let secs = 10;
-    let plain = ping_us(&t, GW_HBC, 1000);
     println!("policy {policy}");
     let modes: [(&str, &[&str]); 5] = [
         ("encrypted", &[]),
@@ -356,13 +362,10 @@ fn bench_tunnel() {
 #[test]
 #[ignore]
 fn ping_only() {
-    if !can_run() {
+    let Some((t, policy, plain)) = setup() else {
         return;
-    }
-    let t = Topo::new();
-    let policy = std::env::var("DCH_BENCH_POLICY").unwrap_or_else(|_| "all-hbc".into());
+    };
     let sets = std::env::var("DCH_BENCH_ARGS").unwrap_or_default();
-    let plain = ping_us(&t, GW_HBC, 1000);
     for set in sets.split(';') {
         let extra: Vec<&str> = set.split_whitespace().collect();
         let mut a = t.start(&policy, &extra);

@@ -181,96 +181,80 @@ impl Topo {
 
     /// `ip netns exec gw dchannel gateway ...` with `policy` and `extra` flags.
     pub fn gateway_argv(&self, policy: &str, extra: &[&str]) -> Vec<String> {
-        let insecure = extra.contains(&"--insecure");
         let client_token = format!("198.19.0.2={TOKEN}");
         let (gw_key, devices) = (
             self.path("gw.key").display().to_string(),
             self.path("devices.toml").display().to_string(),
         );
-        let auth: Vec<&str> = if insecure {
-            vec!["--client", &client_token]
-        } else {
-            vec!["--key", &gw_key, "--devices", &devices]
-        };
         let tun = self.tuns().0;
-        let mut g: Vec<String> = [
-            "ip",
-            "netns",
-            "exec",
-            &self.gw,
-            BIN,
-            "gateway",
-            "--tun",
-            &tun,
-            "--tun-addr",
-            "198.19.0.1/32",
-            "--listen-hbc",
-            "198.18.1.1:4000",
-            "--listen-llc",
-            "198.18.2.1:4001",
-            "--policy",
-            policy,
-            "--llc-mbit",
-            "2",
-        ]
-        .iter()
-        .chain(&auth)
-        .map(|s| s.to_string())
-        .collect();
-        let (stats, log, arr) = (
-            self.path("gw.json"),
-            self.path("gw.csv"),
-            self.path("gw-arrivals.csv"),
-        );
-        g.extend(output_args(&stats, &log, &arr, extra));
-        g
+        let mut flags = vec![
+            ("--tun", tun.as_str()),
+            ("--tun-addr", "198.19.0.1/32"),
+            ("--listen-hbc", "198.18.1.1:4000"),
+            ("--listen-llc", "198.18.2.1:4001"),
+        ];
+        if extra.contains(&"--insecure") {
+            flags.push(("--client", &client_token));
+        } else {
+            flags.extend([("--key", gw_key.as_str()), ("--devices", &devices)]);
+        }
+        self.agent_argv(&self.gw, "gateway", "gw", &flags, policy, extra)
     }
 
     /// `ip netns exec ue dchannel client ...` with `policy` and `extra` flags.
     pub fn client_argv(&self, policy: &str, extra: &[&str]) -> Vec<String> {
-        let insecure = extra.contains(&"--insecure");
         let ue_key = self.path("ue.key").display().to_string();
-        let auth: Vec<&str> = if insecure {
-            vec!["--token", TOKEN]
-        } else {
-            vec!["--key", &ue_key, "--gateway-key", &self.gw_public]
-        };
         let tun = self.tuns().1;
-        let mut c: Vec<String> = [
-            "ip",
-            "netns",
-            "exec",
-            &self.ue,
-            BIN,
-            "client",
-            "--tun",
-            &tun,
-            "--tun-addr",
-            "198.19.0.2/32",
-            "--hbc-dev",
-            &self.ue_hbc,
-            "--hbc-gateway",
-            "198.18.1.1:4000",
-            "--llc-dev",
-            &self.ue_llc,
-            "--llc-gateway",
-            "198.18.2.1:4001",
-            "--policy",
-            policy,
-            "--llc-mbit",
-            "2",
+        let mut flags = vec![
+            ("--tun", tun.as_str()),
+            ("--tun-addr", "198.19.0.2/32"),
+            ("--hbc-dev", &self.ue_hbc),
+            ("--hbc-gateway", "198.18.1.1:4000"),
+            ("--llc-dev", &self.ue_llc),
+            ("--llc-gateway", "198.18.2.1:4001"),
+        ];
+        if extra.contains(&"--insecure") {
+            flags.push(("--token", TOKEN));
+        } else {
+            flags.extend([
+                ("--key", ue_key.as_str()),
+                ("--gateway-key", &self.gw_public),
+            ]);
+        }
+        self.agent_argv(&self.ue, "client", "ue", &flags, policy, extra)
+    }
+
+    /// `ip netns exec NS dchannel ROLE FLAGS... --policy POLICY --llc-mbit 2`,
+    /// the output files `WHO.json`, `WHO.csv` and `WHO-arrivals.csv`, then
+    /// `extra`.
+    fn agent_argv(
+        &self,
+        ns: &str,
+        role: &str,
+        who: &str,
+        flags: &[(&str, &str)],
+        policy: &str,
+        extra: &[&str],
+    ) -> Vec<String> {
+        let mut argv: Vec<String> = ["ip", "netns", "exec", ns, BIN, role]
+            .map(String::from)
+            .to_vec();
+        let outputs = [
+            ("--stats-json", format!("{who}.json")),
+            ("--decision-log", format!("{who}.csv")),
+            ("--arrival-log", format!("{who}-arrivals.csv")),
         ]
-        .iter()
-        .chain(&auth)
-        .map(|s| s.to_string())
-        .collect();
-        let (stats, log, arr) = (
-            self.path("ue.json"),
-            self.path("ue.csv"),
-            self.path("ue-arrivals.csv"),
-        );
-        c.extend(output_args(&stats, &log, &arr, extra));
-        c
+        .map(|(flag, file)| (flag, self.path(&file).display().to_string()));
+        let pairs = flags
+            .iter()
+            .copied()
+            .chain([("--policy", policy), ("--llc-mbit", "2")])
+            .chain(outputs.iter().map(|(flag, path)| (*flag, path.as_str())));
+        for (flag, value) in pairs {
+            argv.extend([flag.to_string(), value.to_string()]);
+        }
+        argv.extend(extra.iter().map(|s| s.to_string()));
+        argv
     }
 
     /// gw routes the client's tunnel address into its TUN (again after a restart).
@@ -304,20 +288,6 @@ impl Drop for Topo {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// `--stats-json`, `--decision-log` and `--arrival-log` to these files, then `extra`.
-fn output_args(stats: &Path, log: &Path, arrivals: &Path, extra: &[&str]) -> Vec<String> {
-    let mut a = Vec::new();
-    for (flag, p) in [
-        ("--stats-json", stats),
-        ("--decision-log", log),
-        ("--arrival-log", arrivals),
-    ] {
-        a.extend([flag.to_string(), p.display().to_string()]);
-    }
-    a.extend(extra.iter().map(|s| s.to_string()));
-    a
 }
 
 pub struct Agents {
