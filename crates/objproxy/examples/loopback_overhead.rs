@@ -4,6 +4,9 @@
 //!
 //! `cargo run --release -p objproxy --example loopback_overhead [-- REQUESTS]`
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -13,10 +16,7 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use objproxy::config::{Binding, Config};
-use objproxy::estimate::Prior;
 use objproxy::policy::PolicyKind;
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use tokio::net::{TcpListener, TcpStream};
 
 async fn origin() -> SocketAddr {
@@ -83,44 +83,10 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(2000);
-    let key = KeyPair::generate().unwrap();
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = p.self_signed(&key).unwrap();
+    let ca = common::make_ca();
     let o = origin().await;
-    let proxy = objproxy::proxy::start(Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        policy: PolicyKind::Passthrough,
-        ca_cert_pem: ca.pem(),
-        ca_key_pem: key.serialize_pem(),
-        upstream_ca_pem: ca.pem(),
-        bindings: [
-            Binding {
-                dev: None,
-                src: Some("127.0.0.2".parse().unwrap()),
-            },
-            Binding {
-                dev: None,
-                src: Some("127.0.0.3".parse().unwrap()),
-            },
-        ],
-        priors: [
-            Prior {
-                rtt_ms: 40.0,
-                rate: 25_000.0,
-            },
-            Prior {
-                rtt_ms: 5.0,
-                rate: 250.0,
-            },
-        ],
-        static_estimates: true,
-        oracle: None,
-        h1_per_origin: 6,
-        rate_sample: Duration::from_millis(250),
-    })
-    .await
-    .unwrap();
+    let cfg = common::loopback_config(&ca, PolicyKind::Passthrough, None);
+    let proxy = objproxy::proxy::start(cfg).await.unwrap();
     println!("{n} sequential GETs per row, one keep-alive client connection");
     println!(
         "{:>9} {:>12} {:>12} {:>12} {:>12}",

@@ -2,7 +2,9 @@
 //! bound to source 127.0.0.2 and the LLC to 127.0.0.3 (no devices needed), so the origin
 //! sees which channel carried each request.
 
-use std::collections::HashSet;
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
 use std::convert::Infallible;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering::Relaxed;
@@ -10,23 +12,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::{loopback_config, make_ca, Ca, HBC_SRC, LLC_SRC};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use objproxy::config::{Binding, Config};
 use objproxy::corpus::SizeOracle;
-use objproxy::estimate::Prior;
 use objproxy::policy::{Channel, PolicyKind, Reason};
 use objproxy::proxy::{self, Proxy};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rcgen::{CertificateParams, KeyPair};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const HBC_SRC: &str = "127.0.0.2";
-const LLC_SRC: &str = "127.0.0.3";
 
 fn pattern(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i % 251) as u8).collect()
@@ -45,27 +43,6 @@ struct Seen {
 }
 
 type Log = Arc<Mutex<Vec<Seen>>>;
-
-struct Ca {
-    cert_pem: String,
-    key_pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
-
-fn make_ca() -> Ca {
-    let key = KeyPair::generate().unwrap();
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    p.distinguished_name
-        .push(rcgen::DnType::CommonName, "objproxy test CA");
-    let cert = p.self_signed(&key).unwrap();
-    let key_pem = key.serialize_pem();
-    Ca {
-        cert_pem: cert.pem(),
-        key_pem,
-        issuer: Issuer::new(p, key),
-    }
-}
 
 fn parse_range(v: &str, len: usize) -> Option<(usize, usize)> {
     let r = v.strip_prefix("bytes=")?;
@@ -156,9 +133,9 @@ impl hyper::body::Body for Chunks {
     }
 }
 
-/// Start the origin; with `tls`, it speaks TLS (h2 + http/1.1 by ALPN) with a cert for
+/// Start the origin; with `ca`, it speaks TLS (h2 + http/1.1 by ALPN) with a cert for
 /// 127.0.0.1 from `ca`.
-async fn start_origin(ca: Option<&Ca>, h2: bool) -> (SocketAddr, Log) {
+async fn start_origin(ca: Option<&Ca>) -> (SocketAddr, Log) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let log: Log = Arc::default();
@@ -179,11 +156,7 @@ async fn start_origin(ca: Option<&Ca>, h2: bool) -> (SocketAddr, Log) {
             rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
         )
         .unwrap();
-        cfg.alpn_protocols = if h2 {
-            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-        } else {
-            vec![b"http/1.1".to_vec()]
-        };
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         tokio_rustls::TlsAcceptor::from(Arc::new(cfg))
     });
     let lg = log.clone();
@@ -207,46 +180,6 @@ async fn start_origin(ca: Option<&Ca>, h2: bool) -> (SocketAddr, Log) {
         }
     });
     (addr, log)
-}
-
-async fn start_proxy(ca: &Ca, policy: PolicyKind) -> Proxy {
-    start_proxy_with(ca, policy, None).await
-}
-
-async fn start_proxy_with(ca: &Ca, policy: PolicyKind, oracle: Option<SizeOracle>) -> Proxy {
-    let cfg = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        policy,
-        ca_cert_pem: ca.cert_pem.clone(),
-        ca_key_pem: ca.key_pem.clone(),
-        upstream_ca_pem: ca.cert_pem.clone(),
-        bindings: [
-            Binding {
-                dev: None,
-                src: Some(HBC_SRC.parse().unwrap()),
-            },
-            Binding {
-                dev: None,
-                src: Some(LLC_SRC.parse().unwrap()),
-            },
-        ],
-        // The paper's channels: eMBB 40 ms / 200 Mbit/s, URLLC 5 ms / 2 Mbit/s.
-        priors: [
-            Prior {
-                rtt_ms: 40.0,
-                rate: 25_000.0,
-            },
-            Prior {
-                rtt_ms: 5.0,
-                rate: 250.0,
-            },
-        ],
-        static_estimates: true,
-        oracle,
-        h1_per_origin: 6,
-        rate_sample: Duration::from_millis(250),
-    };
-    proxy::start(cfg).await.unwrap()
 }
 
 /// GET http://origin/path through the proxy (absolute-URI form).
@@ -281,188 +214,255 @@ fn channel_of(peer: &SocketAddr) -> Channel {
     }
 }
 
-fn seen_for(log: &Log, path: &str) -> Vec<(Channel, Option<String>)> {
-    log.lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.path == path)
-        .map(|s| (channel_of(&s.peer), s.range.clone()))
-        .collect()
+/// A test origin, the proxy in front of it, and the CA both trust.
+struct Rig {
+    ca: Ca,
+    origin: SocketAddr,
+    log: Log,
+    proxy: Proxy,
 }
 
-fn body_bytes(p: &Proxy, ch: Channel) -> u64 {
-    p.shared.stats.ch(ch).body_bytes.load(Relaxed)
+impl Rig {
+    /// A plain-HTTP origin behind a proxy running `policy`.
+    async fn plain(policy: PolicyKind) -> Rig {
+        Rig::start(policy, false, &[]).await
+    }
+
+    /// An origin (TLS with h2 when `tls`) behind a proxy running `policy`; with `sizes`
+    /// (path, bytes), the proxy's size oracle knows those objects of the origin.
+    async fn start(policy: PolicyKind, tls: bool, sizes: &[(&str, usize)]) -> Rig {
+        let ca = make_ca();
+        let (origin, log) = start_origin(tls.then_some(&ca)).await;
+        let oracle = (!sizes.is_empty()).then(|| {
+            let objects: Vec<String> = sizes
+                .iter()
+                .map(|(path, n)| format!(r#"{{"url":"http://{origin}{path}","size":{n}}}"#))
+                .collect();
+            let manifest = format!(
+                r#"{{"format":"dchannel-corpus/1","objects":[{}]}}"#,
+                objects.join(",")
+            );
+            SizeOracle::parse(&manifest).unwrap()
+        });
+        let proxy = proxy::start(loopback_config(&ca, policy, oracle))
+            .await
+            .unwrap();
+        Rig {
+            ca,
+            origin,
+            log,
+            proxy,
+        }
+    }
+
+    /// GET http://origin/path through the proxy.
+    async fn get(&self, path: &str) -> (StatusCode, http::HeaderMap, Bytes) {
+        get_http(self.proxy.local_addr, self.origin, path).await
+    }
+
+    /// GETs `path` (`/KIND/N`) and checks that the browser got status 200 and the whole
+    /// N-byte pattern; returns the response headers.
+    async fn get_whole(&self, path: &str) -> http::HeaderMap {
+        let n: usize = path.rsplit('/').next().unwrap().parse().unwrap();
+        let (st, h, b) = self.get(path).await;
+        assert_eq!(st, StatusCode::OK, "{path}");
+        assert_eq!(sha(&b), sha(&pattern(n)), "{path}");
+        h
+    }
+
+    /// `k` GETs of `path` at once, each on a connection of its own.
+    async fn get_concurrently(&self, path: &'static str, k: usize) -> Vec<(StatusCode, Bytes)> {
+        let (pa, origin) = (self.proxy.local_addr, self.origin);
+        let tasks: Vec<_> = (0..k)
+            .map(|_| tokio::spawn(async move { get_http(pa, origin, path).await }))
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            let (st, _, b) = t.await.unwrap();
+            out.push((st, b));
+        }
+        out
+    }
+
+    /// Over one CONNECT + TLS + HTTP/2 connection, GETs `/bytes/N` for each (N, `priority`
+    /// header) at once, checking that each comes back whole with 200.
+    async fn get_all_h2(&self, objects: &[(usize, Option<&'static str>)]) {
+        let tx = h2_via_connect(self.proxy.local_addr, self.origin, &self.ca.cert_pem).await;
+        let origin = self.origin;
+        let tasks: Vec<_> = objects
+            .iter()
+            .map(|&(n, prio)| {
+                let mut tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut req = Request::get(format!("https://{origin}/bytes/{n}"));
+                    if let Some(v) = prio {
+                        req = req.header("priority", v);
+                    }
+                    let resp = tx
+                        .send_request(req.body(Empty::new()).unwrap())
+                        .await
+                        .unwrap();
+                    assert_eq!(resp.status(), StatusCode::OK);
+                    let b = resp.into_body().collect().await.unwrap().to_bytes();
+                    assert_eq!(sha(&b), sha(&pattern(n)), "object of {n} bytes");
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    }
+
+    /// The requests for `path` the origin saw: the channel and the Range of each.
+    fn seen(&self, path: &str) -> Vec<(Channel, Option<String>)> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.path == path)
+            .map(|s| (channel_of(&s.peer), s.range.clone()))
+            .collect()
+    }
+
+    /// The channels of the requests for `path`, in order.
+    fn channels(&self, path: &str) -> Vec<Channel> {
+        self.seen(path).iter().map(|x| x.0).collect()
+    }
+
+    fn body_bytes(&self, ch: Channel) -> u64 {
+        self.proxy.shared.stats.ch(ch).body_bytes.load(Relaxed)
+    }
+
+    fn decisions(&self, ch: Channel) -> BTreeMap<Reason, u64> {
+        self.proxy
+            .shared
+            .stats
+            .ch(ch)
+            .decisions
+            .lock()
+            .unwrap()
+            .clone()
+    }
+
+    fn probes(&self) -> u64 {
+        self.proxy.shared.stats.probes.load(Relaxed)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn size_discovery_small_large_and_fallbacks() {
-    let ca = make_ca();
-    let (origin, log) = start_origin(None, false).await;
-    let p = start_proxy(&ca, PolicyKind::ObjSize { threshold: 6000 }).await;
+    let r = Rig::plain(PolicyKind::ObjSize { threshold: 6000 }).await;
     let pr = Some("bytes=0-999".to_string());
     let rest = Some("bytes=1000-".to_string());
 
     // < 1000 B: one probe on the LLC answers everything; the browser gets 200 + length.
-    let (st, h, b) = get_http(p.local_addr, origin, "/bytes/500").await;
-    assert_eq!(
-        (st, h["content-length"].to_str().unwrap()),
-        (StatusCode::OK, "500")
-    );
-    assert_eq!(sha(&b), sha(&pattern(500)));
+    let h = r.get_whole("/bytes/500").await;
+    assert_eq!(h["content-length"].to_str().unwrap(), "500");
     assert!(h.get("content-range").is_none());
-    assert_eq!(
-        seen_for(&log, "/bytes/500"),
-        vec![(Channel::Llc, pr.clone())]
-    );
+    assert_eq!(r.seen("/bytes/500"), vec![(Channel::Llc, pr.clone())]);
 
     // Exactly 1000 B: still one request.
-    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/1000").await;
-    assert_eq!(sha(&b), sha(&pattern(1000)));
-    assert_eq!(seen_for(&log, "/bytes/1000").len(), 1);
+    r.get_whole("/bytes/1000").await;
+    assert_eq!(r.seen("/bytes/1000").len(), 1);
 
     // 3000 B < 6000: probe and rest both on the LLC.
-    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/3000").await;
-    assert_eq!(sha(&b), sha(&pattern(3000)));
+    r.get_whole("/bytes/3000").await;
     assert_eq!(
-        seen_for(&log, "/bytes/3000"),
+        r.seen("/bytes/3000"),
         vec![(Channel::Llc, pr.clone()), (Channel::Llc, rest.clone())]
     );
 
     // 50000 B ≥ 6000: probe on the LLC, bytes=1000- on the HBC, stitched into one 200.
-    let (st, h, b) = get_http(p.local_addr, origin, "/bytes/50000").await;
+    let h = r.get_whole("/bytes/50000").await;
+    assert_eq!(h["content-length"].to_str().unwrap(), "50000");
     assert_eq!(
-        (st, h["content-length"].to_str().unwrap()),
-        (StatusCode::OK, "50000")
-    );
-    assert_eq!(sha(&b), sha(&pattern(50000)));
-    assert_eq!(
-        seen_for(&log, "/bytes/50000"),
+        r.seen("/bytes/50000"),
         vec![(Channel::Llc, pr.clone()), (Channel::Hbc, rest.clone())]
     );
 
     // No range support (200 to the probe): the full object over the LLC, one request.
-    let (st, _, b) = get_http(p.local_addr, origin, "/norange/20000").await;
-    assert_eq!(st, StatusCode::OK);
-    assert_eq!(sha(&b), sha(&pattern(20000)));
-    assert_eq!(
-        seen_for(&log, "/norange/20000"),
-        vec![(Channel::Llc, pr.clone())]
-    );
+    r.get_whole("/norange/20000").await;
+    assert_eq!(r.seen("/norange/20000"), vec![(Channel::Llc, pr.clone())]);
 
     // No Content-Length at all (chunked 200): same fallback.
-    let (st, h, b) = get_http(p.local_addr, origin, "/chunked/20000").await;
-    assert_eq!(st, StatusCode::OK);
+    let h = r.get_whole("/chunked/20000").await;
     assert!(h.get("content-length").is_none());
-    assert_eq!(sha(&b), sha(&pattern(20000)));
-    assert_eq!(
-        seen_for(&log, "/chunked/20000"),
-        vec![(Channel::Llc, pr.clone())]
-    );
+    assert_eq!(r.seen("/chunked/20000"), vec![(Channel::Llc, pr.clone())]);
 
     // Range support but unknown total (bytes 0-999/*): the rest also on the LLC, stitched.
     // (The proxy sends no Content-Length of its own; hyper may still derive one from the
     // rest's exact length, which must then be the full size.)
-    let (st, h, b) = get_http(p.local_addr, origin, "/star/20000").await;
-    assert_eq!(st, StatusCode::OK);
+    let h = r.get_whole("/star/20000").await;
     assert!(
         h.get("content-length").map_or(true, |v| v == "20000"),
         "{h:?}"
     );
-    assert_eq!(sha(&b), sha(&pattern(20000)));
     assert_eq!(
-        seen_for(&log, "/star/20000"),
+        r.seen("/star/20000"),
         vec![(Channel::Llc, pr.clone()), (Channel::Llc, rest)]
     );
 
     // Empty object: 416 to the probe, refetched whole.
-    let (st, _, b) = get_http(p.local_addr, origin, "/bytes/0").await;
-    assert_eq!((st, b.len()), (StatusCode::OK, 0));
+    r.get_whole("/bytes/0").await;
 
     // Per-channel body bytes match the decisions: the HBC carried only 50000's rest.
-    assert_eq!(body_bytes(&p, Channel::Hbc), 49_000);
+    assert_eq!(r.body_bytes(Channel::Hbc), 49_000);
     assert_eq!(
-        body_bytes(&p, Channel::Llc),
+        r.body_bytes(Channel::Llc),
         500 + 1000 + 3000 + 1000 + 20_000 + 20_000 + 20_000
     );
-    let d = |ch: Channel| p.shared.stats.ch(ch).decisions.lock().unwrap().clone();
+    let d = |ch: Channel| r.decisions(ch);
     assert_eq!(d(Channel::Hbc).get(&Reason::AboveThreshold), Some(&1));
     assert_eq!(d(Channel::Llc).get(&Reason::BelowThreshold), Some(&1));
     assert_eq!(d(Channel::Llc).get(&Reason::SmallObject), Some(&2));
     assert_eq!(d(Channel::Llc).get(&Reason::SizeUnknown), Some(&4));
-    assert_eq!(
-        p.shared.stats.ch(Channel::Hbc).decided_bytes.load(Relaxed),
-        50_000
-    );
+    let hbc = r.proxy.shared.stats.ch(Channel::Hbc);
+    assert_eq!(hbc.decided_bytes.load(Relaxed), 50_000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ians_static_decisions_follow_the_hand_computed_cases() {
-    let ca = make_ca();
-    let (origin, log) = start_origin(None, false).await;
-    let p = start_proxy(&ca, PolicyKind::Ians).await;
+    let r = Rig::plain(PolicyKind::Ians).await;
     // 500 B: done by the probe on the LLC (lowest min SRTT, 5 ms).
-    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/500").await;
-    assert_eq!(b.len(), 500);
+    r.get_whole("/bytes/500").await;
     // 200000 B, LLC connection reusable, none on the HBC, plain HTTP:
     // step 1: latency 5 < 200000/250 = 800 → step 2: LLC 5 + 800 = 805 ms;
     // HBC 40 (TCP) + 4 slow-start rounds (14480·(1+2+4+8) = 217200 ≥ 200000) = 200 ms → HBC.
-    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/200000").await;
-    assert_eq!(sha(&b), sha(&pattern(200_000)));
-    let s = seen_for(&log, "/bytes/200000");
+    r.get_whole("/bytes/200000").await;
     assert_eq!(
-        s.iter().map(|x| x.0).collect::<Vec<_>>(),
+        r.channels("/bytes/200000"),
         vec![Channel::Llc, Channel::Hbc]
     );
     // 5000 B: LLC 5 + 20 = 25 ms beats the HBC (≥ 40 ms) → both requests on the LLC.
-    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/5000").await;
-    assert_eq!(sha(&b), sha(&pattern(5000)));
-    let s = seen_for(&log, "/bytes/5000");
-    assert_eq!(
-        s.iter().map(|x| x.0).collect::<Vec<_>>(),
-        vec![Channel::Llc, Channel::Llc]
-    );
-    assert_eq!(body_bytes(&p, Channel::Hbc), 199_000);
-    assert_eq!(body_bytes(&p, Channel::Llc), 500 + 1000 + 5000);
+    r.get_whole("/bytes/5000").await;
+    assert_eq!(r.channels("/bytes/5000"), vec![Channel::Llc, Channel::Llc]);
+    assert_eq!(r.body_bytes(Channel::Hbc), 199_000);
+    assert_eq!(r.body_bytes(Channel::Llc), 500 + 1000 + 5000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn obj_oracle_takes_sizes_from_the_manifest_without_probing() {
-    let ca = make_ca();
-    let (origin, log) = start_origin(None, false).await;
-    let manifest = format!(
-        r#"{{"format":"dchannel-corpus/1","objects":[
-          {{"url":"http://{origin}/bytes/500","size":500}},
-          {{"url":"http://{origin}/bytes/50000","size":50000}}]}}"#
-    );
-    let oracle = SizeOracle::parse(&manifest).unwrap();
-    let p = start_proxy_with(
-        &ca,
-        PolicyKind::ObjOracle { committed: false },
-        Some(oracle),
-    )
-    .await;
+    let sizes = [("/bytes/500", 500), ("/bytes/50000", 50000)];
+    let r = Rig::start(PolicyKind::ObjOracle { committed: false }, false, &sizes).await;
     // 500 B, no connections, plain HTTP: LLC 5 (TCP) + 5 + 500/250 = 12 ms vs HBC 80 ms.
-    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/500").await;
-    assert_eq!(sha(&b), sha(&pattern(500)));
+    r.get_whole("/bytes/500").await;
     // 50000 B: LLC ≥ 5 + 200 = 205 ms; HBC 40 + 3 slow-start rounds = 160 ms → HBC.
-    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/50000").await;
-    assert_eq!(sha(&b), sha(&pattern(50000)));
+    r.get_whole("/bytes/50000").await;
     // Not in the manifest → HBC.
-    let (_, _, b) = get_http(p.local_addr, origin, "/bytes/700").await;
-    assert_eq!(b.len(), 700);
+    r.get_whole("/bytes/700").await;
     // One request each, no Range: the oracle never probes.
-    assert_eq!(seen_for(&log, "/bytes/500"), vec![(Channel::Llc, None)]);
-    assert_eq!(seen_for(&log, "/bytes/50000"), vec![(Channel::Hbc, None)]);
-    assert_eq!(seen_for(&log, "/bytes/700"), vec![(Channel::Hbc, None)]);
+    assert_eq!(r.seen("/bytes/500"), vec![(Channel::Llc, None)]);
+    assert_eq!(r.seen("/bytes/50000"), vec![(Channel::Hbc, None)]);
+    assert_eq!(r.seen("/bytes/700"), vec![(Channel::Hbc, None)]);
     assert_eq!(
-        (body_bytes(&p, Channel::Llc), body_bytes(&p, Channel::Hbc)),
+        (r.body_bytes(Channel::Llc), r.body_bytes(Channel::Hbc)),
         (500, 50_700)
     );
-    let d = |ch: Channel| p.shared.stats.ch(ch).decisions.lock().unwrap().clone();
+    let d = |ch: Channel| r.decisions(ch);
     assert_eq!(d(Channel::Llc).get(&Reason::PredictedFaster), Some(&1));
     assert_eq!(d(Channel::Hbc).get(&Reason::PredictedFaster), Some(&1));
     assert_eq!(d(Channel::Hbc).get(&Reason::Default), Some(&1));
-    assert_eq!(p.shared.stats.probes.load(Relaxed), 0);
+    assert_eq!(r.probes(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -474,75 +474,53 @@ async fn obj_oracle_committed_counts_the_bytes_already_sent_to_the_llc() {
     // c = 0, 3000, ..., 12000 (5 objects); then the HBC (LLC 82 ms vs HBC <= 80.36 ms).
     // Plain obj-oracle sends all eight on the LLC.
     for (committed, llc_objects) in [(true, 5), (false, 8)] {
-        let ca = make_ca();
-        let (origin, log) = start_origin(None, false).await;
-        let manifest = format!(
-            r#"{{"format":"dchannel-corpus/1","objects":[
-              {{"url":"http://{origin}/slow/3000","size":3000}}]}}"#
-        );
-        let oracle = SizeOracle::parse(&manifest).unwrap();
-        let p = start_proxy_with(&ca, PolicyKind::ObjOracle { committed }, Some(oracle)).await;
-        let mut tasks = Vec::new();
-        for _ in 0..8 {
-            let pa = p.local_addr;
-            tasks.push(tokio::spawn(async move {
-                get_http(pa, origin, "/slow/3000").await
-            }));
-        }
-        for t in tasks {
-            let (_, _, b) = t.await.unwrap();
+        let policy = PolicyKind::ObjOracle { committed };
+        let r = Rig::start(policy, false, &[("/slow/3000", 3000)]).await;
+        for (_, b) in r.get_concurrently("/slow/3000", 8).await {
             assert_eq!(sha(&b), sha(&pattern(3000)));
         }
-        let seen = seen_for(&log, "/slow/3000");
+        let seen = r.seen("/slow/3000");
         let on_llc = seen.iter().filter(|x| x.0 == Channel::Llc).count();
         assert_eq!(
             (on_llc, seen.len()),
             (llc_objects, 8),
             "committed={committed}"
         );
-        assert_eq!(body_bytes(&p, Channel::Llc), 3000 * llc_objects as u64);
+        assert_eq!(r.body_bytes(Channel::Llc), 3000 * llc_objects as u64);
         // Every committed byte arrived: nothing stays counted.
-        let left = [0, 1].map(|i| p.shared.committed[i].load(Relaxed));
+        let left = [0, 1].map(|i| r.proxy.shared.committed[i].load(Relaxed));
         assert_eq!(left, [0, 0]);
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http1_pool_keeps_at_most_six_connections_and_reuses_them() {
-    let ca = make_ca();
-    let (origin, log) = start_origin(None, false).await;
-    let p = start_proxy(&ca, PolicyKind::Passthrough).await;
-    let mut tasks = Vec::new();
-    for _ in 0..12 {
-        let pa = p.local_addr;
-        tasks.push(tokio::spawn(async move {
-            get_http(pa, origin, "/slow/100").await
-        }));
-    }
-    for t in tasks {
-        let (st, _, b) = t.await.unwrap();
+    let r = Rig::plain(PolicyKind::Passthrough).await;
+    for (st, b) in r.get_concurrently("/slow/100", 12).await {
         assert_eq!((st, b.len()), (StatusCode::OK, 100));
     }
-    let ports: HashSet<u16> = log.lock().unwrap().iter().map(|s| s.peer.port()).collect();
-    assert_eq!(log.lock().unwrap().len(), 12);
+    let log = r.log.lock().unwrap();
+    let ports: HashSet<u16> = log.iter().map(|s| s.peer.port()).collect();
+    assert_eq!(log.len(), 12);
     assert!(
         ports.len() <= 6,
         "{} upstream connections for one origin",
         ports.len()
     );
-    assert!(log
-        .lock()
-        .unwrap()
-        .iter()
-        .all(|s| channel_of(&s.peer) == Channel::Hbc));
-    assert_eq!(
-        p.shared
-            .stats
-            .ch(Channel::Hbc)
-            .connections_opened
-            .load(Relaxed),
-        ports.len() as u64
-    );
+    assert!(log.iter().all(|s| channel_of(&s.peer) == Channel::Hbc));
+    let hbc = r.proxy.shared.stats.ch(Channel::Hbc);
+    assert_eq!(hbc.connections_opened.load(Relaxed), ports.len() as u64);
+}
+
+/// Reads from `s` up to and including the first `end`.
+async fn read_until(s: &mut (impl AsyncReadExt + Unpin), end: &[u8]) -> Vec<u8> {
+    let mut got = Vec::new();
+    while !got.ends_with(end) {
+        let mut c = [0u8; 1];
+        s.read_exact(&mut c).await.unwrap();
+        got.push(c[0]);
+    }
+    got
 }
 
 /// CONNECT + TLS to the proxy (certificate from the test CA), HTTP/2 inside.
@@ -555,12 +533,7 @@ async fn h2_via_connect(
     s.write_all(format!("CONNECT {origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n").as_bytes())
         .await
         .unwrap();
-    let mut head = Vec::new();
-    while !head.ends_with(b"\r\n\r\n") {
-        let mut c = [0u8; 1];
-        s.read_exact(&mut c).await.unwrap();
-        head.push(c[0]);
-    }
+    let head = read_until(&mut s, b"\r\n\r\n").await;
     assert!(
         head.starts_with(b"HTTP/1.1 200"),
         "{}",
@@ -582,27 +555,10 @@ async fn h2_via_connect(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_h2_origin_is_multiplexed_on_one_connection_per_channel() {
-    let ca = make_ca();
-    let (origin, log) = start_origin(Some(&ca), true).await;
-    let p = start_proxy(&ca, PolicyKind::ObjSize { threshold: 6000 }).await;
-    let tx = h2_via_connect(p.local_addr, origin, &ca.cert_pem).await;
-    let mut tasks = Vec::new();
-    for n in [300usize, 4000, 70_000, 120_000, 800, 9000] {
-        let mut tx = tx.clone();
-        tasks.push(tokio::spawn(async move {
-            let req = Request::get(format!("https://{origin}/bytes/{n}"))
-                .body(Empty::new())
-                .unwrap();
-            let resp = tx.send_request(req).await.unwrap();
-            assert_eq!(resp.status(), StatusCode::OK);
-            let b = resp.into_body().collect().await.unwrap().to_bytes();
-            assert_eq!(sha(&b), sha(&pattern(n)), "object of {n} bytes");
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let st = |ch: Channel| p.shared.stats.ch(ch);
+    let r = Rig::start(PolicyKind::ObjSize { threshold: 6000 }, true, &[]).await;
+    let sizes = [300usize, 4000, 70_000, 120_000, 800, 9000];
+    r.get_all_h2(&sizes.map(|n| (n, None))).await;
+    let st = |ch: Channel| r.proxy.shared.stats.ch(ch);
     // One h2 connection per channel carried all requests (the first connection per
     // channel learns h2; concurrent requests wait for it instead of opening their own).
     assert_eq!(st(Channel::Llc).connections_opened.load(Relaxed), 1);
@@ -610,10 +566,10 @@ async fn https_h2_origin_is_multiplexed_on_one_connection_per_channel() {
     assert_eq!(st(Channel::Llc).h2_connections.load(Relaxed), 1);
     // 3 objects ≥ 6000 B had their rest on the HBC.
     assert_eq!(
-        body_bytes(&p, Channel::Hbc),
+        r.body_bytes(Channel::Hbc),
         (70_000 - 1000) + (120_000 - 1000) + (9000 - 1000)
     );
-    assert_eq!(log.lock().unwrap().len(), 6 + 4);
+    assert_eq!(r.log.lock().unwrap().len(), 6 + 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -627,7 +583,7 @@ async fn binary_prints_ready_and_writes_stats_on_sigterm() {
     );
     std::fs::write(&c, &ca.cert_pem).unwrap();
     std::fs::write(&k, &ca.key_pem).unwrap();
-    let (origin, _log) = start_origin(None, false).await;
+    let (origin, _log) = start_origin(None).await;
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_objproxy"))
         .args([
             "--listen",
@@ -650,13 +606,7 @@ async fn binary_prints_ready_and_writes_stats_on_sigterm() {
         .spawn()
         .unwrap();
     let mut out = child.stdout.take().unwrap();
-    let mut line = Vec::new();
-    while !line.ends_with(b"\n") {
-        let mut c = [0u8; 1];
-        out.read_exact(&mut c).await.unwrap();
-        line.push(c[0]);
-    }
-    let line = String::from_utf8(line).unwrap();
+    let line = String::from_utf8(read_until(&mut out, b"\n").await).unwrap();
     let addr: SocketAddr = line
         .trim()
         .strip_prefix("READY ")
@@ -682,33 +632,19 @@ async fn binary_prints_ready_and_writes_stats_on_sigterm() {
 
 #[test]
 fn bad_arguments_are_explained() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_objproxy"))
-        .args([
-            "--policy",
-            "obj-size:lots",
-            "--ca-cert",
-            "/nonexistent",
-            "--ca-key",
-            "/nonexistent",
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("byte count"), "{err}");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_objproxy"))
-        .args([
-            "--policy",
-            "obj-oracle",
-            "--ca-cert",
-            "/nonexistent",
-            "--ca-key",
-            "/nonexistent",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("needs --corpus"), "{err}");
+    for (policy, want) in [
+        ("obj-size:lots", "byte count"),
+        ("obj-oracle", "needs --corpus"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_objproxy"))
+            .args(["--policy", policy])
+            .args(["--ca-cert", "/nonexistent", "--ca-key", "/nonexistent"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{policy}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+    }
 }
 
 /// obj-priority over CONNECT + TLS + HTTP/2, as Chromium talks to the proxy: exactly the
@@ -716,10 +652,7 @@ fn bad_arguments_are_explained() {
 /// and the per-channel body bytes equal the sizes of the objects decided for the channel.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn obj_priority_sends_exactly_the_highest_priority_requests_over_the_llc() {
-    let ca = make_ca();
-    let (origin, log) = start_origin(Some(&ca), true).await;
-    let p = start_proxy(&ca, PolicyKind::ObjPriority).await;
-    let tx = h2_via_connect(p.local_addr, origin, &ca.cert_pem).await;
+    let r = Rig::start(PolicyKind::ObjPriority, true, &[]).await;
     // (size, the `priority` header Chromium sends for the resource, expected channel);
     // sizes are distinct so the origin's log tells the requests apart.
     let cases: [(usize, Option<&'static str>, Channel); 7] = [
@@ -731,29 +664,10 @@ async fn obj_priority_sends_exactly_the_highest_priority_requests_over_the_llc()
         (120_000, Some("i"), Channel::Hbc),    // image (urgency 3, omitted)
         (7_700, None, Channel::Hbc),           // async script: no header
     ];
-    let mut tasks = Vec::new();
-    for (n, prio, _) in cases {
-        let mut tx = tx.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut req = Request::get(format!("https://{origin}/bytes/{n}"));
-            if let Some(v) = prio {
-                req = req.header("priority", v);
-            }
-            let resp = tx
-                .send_request(req.body(Empty::new()).unwrap())
-                .await
-                .unwrap();
-            assert_eq!(resp.status(), StatusCode::OK);
-            let b = resp.into_body().collect().await.unwrap().to_bytes();
-            assert_eq!(sha(&b), sha(&pattern(n)), "object of {n} bytes");
-        }));
-    }
-    for t in tasks {
-        t.await.unwrap();
-    }
+    r.get_all_h2(&cases.map(|(n, prio, _)| (n, prio))).await;
     for (n, _, ch) in cases {
         assert_eq!(
-            seen_for(&log, &format!("/bytes/{n}")),
+            r.seen(&format!("/bytes/{n}")),
             vec![(ch, None)],
             "object of {n} bytes: one whole request on {ch}"
         );
@@ -762,22 +676,22 @@ async fn obj_priority_sends_exactly_the_highest_priority_requests_over_the_llc()
         |ch: Channel| -> u64 { cases.iter().filter(|c| c.2 == ch).map(|c| c.0 as u64).sum() };
     assert_eq!(want(Channel::Llc), 5_120 + 2_300 + 48_000);
     for ch in Channel::ALL {
-        let st = p.shared.stats.ch(ch);
-        assert_eq!(body_bytes(&p, ch), want(ch), "{ch} body bytes");
+        let st = r.proxy.shared.stats.ch(ch);
+        assert_eq!(r.body_bytes(ch), want(ch), "{ch} body bytes");
         assert_eq!(
             st.decided_bytes.load(Relaxed),
             want(ch),
             "{ch} decided bytes"
         );
     }
-    let d = |ch: Channel| p.shared.stats.ch(ch).decisions.lock().unwrap().clone();
+    let d = |ch: Channel| r.decisions(ch);
     assert_eq!(d(Channel::Llc).get(&Reason::HighestPriority), Some(&3));
     assert_eq!(d(Channel::Llc).len(), 1);
     assert_eq!(d(Channel::Hbc).get(&Reason::LowerPriority), Some(&4));
     assert_eq!(d(Channel::Hbc).len(), 1);
-    assert_eq!(p.shared.stats.probes.load(Relaxed), 0);
+    assert_eq!(r.probes(), 0);
     // The stats JSON names the reasons.
-    let json = serde_json::to_value(p.shared.snapshot()).unwrap();
+    let json = serde_json::to_value(r.proxy.shared.snapshot()).unwrap();
     assert_eq!(json["policy"], "obj-priority");
     assert_eq!(json["channels"]["llc"]["decisions"]["highest_priority"], 3);
     assert_eq!(json["channels"]["hbc"]["decisions"]["lower_priority"], 4);
