@@ -214,22 +214,18 @@ def test_outage_and_burst_option_values() -> None:
     assert parse_outage(".5s-1s:down") == Fault(500.0, 1000.0, ("downlink",))
     assert parse_burst("2s-4s:0.3") == Fault(2000.0, 4000.0, ("uplink", "downlink"), 0.3)
     assert parse_burst("0ms-10ms:1:both").loss == 1.0
-    for bad, msg in [
-        ("2-4", "expected a time like 2s"),
-        ("2s", "expected FROM-TO"),
-        ("4s-2s", "must end after it starts"),
-        ("2s-4s:sideways", "up, down or both"),
-        ("-1s-2s", "expected a time"),
+    for parse, bad, msg in [
+        (parse_outage, "2-4", "expected a time like 2s"),
+        (parse_outage, "2s", "expected FROM-TO"),
+        (parse_outage, "4s-2s", "must end after it starts"),
+        (parse_outage, "2s-4s:sideways", "up, down or both"),
+        (parse_outage, "-1s-2s", "expected a time"),
+        (parse_burst, "2s-4s", "FROM-TO:P"),
+        (parse_burst, "2s-4s:1.5", "probability"),
+        (parse_burst, "2s-4s:x", "probability"),
     ]:
         with pytest.raises(ValueError, match=msg):
-            parse_outage(bad)
-    for bad, msg in [
-        ("2s-4s", "FROM-TO:P"),
-        ("2s-4s:1.5", "probability"),
-        ("2s-4s:x", "probability"),
-    ]:
-        with pytest.raises(ValueError, match=msg):
-            parse_burst(bad)
+            parse(bad)
 
 
 def test_with_faults_profile_is_read_by_chanemu(
