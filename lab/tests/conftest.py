@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dchlab.paths import target_dir
+from dchlab.paths import shared_data, target_dir
 
 
 def require_root() -> None:
@@ -24,6 +24,14 @@ def require_binaries(*names: str) -> None:
         pytest.skip(
             "not built: " + ", ".join(missing) + " (cargo build --release -p " + missing[0] + ")"
         )
+
+
+def shared_pages(kind: str) -> Path:
+    """../shared/data/pages/<kind> (tp5n, warc); skip the calling test when it is absent."""
+    data = shared_data()
+    if data is None or not (data / "pages" / kind).is_dir():
+        pytest.skip(f"../shared/data/pages/{kind} absent")
+    return data / "pages" / kind
 
 
 CHROMIUM = Path("/usr/lib/chromium/chromium")

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_pages
 
 from dchlab.pages import media, open_corpus
 from dchlab.pages.corpus import CorpusError, CorpusWriter, load, summary, verify_bodies
 from dchlab.pages.generator import BYTE_SHARE, generate, plan_page
 from dchlab.pages.tp5n import import_tp5n
 from dchlab.pages.warc import import_warc
-from dchlab.paths import shared_data
 
 
 def _tiny_corpus(root: Path) -> Path:
@@ -224,10 +224,7 @@ def test_tp5n_fixture(tmp_path: Path) -> None:
 
 @pytest.mark.shared_data
 def test_tp5n_real_data(tmp_path: Path) -> None:
-    data = shared_data()
-    if data is None or not (data / "pages" / "tp5n").is_dir():
-        pytest.skip("../shared/data/pages/tp5n absent")
-    corpus, reports = import_tp5n(data / "pages" / "tp5n", tmp_path / "tp5n")
+    corpus, reports = import_tp5n(shared_pages("tp5n"), tmp_path / "tp5n")
     assert len(corpus.pages) == 40
     files = sum(r.files for r in reports)
     assert len(corpus.objects) + 0 <= files and len(corpus.objects) >= 0.95 * files
@@ -302,10 +299,7 @@ def test_warc_fixture(tmp_path: Path) -> None:
 
 @pytest.mark.shared_data
 def test_warc_real_data(tmp_path: Path) -> None:
-    data = shared_data()
-    if data is None or not (data / "pages" / "warc").is_dir():
-        pytest.skip("../shared/data/pages/warc absent")
-    files = sorted((data / "pages" / "warc").glob("*.warc.gz"))
+    files = sorted(shared_pages("warc").glob("*.warc.gz"))
     corpus, _ = import_warc(files, tmp_path / "w")
     assert len(corpus.pages) == 6
     rows = {r["page"]: r for r in summary(load(tmp_path / "w"))}

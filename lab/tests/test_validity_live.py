@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import needs_testbed
+from conftest import needs_testbed, shared_pages
 from test_pages_import_robust import litter_tree
 
 from dchlab.pages.corpus import load, save
-from dchlab.paths import shared_data, target_dir
+from dchlab.paths import target_dir
 from dchlab.workloads.api import RunSpec, load_one
 
 pytestmark = [pytest.mark.chromium, pytest.mark.netns]
@@ -58,10 +58,7 @@ def test_tp5n_page_with_missing_resources_is_valid_under_every_scheme(tmp_path: 
     from dchlab.commands.corpus import probe_corpus
     from dchlab.pages.tp5n import import_tp5n
 
-    data = shared_data()
-    if data is None or not (data / "pages" / "tp5n").is_dir():
-        pytest.skip("../shared/data/pages/tp5n absent")
-    corpus, _ = import_tp5n(data / "pages" / "tp5n", tmp_path / "tp5n", ["amazon.com"])
+    corpus, _ = import_tp5n(shared_pages("tp5n"), tmp_path / "tp5n", ["amazon.com"])
     probe_corpus(corpus)
     corpus = load(corpus.root)
     record = corpus.page("amazon.com").missing_urls or []

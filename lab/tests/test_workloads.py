@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import why_no_testbed
+from conftest import shared_pages, why_no_testbed
 
 from dchlab.paths import shared_data, target_dir
 from dchlab.workloads.api import ROW_KEYS, RunSpec, channel_counters, curl_row, paired_seed
@@ -163,10 +163,7 @@ def small_corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-u
 def _tp5n(tmp_path: Path, sites: list[str]):  # type: ignore[no-untyped-def]
     from dchlab.pages.tp5n import import_tp5n
 
-    data = shared_data()
-    if data is None or not (data / "pages" / "tp5n").is_dir():
-        pytest.skip("../shared/data/pages/tp5n absent")
-    return import_tp5n(data / "pages" / "tp5n", tmp_path / "tp5n", sites)[0]
+    return import_tp5n(shared_pages("tp5n"), tmp_path / "tp5n", sites)[0]
 
 
 @pytest.mark.netns
