@@ -4,28 +4,23 @@
 //! flow id and sequence number (the sender's decision-log key), the channel and
 //! the inner IP packet's size. Written only with `--arrival-log`.
 
-use anyhow::{Context, Result};
+use crate::csv_log::CsvLog;
+use anyhow::Result;
 use dchannel_core::{Channel, Nanos};
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Mutex;
 
 pub const COLUMNS: &str = "t_mono_ns,peer,flow_id,seq,channel,size";
 
 pub struct ArrivalLog {
-    // Only the receive thread writes; the mutex is uncontended and lets main flush.
-    w: Mutex<BufWriter<File>>,
+    // Only the receive thread writes.
+    log: CsvLog,
     epoch_mono_ns: u64,
 }
 
 impl ArrivalLog {
     pub fn create(path: &Path, epoch_mono_ns: u64) -> Result<ArrivalLog> {
-        let f = File::create(path).with_context(|| format!("--arrival-log {}", path.display()))?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        writeln!(w, "{COLUMNS}")?;
         Ok(ArrivalLog {
-            w: Mutex::new(w),
+            log: CsvLog::create(path, "--arrival-log", COLUMNS)?,
             epoch_mono_ns,
         })
     }
@@ -40,17 +35,15 @@ impl ArrivalLog {
         ch: Channel,
         size: usize,
     ) {
-        let mut w = self.w.lock().expect("arrival log lock");
-        let _ = writeln!(
-            w,
+        self.log.write_row(format_args!(
             "{},{peer},{flow_id},{seq},{},{size}",
             self.epoch_mono_ns + now,
             ch.name()
-        );
+        ));
     }
 
     pub fn flush(&self) {
-        let _ = self.w.lock().expect("arrival log lock").flush();
+        self.log.flush();
     }
 }
 

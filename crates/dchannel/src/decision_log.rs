@@ -8,18 +8,16 @@
 //! receiving agent's arrival log (`--arrival-log`, arrival_log.rs) on
 //! (flow_id, seq): an absolute estimate is `t_mono_ns + (c_x_ms - t_ms) * 1e6`.
 
-use anyhow::{Context, Result};
+use crate::csv_log::CsvLog;
+use anyhow::Result;
 use dchannel_core::steer::Steered;
 use dchannel_core::{Channel, Nanos};
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::Mutex;
 
 pub const COLUMNS: &str = "t_ms,peer,flow_id,seq,flow,proto,size,payload,channel,outcome,reward_ms,c_hbc_ms,c_llc_ms,llc_queue_bytes,t_mono_ns";
 
 pub struct DecisionLog {
-    w: Mutex<BufWriter<File>>,
+    log: CsvLog,
     /// CLOCK_MONOTONIC (ns) at the agent's epoch (`now` = 0).
     epoch_mono_ns: u64,
 }
@@ -30,18 +28,14 @@ fn ms(v: f64) -> f64 {
 
 impl DecisionLog {
     pub fn create(path: &Path, epoch_mono_ns: u64) -> Result<DecisionLog> {
-        let f = File::create(path).with_context(|| format!("--decision-log {}", path.display()))?;
-        let mut w = BufWriter::with_capacity(1 << 20, f);
-        writeln!(w, "{COLUMNS}")?;
         Ok(DecisionLog {
-            w: Mutex::new(w),
+            log: CsvLog::create(path, "--decision-log", COLUMNS)?,
             epoch_mono_ns,
         })
     }
 
     /// One line; `sent_on` may differ from the decision when an endpoint was missing.
     pub fn record(&self, now: Nanos, peer: usize, st: &Steered, sent_on: Channel) {
-        let mut w = self.w.lock().expect("decision log lock");
         let (flow, proto, size, payload) = match (&st.key, &st.info) {
             (Some(k), Some(i)) => (k.to_string(), i.proto, i.ip_len, i.payload_len),
             _ => ("-".to_string(), 0, 0, 0),
@@ -54,8 +48,7 @@ impl DecisionLog {
             ),
             None => (String::new(), String::new(), String::new()),
         };
-        let _ = writeln!(
-            w,
+        self.log.write_row(format_args!(
             "{:.4},{peer},{},{},{flow},{proto},{size},{payload},{},{},{r},{ch},{cl},{:.0},{}",
             ms(now as f64),
             st.flow_id,
@@ -64,10 +57,10 @@ impl DecisionLog {
             st.decision.outcome.name(),
             st.llc_queue,
             self.epoch_mono_ns + now
-        );
+        ));
     }
 
     pub fn flush(&self) {
-        let _ = self.w.lock().expect("decision log lock").flush();
+        self.log.flush();
     }
 }

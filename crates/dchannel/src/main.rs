@@ -8,6 +8,7 @@ mod batch_send;
 mod busy_poll;
 mod cli;
 mod config;
+mod csv_log;
 mod decision_log;
 mod final_publish;
 mod keytool;
@@ -153,8 +154,8 @@ fn serve<A: DatagramAuth + 'static>(
     );
     stats.crypto = crypto;
     let (tun, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On)?;
-    stats.tun_offload = vnet_hdr;
-    stats.busy_poll_us = common.busy_poll_us;
+    stats.tun.offload = vnet_hdr;
+    stats.busy_poll.us = common.busy_poll_us;
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
     if let Some(addr) = common.metrics_addr {
