@@ -101,8 +101,9 @@ impl Io {
             if *h != VnetHdr::PLAIN {
                 let vh = VnetHdr::parse(h).expect("a whole header");
                 let payload = p.len() - vh.hdr_len as usize;
-                self.stats.gro_superpackets.fetch_add(1, Relaxed);
+                self.stats.tun.gro_superpackets.fetch_add(1, Relaxed);
                 self.stats
+                    .tun
                     .gro_segments
                     .fetch_add(payload.div_ceil(vh.gso_size as usize) as u64, Relaxed);
             }
@@ -192,7 +193,7 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
                 }
                 io.finish_gro(&mut gro);
                 if n > 0 && busy.moved(Side::Receiver, io.now()) {
-                    io.stats.busy_wakes.fetch_add(1, Relaxed);
+                    io.stats.busy_poll.wakes.fetch_add(1, Relaxed);
                 }
                 if n < BATCH {
                     break; // the socket is drained

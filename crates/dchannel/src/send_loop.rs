@@ -70,8 +70,11 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
             match segments {
                 Ok(mut segs) => {
                     if segs.count() > 1 {
-                        io.stats.superpackets.fetch_add(1, Relaxed);
-                        io.stats.segments.fetch_add(segs.count() as u64, Relaxed);
+                        io.stats.tun.superpackets.fetch_add(1, Relaxed);
+                        io.stats
+                            .tun
+                            .segments
+                            .fetch_add(segs.count() as u64, Relaxed);
                     }
                     // Each segment sealed in its own slot, all sent together.
                     loop {
@@ -96,7 +99,7 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
             }
         }
         if io.busy.moved(Side::Sender, now) {
-            io.stats.busy_wakes.fetch_add(1, Relaxed);
+            io.stats.busy_poll.wakes.fetch_add(1, Relaxed);
         }
         if tx.poll_timeout().is_some_and(|t| t <= now) {
             tx.handle_timeout(now);

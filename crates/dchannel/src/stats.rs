@@ -149,6 +149,42 @@ impl ChannelCounters {
     }
 }
 
+/// `--tun-offload` (the `tun` object of the stats).
+#[derive(Default)]
+pub struct TunCounters {
+    /// The TUN has offloads on.
+    pub offload: bool,
+    /// TCP super-packets read from the TUN, and the packets they were cut
+    /// into (send thread).
+    pub superpackets: AtomicU64,
+    pub segments: AtomicU64,
+    /// Super-packets written to the TUN (segments joined by
+    /// dchannel_core::gro), and the segments they hold (receive thread).
+    pub gro_superpackets: AtomicU64,
+    pub gro_segments: AtomicU64,
+}
+
+impl TunCounters {
+    fn to_json(&self) -> Value {
+        json!({
+            "offload": self.offload,
+            "superpackets": self.superpackets.load(Relaxed),
+            "segments": self.segments.load(Relaxed),
+            "gro_superpackets": self.gro_superpackets.load(Relaxed),
+            "gro_segments": self.gro_segments.load(Relaxed),
+        })
+    }
+}
+
+/// `--busy-poll-us` (the `busy_poll` object of the stats).
+#[derive(Default)]
+pub struct BusyPollCounters {
+    /// The flag's value (0: off).
+    pub us: u64,
+    /// Sleeping sibling threads woken by busy-poll (busy_poll.rs).
+    pub wakes: AtomicU64,
+}
+
 pub struct Stats {
     pub role: &'static str,
     pub policy: String,
@@ -157,26 +193,38 @@ pub struct Stats {
     pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
     pub malformed: [AtomicU64; Malformed::ALL.len()],
     pub flows: AtomicU64,
-    /// `--tun-offload`: TCP super-packets read from the TUN, and the packets they
-    /// were cut into (send thread).
-    pub superpackets: AtomicU64,
-    pub segments: AtomicU64,
-    /// `--tun-offload`: super-packets written to the TUN (segments joined by
-    /// dchannel_core::gro), and the segments they hold (receive thread).
-    pub gro_superpackets: AtomicU64,
-    pub gro_segments: AtomicU64,
-    /// The TUN has offloads on.
-    pub tun_offload: bool,
-    /// `--busy-poll-us` (0: off).
-    pub busy_poll_us: u64,
-    /// Sleeping sibling threads woken by busy-poll (busy_poll.rs).
-    pub busy_wakes: AtomicU64,
+    pub tun: TunCounters,
+    pub busy_poll: BusyPollCounters,
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
     pub endpoint: Arc<Shared>,
     /// The encryption layer (its drop counters per reason and handshake
     /// counters are read from it); `None` with `--insecure`.
     pub crypto: Option<AeadAuth>,
 }
+
+/// Name, help and kind of the reorder buffer's (unlabelled) metrics.
+const REORDER_METRICS: [(&str, &str, &str); 4] = [
+    (
+        "reorder_timeout_releases_total",
+        "LLC packets released by timeout",
+        "counter",
+    ),
+    (
+        "reorder_in_order_releases_total",
+        "Held LLC packets released in order",
+        "counter",
+    ),
+    (
+        "reorder_mean_occupancy_bytes",
+        "Time-weighted mean reorder buffer occupancy",
+        "gauge",
+    ),
+    (
+        "reorder_max_occupancy_bytes",
+        "Maximum reorder buffer occupancy",
+        "gauge",
+    ),
+];
 
 fn ms_or_null(ns: Option<Nanos>) -> Value {
     match ns {
@@ -200,13 +248,8 @@ impl Stats {
             decisions: std::array::from_fn(|_| Default::default()),
             malformed: Default::default(),
             flows: AtomicU64::new(0),
-            superpackets: AtomicU64::new(0),
-            segments: AtomicU64::new(0),
-            gro_superpackets: AtomicU64::new(0),
-            gro_segments: AtomicU64::new(0),
-            tun_offload: false,
-            busy_poll_us: 0,
-            busy_wakes: AtomicU64::new(0),
+            tun: TunCounters::default(),
+            busy_poll: BusyPollCounters::default(),
             endpoint,
             crypto: None,
         }
@@ -320,16 +363,10 @@ impl Stats {
             "malformed": malformed,
             "crypto": self.crypto_json(),
             "flows": self.flows.load(Relaxed),
-            "tun": {
-                "offload": self.tun_offload,
-                "superpackets": self.superpackets.load(Relaxed),
-                "segments": self.segments.load(Relaxed),
-                "gro_superpackets": self.gro_superpackets.load(Relaxed),
-                "gro_segments": self.gro_segments.load(Relaxed),
-            },
+            "tun": self.tun.to_json(),
             "busy_poll": {
-                "us": self.busy_poll_us,
-                "wakes": self.busy_wakes.load(Relaxed),
+                "us": self.busy_poll.us,
+                "wakes": self.busy_poll.wakes.load(Relaxed),
             },
         })
     }
@@ -436,30 +473,17 @@ impl Stats {
             );
         }
         let r = self.endpoint.reorder_stats();
-        metric(
-            "reorder_timeout_releases_total",
-            "LLC packets released by timeout",
-            "counter",
-            vec![(String::new(), r.timeout_releases.to_string())],
-        );
-        metric(
-            "reorder_in_order_releases_total",
-            "Held LLC packets released in order",
-            "counter",
-            vec![(String::new(), r.in_order_releases.to_string())],
-        );
-        metric(
-            "reorder_mean_occupancy_bytes",
-            "Time-weighted mean reorder buffer occupancy",
-            "gauge",
-            vec![(String::new(), r.mean_occupancy_bytes.to_string())],
-        );
-        metric(
-            "reorder_max_occupancy_bytes",
-            "Maximum reorder buffer occupancy",
-            "gauge",
-            vec![(String::new(), r.max_occupancy_bytes.to_string())],
-        );
+        // in the order of REORDER_METRICS
+        let values = [
+            r.timeout_releases.to_string(),
+            r.in_order_releases.to_string(),
+            r.mean_occupancy_bytes.to_string(),
+            r.max_occupancy_bytes.to_string(),
+        ];
+        let reorder = REORDER_METRICS.into_iter().zip(values);
+        for ((name, help, kind), value) in reorder {
+            metric(name, help, kind, vec![(String::new(), value)]);
+        }
         let mut rows = Vec::new();
         for p in self.endpoint.peers() {
             for ch in Channel::ALL {
