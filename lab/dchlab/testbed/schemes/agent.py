@@ -132,28 +132,25 @@ def agent_argv(
     raise ValueError(f"agent role {role!r}: expected 'client' or 'gateway'")
 
 
-@register(
-    "dchannel",
-    help="NSDI'23 reward/cost steering (alpha=0.75; dchannel:alpha=X)",
-    params="optional",
-)
-@register("all-hbc", help="agents, every packet on the HBC")
-@register("all-llc", help="agents, every packet on the LLC")
-@register(
-    "pkt-size",
-    help="agents, packets smaller than N bytes on the LLC (pkt-size:N)",
-    params="required",
-)
-@register("pkt-control", help="agents, TCP packets without payload on the LLC")
-@register("pkt-uplink", help="agents, client→server on the LLC, server→client on the HBC")
-@register("pkt-state", help="agents, HotMobile'21 packet-state heuristic")
-@register(
-    "prewarm",
-    help="dchannel, and the client wakes the HBC radio beside LLC packets "
-    "(prewarm:alpha=A,gap_ms=G)",
-    params="optional",
-)
-@register("asap", help="agents, DNS/handshakes/requests on the LLC, response data on the HBC")
+#: The agents' policies, each a scheme of its own: name -> (help, params), params as
+#: `register` takes them ("" none, "optional", "required").
+POLICIES: dict[str, tuple[str, str]] = {
+    "dchannel": ("NSDI'23 reward/cost steering (alpha=0.75; dchannel:alpha=X)", "optional"),
+    "all-hbc": ("agents, every packet on the HBC", ""),
+    "all-llc": ("agents, every packet on the LLC", ""),
+    "pkt-size": ("agents, packets smaller than N bytes on the LLC (pkt-size:N)", "required"),
+    "pkt-control": ("agents, TCP packets without payload on the LLC", ""),
+    "pkt-uplink": ("agents, client→server on the LLC, server→client on the HBC", ""),
+    "pkt-state": ("agents, HotMobile'21 packet-state heuristic", ""),
+    "prewarm": (
+        "dchannel, and the client wakes the HBC radio beside LLC packets "
+        "(prewarm:alpha=A,gap_ms=G)",
+        "optional",
+    ),
+    "asap": ("agents, DNS/handshakes/requests on the LLC, response data on the HBC", ""),
+}
+
+
 class AgentScheme(Scheme):
     kind = "agent"
 
@@ -218,3 +215,7 @@ class AgentScheme(Scheme):
             if isinstance(entry, dict):
                 entry["reward_error_ms"] = summary[direction].pop("abs_ms")
         stats["reward_error"] = summary
+
+
+for _name, (_help, _params) in POLICIES.items():
+    register(_name, help=_help, params=_params)(AgentScheme)
