@@ -103,24 +103,27 @@ pub fn rest_skip(status: u16, content_range: Option<&str>) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ProbeOutcome::{Complete, FetchRest, PassThrough, Refetch, RestUnknownSize};
+
+    /// The outcome of a 206 probe answer with this Content-Range.
+    fn partial(content_range: &str) -> ProbeOutcome {
+        on_probe_response(206, Some(content_range))
+    }
 
     #[test]
     fn parses_content_range() {
+        let bytes_0_999 = |total| ContentRange {
+            start: 0,
+            end: 999,
+            total,
+        };
         assert_eq!(
             parse_content_range("bytes 0-999/5000"),
-            Some(ContentRange {
-                start: 0,
-                end: 999,
-                total: Some(5000)
-            })
+            Some(bytes_0_999(Some(5000)))
         );
         assert_eq!(
             parse_content_range("bytes 0-999/*"),
-            Some(ContentRange {
-                start: 0,
-                end: 999,
-                total: None
-            })
+            Some(bytes_0_999(None))
         );
         assert_eq!(parse_content_range("bytes */0"), None);
         assert_eq!(parse_content_range("bytes 5-3/10"), None);
@@ -131,42 +134,24 @@ mod tests {
     #[test]
     fn small_object_is_complete_after_probe() {
         // 500 B object: the server answers 206 bytes 0-499/500.
-        assert_eq!(
-            on_probe_response(206, Some("bytes 0-499/500")),
-            ProbeOutcome::Complete { total: 500 }
-        );
+        assert_eq!(partial("bytes 0-499/500"), Complete { total: 500 });
         // Exactly 1000 B.
-        assert_eq!(
-            on_probe_response(206, Some("bytes 0-999/1000")),
-            ProbeOutcome::Complete { total: 1000 }
-        );
+        assert_eq!(partial("bytes 0-999/1000"), Complete { total: 1000 });
     }
 
     #[test]
     fn large_object_needs_the_rest() {
-        assert_eq!(
-            on_probe_response(206, Some("bytes 0-999/1001")),
-            ProbeOutcome::FetchRest { total: 1001 }
-        );
-        assert_eq!(
-            on_probe_response(206, Some("bytes 0-999/*")),
-            ProbeOutcome::RestUnknownSize
-        );
+        assert_eq!(partial("bytes 0-999/1001"), FetchRest { total: 1001 });
+        assert_eq!(partial("bytes 0-999/*"), RestUnknownSize);
     }
 
     #[test]
     fn no_range_support_passes_through() {
-        assert_eq!(on_probe_response(200, None), ProbeOutcome::PassThrough);
-        assert_eq!(on_probe_response(404, None), ProbeOutcome::PassThrough);
-        assert_eq!(
-            on_probe_response(416, Some("bytes */0")),
-            ProbeOutcome::Refetch
-        );
-        assert_eq!(
-            on_probe_response(206, Some("bytes 10-999/5000")),
-            ProbeOutcome::Refetch
-        );
-        assert_eq!(on_probe_response(206, None), ProbeOutcome::Refetch);
+        assert_eq!(on_probe_response(200, None), PassThrough);
+        assert_eq!(on_probe_response(404, None), PassThrough);
+        assert_eq!(on_probe_response(416, Some("bytes */0")), Refetch);
+        assert_eq!(partial("bytes 10-999/5000"), Refetch);
+        assert_eq!(on_probe_response(206, None), Refetch);
     }
 
     #[test]

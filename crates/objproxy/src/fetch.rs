@@ -296,6 +296,23 @@ fn with_range(req: &Outgoing, range: &'static str) -> Outgoing {
     r
 }
 
+/// Sends `req` asking for `range` on `ch`; returns the response and its Content-Range.
+async fn send_range(
+    shared: &Arc<Shared>,
+    ch: Channel,
+    origin: &Origin,
+    req: &Outgoing,
+    range: &'static str,
+) -> Result<(Response<Incoming>, Option<String>)> {
+    let resp = upstream::send(shared, ch, origin, &with_range(req, range)).await?;
+    let content_range = resp
+        .headers()
+        .get(header::CONTENT_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    Ok((resp, content_range))
+}
+
 /// IANS size discovery on `probe_ch`, then the rest on the policy's channel.
 async fn discover(
     shared: &Arc<Shared>,
@@ -304,18 +321,8 @@ async fn discover(
     probe_ch: Channel,
 ) -> Result<ProxyResponse> {
     shared.stats.probes.fetch_add(1, Relaxed);
-    let probe = upstream::send(
-        shared,
-        probe_ch,
-        origin,
-        &with_range(&req, discovery::PROBE_RANGE),
-    )
-    .await?;
-    let content_range = probe
-        .headers()
-        .get(header::CONTENT_RANGE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let (probe, content_range) =
+        send_range(shared, probe_ch, origin, &req, discovery::PROBE_RANGE).await?;
     let outcome = discovery::on_probe_response(probe.status().as_u16(), content_range.as_deref());
     tracing::debug!(host = %origin.host, path = %req.path_and_query, ?outcome, "probe");
     let (rest_ch, total) = match outcome {
@@ -378,17 +385,8 @@ async fn discover(
         anyhow::bail!("probe answered {} bytes for bytes=0-999", prefix.len());
     }
     shared.stats.stitched.fetch_add(1, Relaxed);
-    let rest = upstream::send(
-        shared,
-        rest_ch,
-        origin,
-        &with_range(&req, discovery::REST_RANGE),
-    )
-    .await?;
-    let cr = rest
-        .headers()
-        .get(header::CONTENT_RANGE)
-        .and_then(|v| v.to_str().ok());
+    let (rest, cr) = send_range(shared, rest_ch, origin, &req, discovery::REST_RANGE).await?;
+    let cr = cr.as_deref();
     let skip = discovery::rest_skip(rest.status().as_u16(), cr).with_context(|| {
         format!(
             "range bytes=1000- answered {} {:?}; cannot stitch",

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
@@ -79,22 +79,19 @@ impl Shared {
         self.started.elapsed().as_secs_f64() * 1000.0
     }
 
+    /// The estimate of `ch`, locked.
+    fn estimate(&self, ch: Channel) -> MutexGuard<'_, ChannelEstimate> {
+        self.estimates[ch.index()].lock().expect("estimate lock")
+    }
+
     pub fn on_srtt(&self, ch: Channel, srtt_ms: f64) {
         let now = self.now_ms();
-        self.estimates[ch.index()]
-            .lock()
-            .expect("estimate lock")
-            .srtt
-            .push(now, srtt_ms);
+        self.estimate(ch).srtt.push(now, srtt_ms);
     }
 
     pub fn on_rx_counter(&self, ch: Channel, bytes: u64) {
         let now = self.now_ms();
-        self.estimates[ch.index()]
-            .lock()
-            .expect("estimate lock")
-            .rate
-            .on_counter(now, bytes);
+        self.estimate(ch).rate.on_counter(now, bytes);
     }
 
     /// The policies' view of both channels for a request to `origin`.
@@ -102,10 +99,7 @@ impl Shared {
         let view = |ch: Channel| {
             let conns = self.stats.ch(ch).connections_open.load(Relaxed) as u32;
             let reuse = self.pools.can_reuse(ch, origin);
-            self.estimates[ch.index()]
-                .lock()
-                .expect("estimate lock")
-                .view(conns, reuse)
+            self.estimate(ch).view(conns, reuse)
         };
         Views {
             hbc: view(Channel::Hbc),
@@ -116,7 +110,7 @@ impl Shared {
 
     pub fn snapshot(&self) -> Snapshot {
         self.stats.snapshot(self.config.policy.to_string(), |ch| {
-            let e = self.estimates[ch.index()].lock().expect("estimate lock");
+            let e = self.estimate(ch);
             let v = e.view(0, false);
             (e.srtt.min(), e.srtt.median(), v.max_rate)
         })

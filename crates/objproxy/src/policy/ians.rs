@@ -52,6 +52,8 @@ pub fn decide(size: u64, views: &Views, tls: bool) -> Decision {
 mod tests {
     use super::*;
     use crate::policy::ChannelView;
+    use Channel::{Hbc, Llc};
+    use Reason::{LatencyDominated, PredictedFaster};
 
     /// The paper's setting: eMBB 40 ms / 200 Mbit/s (25000 B/ms), URLLC 5 ms / 2 Mbit/s
     /// (250 B/ms), both idle.
@@ -77,6 +79,12 @@ mod tests {
         }
     }
 
+    /// Asserts the decision (channel, reason) for `size` bytes over TLS.
+    fn assert_decides(size: u64, views: &Views, (ch, reason): (Channel, Reason)) {
+        let d = decide(size, views, true);
+        assert_eq!(d, Decision::new(ch, reason), "{size} B");
+    }
+
     #[test]
     fn latency_part_counts_handshakes() {
         assert_eq!(latency_part_ms(5.0, true, true), 5.0);
@@ -87,32 +95,26 @@ mod tests {
     #[test]
     fn step1_small_object_new_tls_connection_goes_llc() {
         // latency 2·5 + 2·5 = 20 ms > capacity 500/250 = 2 ms → LLC at step 1.
-        let d = decide(500, &paper(false, false), true);
-        assert_eq!(d, Decision::new(Channel::Llc, Reason::LatencyDominated));
+        assert_decides(500, &paper(false, false), (Llc, LatencyDominated));
         // Reused: latency 5 ms > 1000/250 = 4 ms → still step 1.
-        let d = decide(1000, &paper(true, true), true);
-        assert_eq!(d, Decision::new(Channel::Llc, Reason::LatencyDominated));
+        assert_decides(1000, &paper(true, true), (Llc, LatencyDominated));
     }
 
     #[test]
     fn step2_medium_object_reused_goes_llc() {
         // Step 1: latency 5 < capacity 6000/250 = 24 → step 2.
         // LLC 5 + 24 = 29 ms < HBC 40 + 0.24 = 40.24 ms → LLC.
-        let d = decide(6000, &paper(true, true), true);
-        assert_eq!(d, Decision::new(Channel::Llc, Reason::PredictedFaster));
+        assert_decides(6000, &paper(true, true), (Llc, PredictedFaster));
         // 2 Mbit/s ≈ 250 B/ms and a 35 ms RTT gap: 5 + s/250 > 40 + s/25000 above 8838 B.
-        let d = decide(9000, &paper(true, true), true);
-        assert_eq!(d, Decision::new(Channel::Hbc, Reason::PredictedFaster));
+        assert_decides(9000, &paper(true, true), (Hbc, PredictedFaster));
     }
 
     #[test]
     fn step2_new_connections_shift_the_crossover() {
         // 50000 B, no reuse, TLS: LLC 15 + 5 + 200 = 220 ms; HBC 120 + 3 rounds = 240 ms.
-        let d = decide(50_000, &paper(false, false), true);
-        assert_eq!(d, Decision::new(Channel::Llc, Reason::PredictedFaster));
+        assert_decides(50_000, &paper(false, false), (Llc, PredictedFaster));
         // 60000 B: LLC 260 ms; HBC still 240 ms (3 rounds cover 101360 B) → HBC.
-        let d = decide(60_000, &paper(false, false), true);
-        assert_eq!(d, Decision::new(Channel::Hbc, Reason::PredictedFaster));
+        assert_decides(60_000, &paper(false, false), (Hbc, PredictedFaster));
         // Reuse on the HBC only: 60000 B → HBC 40 + 2.4 = 42.4 ms ≪ LLC.
         let d = decide(60_000, &paper(true, false), true);
         assert_eq!(d.channel, Channel::Hbc);
@@ -126,8 +128,7 @@ mod tests {
         let mut v = paper(true, true);
         v.llc.cur_rate = 250.0;
         v.llc.conns = 3;
-        let d = decide(3000, &v, true);
-        assert_eq!(d, Decision::new(Channel::Hbc, Reason::PredictedFaster));
+        assert_decides(3000, &v, (Hbc, PredictedFaster));
         // Idle LLC, same object: 5 + 12 = 17 ms → LLC.
         let d = decide(3000, &paper(true, true), true);
         assert_eq!(d.channel, Channel::Llc);
@@ -140,7 +141,6 @@ mod tests {
         v.hbc.min_srtt_ms = 3.0;
         v.hbc.median_srtt_ms = 3.0;
         // latency 3 > 100/25000 → HBC at step 1.
-        let d = decide(100, &v, true);
-        assert_eq!(d, Decision::new(Channel::Hbc, Reason::LatencyDominated));
+        assert_decides(100, &v, (Hbc, LatencyDominated));
     }
 }

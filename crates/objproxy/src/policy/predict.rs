@@ -68,63 +68,48 @@ mod tests {
     const HBC_CAP: f64 = 25_000.0; // 200 Mbit/s
     const LLC_CAP: f64 = 250.0; // 2 Mbit/s
 
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-9
-    }
-
     #[test]
-    fn reuse_is_rtt_plus_transfer() {
-        // 40 + 100000/25000 = 44 ms; 5 + 100000/250 = 405 ms.
-        assert!(close(
-            completion_ms(100_000, 40.0, HBC_CAP, true, true),
-            44.0
-        ));
-        assert!(close(
-            completion_ms(100_000, 5.0, LLC_CAP, true, true),
-            405.0
-        ));
-    }
-
-    #[test]
-    fn new_connection_slow_start_rounds_on_hbc() {
-        // 40 ms, 25000 B/ms: half of 80% BDP = 400000 B, so slow start runs to the end.
-        // setup 3 RTT = 120; rounds 14480 / 28960 / 57920 cover 100000 B → 3 RTT → 240 ms.
-        assert!(close(
-            completion_ms(100_000, 40.0, HBC_CAP, false, true),
-            240.0
-        ));
-        // Without TLS: 1 RTT setup → 160 ms.
-        assert!(close(
-            completion_ms(100_000, 40.0, HBC_CAP, false, false),
-            160.0
-        ));
-        // 1000 B: setup 120 + one round 40 = 160 ms.
-        assert!(close(
-            completion_ms(1000, 40.0, HBC_CAP, false, true),
-            160.0
-        ));
-    }
-
-    #[test]
-    fn new_connection_on_llc_is_capacity_bound() {
-        // 5 ms, 250 B/ms: half of 80% BDP = 500 B < 14480, no slow-start round:
-        // setup 15 + request 5 + 100000 / min(14480/5, 250) = 400 → 420 ms.
-        assert!(close(
-            completion_ms(100_000, 5.0, LLC_CAP, false, true),
-            420.0
-        ));
-        // 6000 B: 15 + 5 + 24 = 44 ms.
-        assert!(close(completion_ms(6000, 5.0, LLC_CAP, false, true), 44.0));
-    }
-
-    #[test]
-    fn slow_start_hands_over_to_rate_limit() {
-        // 20 ms, 2500 B/ms (20 Mbit/s): threshold 0.8*2500*20/2 = 20000 B.
-        // Round 1: chunk 14480 < 20000 → 20 ms, 85520 left, chunk 28960 ≥ 20000 → stop.
-        // Rest: 85520 / min(28960/20 = 1448, 2500) = 59.0608... ms.
-        // Total: setup 20 (no TLS) + 20 + 85520/1448.
-        let t = completion_ms(100_000, 20.0, 2500.0, false, false);
-        assert!(close(t, 40.0 + 85_520.0 / 1448.0), "{t}");
+    fn hand_computed_completion_times() {
+        // (size B, rtt ms, capacity B/ms, reuse, tls, predicted ms)
+        let cases = [
+            // Reuse: rtt + transfer. 40 + 100000/25000 = 44 ms; 5 + 100000/250 = 405 ms.
+            (100_000, 40.0, HBC_CAP, true, true, 44.0),
+            (100_000, 5.0, LLC_CAP, true, true, 405.0),
+            // New connection on the HBC: 40 ms, 25000 B/ms: half of 80% BDP = 400000 B, so
+            // slow start runs to the end. setup 3 RTT = 120; rounds 14480 / 28960 / 57920
+            // cover 100000 B → 3 RTT → 240 ms.
+            (100_000, 40.0, HBC_CAP, false, true, 240.0),
+            // Without TLS: 1 RTT setup → 160 ms.
+            (100_000, 40.0, HBC_CAP, false, false, 160.0),
+            // 1000 B: setup 120 + one round 40 = 160 ms.
+            (1000, 40.0, HBC_CAP, false, true, 160.0),
+            // New connection on the LLC is capacity-bound: 5 ms, 250 B/ms: half of 80% BDP
+            // = 500 B < 14480, no slow-start round:
+            // setup 15 + request 5 + 100000 / min(14480/5, 250) = 400 → 420 ms.
+            (100_000, 5.0, LLC_CAP, false, true, 420.0),
+            // 6000 B: 15 + 5 + 24 = 44 ms.
+            (6000, 5.0, LLC_CAP, false, true, 44.0),
+            // Slow start hands over to the rate limit: 20 ms, 2500 B/ms (20 Mbit/s):
+            // threshold 0.8*2500*20/2 = 20000 B.
+            // Round 1: chunk 14480 < 20000 → 20 ms, 85520 left, chunk 28960 ≥ 20000 → stop.
+            // Rest: 85520 / min(28960/20 = 1448, 2500) = 59.0608... ms.
+            // Total: setup 20 (no TLS) + 20 + 85520/1448.
+            (
+                100_000,
+                20.0,
+                2500.0,
+                false,
+                false,
+                40.0 + 85_520.0 / 1448.0,
+            ),
+        ];
+        for (size, rtt, cap, reuse, tls, want) in cases {
+            let got = completion_ms(size, rtt, cap, reuse, tls);
+            assert!(
+                (got - want).abs() < 1e-9,
+                "{size} B, {rtt} ms, {cap} B/ms, reuse {reuse}, tls {tls}: {got} ms, not {want}"
+            );
+        }
     }
 
     #[test]
