@@ -96,43 +96,10 @@ pub struct Common {
     /// to measure both channels (so the first packets are steered with estimates).
     #[arg(long, default_value_t = 3000)]
     pub ready_wait_ms: u64,
-    /// Sliding window of the minimum-RTT filter.
-    #[arg(long, default_value_t = 5000)]
-    pub rtt_window_ms: u64,
-    /// Multiply the measured HBC RTT by this factor (NSDI'23 Fig. 10: 0.2 .. 5).
-    #[arg(long, default_value_t = 1.0)]
-    pub hbc_rtt_scale: f64,
-    /// Use this HBC RTT instead of measuring it.
-    #[arg(long)]
-    pub pin_hbc_rtt_ms: Option<f64>,
-    /// Use this LLC RTT instead of measuring it.
-    #[arg(long)]
-    pub pin_llc_rtt_ms: Option<f64>,
-    /// A channel with nothing heard for this long is treated as down.
-    #[arg(long, default_value_t = 2000)]
-    pub channel_dead_ms: u64,
-    /// The LLC also counts as down as soon as a probe round finds it silent for
-    /// twice its RTT plus this slack (traffic leaves a dead LLC within about one
-    /// probe interval); 0 turns this off, leaving only --channel-dead-ms.
-    #[arg(long, default_value_t = 50)]
-    pub llc_probe_slack_ms: u64,
-    /// Serve Prometheus text metrics on this TCP address (e.g. 127.0.0.1:9100).
-    #[arg(long)]
-    pub metrics_addr: Option<SocketAddr>,
-    /// Write stats as JSON to this file on SIGINT/SIGTERM.
-    #[arg(long)]
-    pub stats_json: Option<PathBuf>,
-    /// Write one CSV line per steered packet (time, flow, size, channel,
-    /// reward, c_hbc, c_llc, ..., t_mono_ns) for the reward-accuracy analysis
-    /// (Fig. 11). Buffered; flushed at exit.
-    #[arg(long)]
-    pub decision_log: Option<PathBuf>,
-    /// Write one CSV line per data datagram received from a peer
-    /// (t_mono_ns,peer,flow_id,seq,channel,size; CLOCK_MONOTONIC, shared by all
-    /// namespaces), to join with the peer's --decision-log on (flow_id, seq).
-    /// Buffered; flushed at exit.
-    #[arg(long)]
-    pub arrival_log: Option<PathBuf>,
+    #[command(flatten)]
+    pub rtt: RttArgs,
+    #[command(flatten)]
+    pub outputs: OutputArgs,
     /// Lab only: no encryption; datagrams carry a plaintext bearer token
     /// (client --token, gateway --client ADDR=TOKEN) that anyone on the path
     /// can read and replay. Without it the agents encrypt (--key, ...).
@@ -162,6 +129,54 @@ pub struct Common {
     /// A flow unseen for this long is evicted.
     #[arg(long, default_value_t = 120)]
     pub flow_idle_s: u64,
+}
+
+/// What the agent reports besides its log: metrics while it runs, stats at
+/// exit, and per-packet logs.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
+    /// Serve Prometheus text metrics on this TCP address (e.g. 127.0.0.1:9100).
+    #[arg(long)]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Write stats as JSON to this file on SIGINT/SIGTERM.
+    #[arg(long)]
+    pub stats_json: Option<PathBuf>,
+    /// Write one CSV line per steered packet (time, flow, size, channel,
+    /// reward, c_hbc, c_llc, ..., t_mono_ns) for the reward-accuracy analysis
+    /// (Fig. 11). Buffered; flushed at exit.
+    #[arg(long)]
+    pub decision_log: Option<PathBuf>,
+    /// Write one CSV line per data datagram received from a peer
+    /// (t_mono_ns,peer,flow_id,seq,channel,size; CLOCK_MONOTONIC, shared by all
+    /// namespaces), to join with the peer's --decision-log on (flow_id, seq).
+    /// Buffered; flushed at exit.
+    #[arg(long)]
+    pub arrival_log: Option<PathBuf>,
+}
+
+/// How the RTT estimates are filtered, overridden and found dead.
+#[derive(Args, Debug, Clone)]
+pub struct RttArgs {
+    /// Sliding window of the minimum-RTT filter.
+    #[arg(long, default_value_t = 5000)]
+    pub rtt_window_ms: u64,
+    /// Multiply the measured HBC RTT by this factor (NSDI'23 Fig. 10: 0.2 .. 5).
+    #[arg(long, default_value_t = 1.0)]
+    pub hbc_rtt_scale: f64,
+    /// Use this HBC RTT instead of measuring it.
+    #[arg(long)]
+    pub pin_hbc_rtt_ms: Option<f64>,
+    /// Use this LLC RTT instead of measuring it.
+    #[arg(long)]
+    pub pin_llc_rtt_ms: Option<f64>,
+    /// A channel with nothing heard for this long is treated as down.
+    #[arg(long, default_value_t = 2000)]
+    pub channel_dead_ms: u64,
+    /// The LLC also counts as down as soon as a probe round finds it silent for
+    /// twice its RTT plus this slack (traffic leaves a dead LLC within about one
+    /// probe interval); 0 turns this off, leaving only --channel-dead-ms.
+    #[arg(long, default_value_t = 50)]
+    pub llc_probe_slack_ms: u64,
 }
 
 #[derive(Args, Debug)]

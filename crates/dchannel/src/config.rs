@@ -7,12 +7,13 @@
 //! plaintext bearer-token mode (`--token`, `--client ADDR=TOKEN`) only runs
 //! with `--insecure`; mixing the two sets of flags is refused.
 
-use crate::cli::{ClientArgs, Common, GatewayArgs, OnOff};
+use crate::cli::{ClientArgs, Common, GatewayArgs, OnOff, RttArgs};
 use crate::net;
 use anyhow::{bail, Context, Result};
 use dchannel_core::endpoint::{Config, PeerConfig, Role};
 use dchannel_core::policy::parse_spec;
 use dchannel_core::reorder::ReorderConfig;
+use dchannel_core::rtt::RttConfig;
 use dchannel_core::token::parse_token;
 use dchannel_core::wire::HEADER_LEN;
 use dchannel_core::{Nanos, MS};
@@ -234,26 +235,43 @@ pub fn validate(common: &Common) -> Result<()> {
             common.llc_mbit
         );
     }
-    if !(common.hbc_rtt_scale.is_finite() && common.hbc_rtt_scale > 0.0) {
+    if !(common.rtt.hbc_rtt_scale.is_finite() && common.rtt.hbc_rtt_scale > 0.0) {
         bail!(
             "--hbc-rtt-scale {}: expected a positive factor",
-            common.hbc_rtt_scale
+            common.rtt.hbc_rtt_scale
         );
     }
-    if !(0.2..=5.0).contains(&common.hbc_rtt_scale) {
+    if !(0.2..=5.0).contains(&common.rtt.hbc_rtt_scale) {
         tracing::warn!(
             "--hbc-rtt-scale {} is outside the studied 0.2..5 range",
-            common.hbc_rtt_scale
+            common.rtt.hbc_rtt_scale
         );
     }
     for (v, flag) in [
-        (common.pin_hbc_rtt_ms, "--pin-hbc-rtt-ms"),
-        (common.pin_llc_rtt_ms, "--pin-llc-rtt-ms"),
+        (common.rtt.pin_hbc_rtt_ms, "--pin-hbc-rtt-ms"),
+        (common.rtt.pin_llc_rtt_ms, "--pin-llc-rtt-ms"),
     ] {
         if let Some(v) = v {
             ms_to_ns(v, flag)?;
         }
     }
+    Ok(())
+}
+
+/// The RTT estimator's settings from its flags (all but the probe interval).
+fn rtt_config(a: &RttArgs, rtt: &mut RttConfig) -> Result<()> {
+    rtt.window = a.rtt_window_ms.max(1) * MS;
+    rtt.pin = [
+        a.pin_hbc_rtt_ms
+            .map(|v| ms_to_ns(v, "--pin-hbc-rtt-ms"))
+            .transpose()?,
+        a.pin_llc_rtt_ms
+            .map(|v| ms_to_ns(v, "--pin-llc-rtt-ms"))
+            .transpose()?,
+    ];
+    rtt.hbc_scale = a.hbc_rtt_scale;
+    rtt.dead_after = a.channel_dead_ms * MS;
+    rtt.llc_probe_slack = (a.llc_probe_slack_ms > 0).then(|| a.llc_probe_slack_ms * MS);
     Ok(())
 }
 
@@ -284,27 +302,13 @@ pub fn endpoint(
     cfg.steer.flow_capacity = common.flow_capacity.max(1);
     cfg.steer.flow_idle = common.flow_idle_s * 1000 * MS;
     cfg.rtt.interval = common.probe_interval_ms.max(1) * MS;
-    cfg.rtt.window = common.rtt_window_ms.max(1) * MS;
-    cfg.rtt.pin = [
-        common
-            .pin_hbc_rtt_ms
-            .map(|v| ms_to_ns(v, "--pin-hbc-rtt-ms"))
-            .transpose()?,
-        common
-            .pin_llc_rtt_ms
-            .map(|v| ms_to_ns(v, "--pin-llc-rtt-ms"))
-            .transpose()?,
-    ];
-    cfg.rtt.hbc_scale = common.hbc_rtt_scale;
-    cfg.rtt.dead_after = common.channel_dead_ms * MS;
-    cfg.rtt.llc_probe_slack =
-        (common.llc_probe_slack_ms > 0).then(|| common.llc_probe_slack_ms * MS);
+    rtt_config(&common.rtt, &mut cfg.rtt)?;
     cfg.reorder = (common.reorder == OnOff::On).then(|| ReorderConfig {
         timeout: common.reorder_timeout_ms * MS,
         max_flow_bytes: common.reorder_flow_bytes,
         max_total_bytes: common.reorder_total_bytes,
         ..ReorderConfig::default()
     });
-    cfg.estimate_all = common.decision_log.is_some();
+    cfg.estimate_all = common.outputs.decision_log.is_some();
     Ok((cfg, inner_mtu))
 }

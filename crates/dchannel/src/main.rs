@@ -134,14 +134,14 @@ fn serve<A: DatagramAuth + 'static>(
     let reorder_enabled = common.reorder == cli::OnOff::On;
     let encrypted = crypto.is_some();
     let policy_spec = parse_spec(&common.policy, common.alpha)?.spec();
-    let log = match &common.decision_log {
+    let log = match &common.outputs.decision_log {
         Some(p) => Some(Arc::new(decision_log::DecisionLog::create(
             p,
             epoch_mono_ns,
         )?)),
         None => None,
     };
-    let arrivals = match &common.arrival_log {
+    let arrivals = match &common.outputs.arrival_log {
         Some(p) => Some(Arc::new(arrival_log::ArrivalLog::create(p, epoch_mono_ns)?)),
         None => None,
     };
@@ -158,7 +158,7 @@ fn serve<A: DatagramAuth + 'static>(
     stats.busy_poll.us = common.busy_poll_us;
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
-    if let Some(addr) = common.metrics_addr {
+    if let Some(addr) = common.outputs.metrics_addr {
         metrics::serve(addr, Arc::clone(&stats))?;
     }
     let io = Arc::new(agent::Io {
@@ -220,7 +220,7 @@ fn serve<A: DatagramAuth + 'static>(
     if let Some(a) = &arrivals {
         a.flush();
     }
-    if let Some(p) = &common.stats_json {
+    if let Some(p) = &common.outputs.stats_json {
         let text = serde_json::to_string_pretty(&stats.to_json())?;
         std::fs::write(p, text + "\n").with_context(|| format!("--stats-json {}", p.display()))?;
     }
