@@ -15,15 +15,14 @@ import sys
 from typing import Any
 
 from dchlab.commands import add_command
-from dchlab.workloads.cli_common import add_browser_args, fmt_ms, paired_runs, row_state, run_jobs
+from dchlab.workloads.cli_common import add_browser_args, fmt_ms, load_line, paired_runs, run_jobs
 
 
 def _show(row: dict[str, Any]) -> str:
-    return (
-        f"{row['scheme']:<12} {row['page']:<16} #{row['trial']} "
+    return load_line(
+        row,
         f"IRT {fmt_ms(row.get('irt_ms'))} ms, {row.get('requests_answered')}/{row.get('requests')} "
-        f"requests, HBC {row.get('bytes_hbc')} B, LLC {row.get('bytes_llc')} B, "
-        f"offset {row['trace_offset_ms']} ms: {row_state(row)}"
+        f"requests, HBC {row.get('bytes_hbc')} B, LLC {row.get('bytes_llc')} B",
     )
 
 

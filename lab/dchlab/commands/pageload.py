@@ -17,11 +17,10 @@ from dchlab.workloads import cli_common
 
 
 def _show(row: dict[str, Any]) -> str:
-    return (
-        f"{row['scheme']:<12} {row['page']:<16} #{row['trial']} "
+    return cli_common.load_line(
+        row,
         f"PLT {cli_common.fmt_ms(row['plt_ms'])} ms, {row['resources_loaded']} loaded, "
-        f"{row['resources_failed']} failed, offset {row['trace_offset_ms']} ms: "
-        + cli_common.row_state(row)
+        f"{row['resources_failed']} failed",
     )
 
 

@@ -149,5 +149,14 @@ def row_state(row: dict[str, Any]) -> str:
     return "ok" if row["valid"] else f"[red]invalid: {row['invalid_reason']}[/red]"
 
 
+def load_line(row: dict[str, Any], measured: str) -> str:
+    """The line of one paired load of an item (pageload, app): scheme, item, trial, what
+    was `measured`, the trace offset all schemes shared, and the row's state."""
+    return (
+        f"{row['scheme']:<12} {row['page']:<16} #{row['trial']} {measured}, "
+        f"offset {row['trace_offset_ms']} ms: {row_state(row)}"
+    )
+
+
 def fmt_ms(v: Any) -> str:
     return "-" if v is None else f"{float(v):.0f}"
