@@ -211,16 +211,10 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, mut rx: ReceiveHalf<Vec<u8>, A
 /// Counts (and logs) what the receive half made of one datagram.
 fn received(io: &Io, r: Received<Vec<u8>>, ch: Channel, now: Nanos, pool: &mut Vec<Vec<u8>>) {
     match r {
-        Received::Data {
-            peer,
-            flow_id,
-            seq,
-            inner_len,
-            datagram_len,
-        } => {
-            io.stats.chan(ch).received(datagram_len);
-            if let Some(a) = &io.arrivals {
-                a.record(now, peer, flow_id, seq, ch, inner_len);
+        Received::Data(arrival) => {
+            io.stats.chan(ch).received(arrival.datagram_len);
+            if let Some(log) = &io.arrivals {
+                log.record(now, &arrival, ch);
             }
         }
         Received::Probe { buf, .. } => {

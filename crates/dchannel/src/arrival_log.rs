@@ -6,6 +6,7 @@
 
 use crate::csv_log::CsvLog;
 use anyhow::Result;
+use dchannel_core::endpoint::Arrival;
 use dchannel_core::{Channel, Nanos};
 use std::path::Path;
 
@@ -25,20 +26,17 @@ impl ArrivalLog {
         })
     }
 
-    /// One line; `now` on the agent's clock (ns since its epoch).
-    pub fn record(
-        &self,
-        now: Nanos,
-        peer: usize,
-        flow_id: u16,
-        seq: u32,
-        ch: Channel,
-        size: usize,
-    ) {
+    /// One line for `a`, which arrived on `ch`; `now` on the agent's clock (ns
+    /// since its epoch). `size` is the inner packet's.
+    pub fn record(&self, now: Nanos, a: &Arrival, ch: Channel) {
         self.log.write_row(format_args!(
-            "{},{peer},{flow_id},{seq},{},{size}",
+            "{},{},{},{},{},{}",
             self.epoch_mono_ns + now,
-            ch.name()
+            a.peer,
+            a.flow_id,
+            a.seq,
+            ch.name(),
+            a.inner_len
         ));
     }
 

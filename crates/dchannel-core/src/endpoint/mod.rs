@@ -50,7 +50,7 @@ mod tests;
 
 pub use auth::{AuthTransmit, DatagramAuth, Opened, TokenAuth};
 pub use drop_reason::DropReason;
-pub use receive::{Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
+pub use receive::{Arrival, Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
 pub use send::{SendHalf, Transmit};
 pub use shared::{PeerLink, Shared};
 pub use timers::{Timer, TimerTable};

@@ -37,23 +37,27 @@ use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;
 use std::sync::Arc;
 
+/// One accepted data datagram, as the arrival log and the stats see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// The peer that sent it.
+    pub peer: usize,
+    /// Flow id from its header.
+    pub flow_id: u16,
+    /// Per-flow sequence number.
+    pub seq: u32,
+    /// Bytes of the inner packet.
+    pub inner_len: usize,
+    /// Bytes of the whole datagram.
+    pub datagram_len: usize,
+}
+
 /// What became of one datagram.
 #[derive(Debug)]
 pub enum Received<B> {
     /// Accepted data: its inner packet is queued for delivery, now or once
     /// the reorder buffer releases it.
-    Data {
-        /// The peer that sent it.
-        peer: usize,
-        /// Flow id and sequence number from its header.
-        flow_id: u16,
-        /// Per-flow sequence number.
-        seq: u32,
-        /// Bytes of the inner packet.
-        inner_len: usize,
-        /// Bytes of the whole datagram.
-        datagram_len: usize,
-    },
+    Data(Arrival),
     /// An accepted probe (its answer, if any, is queued); the buffer comes back.
     Probe {
         /// The peer that sent it.
@@ -218,13 +222,13 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
                     ),
                     _ => self.deliveries.push(d),
                 }
-                Received::Data {
+                Received::Data(Arrival {
                     peer,
                     flow_id,
                     seq,
                     inner_len,
                     datagram_len,
-                }
+                })
             }
         }
     }

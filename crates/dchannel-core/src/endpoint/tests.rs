@@ -147,13 +147,13 @@ fn client_admits_its_gateway_only() {
     let r = hear(&mut rx, 0, Channel::Hbc, gw_hbc(), 1, 0, &pkt);
     assert!(matches!(
         r,
-        Received::Data {
+        Received::Data(Arrival {
             peer: 0,
             flow_id: 1,
             seq: 0,
             inner_len: 100,
             datagram_len: 116
-        }
+        })
     ));
     assert_eq!(delivered(&mut rx), vec![pkt.clone()]);
     // Another token: bad_token.
@@ -197,7 +197,7 @@ fn gateway_drops_spoofed_and_non_ip_inner_sources() {
     assert_eq!(dropped(r), DropReason::BadToken);
     // The other client's own packet, with its own token: accepted.
     let r = rx.handle_datagram(0, Channel::Hbc, ue_hbc(), data(OTHER_TOKEN, 1, 0, &spoof));
-    assert!(matches!(r, Received::Data { peer: 1, .. }));
+    assert!(matches!(r, Received::Data(Arrival { peer: 1, .. })));
     assert_eq!(delivered(&mut rx), vec![spoof]);
 }
 
@@ -458,7 +458,7 @@ fn client_datagram_reaches_the_gateway_tun_byte_for_byte() {
         assert_eq!(wire::decode(&dg).unwrap().header().token, CLIENT_TOKEN);
         let from = [ue_hbc(), ue_llc()][t.channel.index()];
         let r = grx.handle_datagram(i as Nanos * MS, t.channel, from, dg);
-        assert!(matches!(r, Received::Data { peer: 0, seq, .. } if seq == i as u32));
+        assert!(matches!(r, Received::Data(Arrival { peer: 0, seq, .. }) if seq == i as u32));
         assert_eq!(delivered(&mut grx), vec![pkt]);
     }
 }
@@ -533,7 +533,7 @@ fn prewarm_client_sends_a_wake_on_the_hbc_that_the_gateway_only_counts() {
     // The gateway admits the data on the LLC and the wake on the HBC; the wake is
     // delivered nowhere and answered with nothing, only counted.
     let r = grx.handle_datagram(102 * MS, Channel::Llc, ue_llc(), dg);
-    assert!(matches!(r, Received::Data { .. }), "{r:?}");
+    assert!(matches!(r, Received::Data(_)), "{r:?}");
     assert_eq!(delivered(&mut grx).len(), 1);
     let r = grx.handle_datagram(120 * MS, Channel::Hbc, ue_hbc(), wake[..w.len].to_vec());
     assert!(matches!(r, Received::Probe { peer: 0, .. }), "{r:?}");

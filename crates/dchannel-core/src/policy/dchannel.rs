@@ -105,9 +105,10 @@ mod tests {
         let d = p.decide(&big.0, &big.1, &mut f, &at(1000.0));
         assert_eq!(d.channel, Channel::Hbc);
         assert_eq!(f.prev_c, (120 * MS) as f64); // c_hbc = 100 + 20 ms
-                                                 // A lone 100 B ACK 1 ms later with an empty queue: c_llc = 101 + 5 + 0.4
-                                                 // = 106.4 ms but prev_c = 120 ms, so reward = 121 - 120 = 1 ms and
-                                                 // cost = 0.4 ms: 1 > 0.3 -> LLC, prev_c stays 120 ms.
+
+        // A lone 100 B ACK 1 ms later with an empty queue: c_llc = 101 + 5 + 0.4
+        // = 106.4 ms but prev_c = 120 ms, so reward = 121 - 120 = 1 ms and
+        // cost = 0.4 ms: 1 > 0.3 -> LLC, prev_c stays 120 ms.
         let mut c = at(0.0);
         c.now = 101 * MS;
         let small = udp(1, 2, 100);
