@@ -34,6 +34,22 @@ def shared_pages(kind: str) -> Path:
     return data / "pages" / kind
 
 
+def processes_naming(texts: list[str]) -> list[str]:
+    """`process PID: COMMAND LINE` (its first 120 bytes) of every process whose command
+    line contains one of `texts`: what a run left running."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if any(t.encode() in cmd for t in texts):
+                shown = cmd.replace(b"\0", b" ")[:120]
+                found.append(f"process {proc.name}: {shown!r}")
+    return found
+
+
 CHROMIUM = Path("/usr/lib/chromium/chromium")
 
 

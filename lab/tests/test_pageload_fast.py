@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_binaries, require_root
+from conftest import processes_naming, require_binaries, require_root
 
 from dchlab.testbed.procs import Supervisor
 from dchlab.testbed.runrecord import RUNS_TMP, list_netns
@@ -39,16 +39,7 @@ def _leftovers(prefixes: list[str]) -> list[str]:
     found = [ns for ns in list_netns() if any(ns.startswith(p) for p in prefixes)]
     found += [str(d) for p in prefixes for d in RUNS_TMP.glob(f"{p}*")]
     found += [f"/etc/netns/{p}-ue" for p in prefixes if Path(f"/etc/netns/{p}-ue").exists()]
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if any(p.encode() in cmd for p in prefixes):
-                shown = cmd.replace(b"\0", b" ")[:100]
-                found.append(f"process {proc.name}: {shown!r}")
-    return found
+    return found + processes_naming(prefixes)
 
 
 def _wait_gone(prefixes: list[str], timeout: float = 15.0) -> list[str]:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import require_binaries, require_root
+from conftest import processes_naming, require_binaries, require_root
 
 from dchlab.testbed import (
     Scheme,
@@ -260,16 +260,7 @@ def _leftovers(prefix: str) -> list[str]:
         if prefix in m
     ]
     found += [f"root-ns link {n}" for n in os.listdir("/sys/class/net") if prefix in n]
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit():
-            try:
-                cmd = (p / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if prefix.encode() in cmd:
-                shown = cmd.replace(b"\0", b" ")[:120]
-                found.append(f"process {p.name}: {shown!r}")
-    return found
+    return found + processes_naming([prefix])
 
 
 def _start_shell(*cmd: str) -> tuple[subprocess.Popen[str], str]:
