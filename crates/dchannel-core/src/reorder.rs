@@ -5,6 +5,18 @@
 //! from the HBC are never held: the HBC is the slow path, holding them could
 //! only add delay.
 //!
+//! With `fifo_loss` (off by default: NSDI'23's buffer has only the timeout) the
+//! buffer also uses that each channel delivers a flow's packets in the order
+//! they were sent (a radio link, a FIFO queue; chanemu keeps that rule). A held
+//! LLC packet waits for a missing earlier sequence number `h`. Had `h` gone on
+//! the LLC it would have arrived before the held packet, so it went on the HBC;
+//! once the HBC delivers any later packet of the flow, `h` is lost and nothing
+//! need wait for it. So an HBC arrival releases the held packets below it at
+//! once (`fifo_releases`) instead of after the timeout. That makes a longer
+//! timeout safe: on a bulk transfer whose HBC queue holds more than 100 ms the
+//! paper's timeout releases LLC packets ahead of their predecessors, and TCP
+//! takes the reordering for loss (docs/results.md, fig6_acks).
+//!
 //! Memory is bounded per flow and in total; when a bound would be exceeded
 //! the flow's held packets are released in order, together with the new one.
 //!
@@ -36,6 +48,9 @@ pub struct ReorderConfig {
     pub max_flows: usize,
     /// A flow with nothing held and no packet for this long is forgotten.
     pub flow_idle: Nanos,
+    /// Channels are FIFO: an HBC arrival gives up on the missing sequence
+    /// numbers below it (module docs; `--reorder-fifo`).
+    pub fifo_loss: bool,
 }
 
 impl Default for ReorderConfig {
@@ -48,6 +63,7 @@ impl Default for ReorderConfig {
             // Longer than the sender's flow idle timeout (120 s), so the receiver
             // never forgets a flow the sender still numbers.
             flow_idle: 300_000 * MS,
+            fifo_loss: false,
         }
     }
 }
@@ -59,6 +75,9 @@ pub struct ReorderStats {
     pub in_order_releases: u64,
     /// Packets released because they had waited `timeout`.
     pub timeout_releases: u64,
+    /// Packets released because a later HBC packet of their flow arrived, so
+    /// what they waited for was lost (`fifo_loss`).
+    pub fifo_releases: u64,
     /// Packets released early because a memory bound was reached.
     pub overflow_releases: u64,
     /// Packets delivered without being held.
@@ -231,6 +250,9 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
             flow.ahead.clear();
             flow.next = s;
         }
+        if ch == Channel::Hbc && self.cfg.fifo_loss && s > flow.next {
+            Self::give_up_below(flow, s, &mut self.total_bytes, &mut self.stats, out);
+        }
         if ch == Channel::Hbc || s <= flow.next || flow.held.contains_key(&s) {
             // HBC packets, LLC packets whose predecessors are all delivered,
             // stale duplicates: deliver now.
@@ -332,6 +354,28 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
         }
     }
 
+    /// The HBC delivered `s`: every sequence number below it still missing was
+    /// lost (module docs), so the held packets below `s` go now, in order.
+    fn give_up_below(
+        flow: &mut FlowRx<P>,
+        s: u64,
+        total: &mut usize,
+        stats: &mut ReorderStats,
+        out: &mut Vec<P>,
+    ) {
+        while let Some(entry) = flow.held.first_entry() {
+            if *entry.key() >= s {
+                break;
+            }
+            let (hs, h) = entry.remove_entry();
+            flow.release(h, total, &mut stats.fifo_releases, out);
+            flow.next = flow.next.max(hs + 1);
+        }
+        flow.next = flow.next.max(s);
+        flow.forget_ahead_below_next();
+        flow.advance_over_ahead();
+    }
+
     /// Releases all of `flow`'s held packets in order (overflow releases).
     fn flush_flow(
         flow: &mut FlowRx<P>,
@@ -413,6 +457,72 @@ mod tests {
         // and the flow continues in order
         b.push(201 * MS, 1, 3, Llc, 60, 3, &mut out);
         assert_eq!(out.last(), Some(&3));
+    }
+
+    fn fifo() -> (Rb, Vec<u32>) {
+        rb_with(ReorderConfig {
+            fifo_loss: true,
+            ..ReorderConfig::default()
+        })
+    }
+
+    #[test]
+    fn fifo_loss_releases_at_the_next_hbc_arrival_not_the_timeout() {
+        // seq 0 on the HBC is lost; seq 1 (LLC) arrives at 5 ms and is held; seq 2
+        // (HBC) at 40 ms proves 0 lost (the HBC would have delivered it first):
+        // 1 goes at 40 ms, before 2, not at the 105 ms timeout.
+        let (mut b, mut out) = fifo();
+        b.push(5 * MS, 1, 1, Llc, 60, 1, &mut out);
+        assert!(out.is_empty());
+        b.push(40 * MS, 1, 2, Hbc, 1400, 2, &mut out);
+        assert_eq!(out, vec![1, 2]);
+        assert_eq!(b.occupancy(), 0);
+        b.handle_timeout(105 * MS, &mut out);
+        assert_eq!(out, vec![1, 2], "nothing left for the timeout");
+        let s = b.stats(105 * MS);
+        assert_eq!((s.fifo_releases, s.timeout_releases), (1, 0));
+        // The same arrivals without the rule: 1 waits for the timeout.
+        let (mut b, mut out) = rb();
+        b.push(5 * MS, 1, 1, Llc, 60, 1, &mut out);
+        b.push(40 * MS, 1, 2, Hbc, 1400, 2, &mut out);
+        assert_eq!(out, vec![2]);
+        b.handle_timeout(105 * MS, &mut out);
+        assert_eq!(out, vec![2, 1]);
+    }
+
+    #[test]
+    fn fifo_loss_still_waits_for_holes_above_the_hbc_arrival() {
+        // Sent: 0 HBC, 1 HBC (lost), 2 HBC, 3 LLC, 4 HBC. 3 arrives first (held);
+        // 0 arrives: in order, 3 still waits for 1 and 2; 2 arrives: 1 is lost
+        // (FIFO), so 2 is delivered and 3 follows at once, in order.
+        let (mut b, mut out) = fifo();
+        b.push(5 * MS, 7, 3, Llc, 60, 3, &mut out);
+        b.push(30 * MS, 7, 0, Hbc, 1400, 0, &mut out);
+        assert_eq!(out, vec![0]);
+        assert_eq!(b.occupancy(), 60, "3 still waits for 1 and 2");
+        b.push(32 * MS, 7, 2, Hbc, 1400, 2, &mut out);
+        assert_eq!(out, vec![0, 2, 3]);
+        b.push(33 * MS, 7, 4, Hbc, 1400, 4, &mut out);
+        assert_eq!(out, vec![0, 2, 3, 4]);
+        let s = b.stats(33 * MS);
+        assert_eq!(
+            (s.fifo_releases, s.in_order_releases, s.timeout_releases),
+            (0, 1, 0)
+        );
+    }
+
+    #[test]
+    fn fifo_loss_releases_several_held_below_in_order() {
+        // 0 and 2 lost on the HBC; 1 and 3 on the LLC held; HBC 4 frees both.
+        let (mut b, mut out) = fifo();
+        b.push(5 * MS, 2, 1, Llc, 60, 1, &mut out);
+        b.push(6 * MS, 2, 3, Llc, 60, 3, &mut out);
+        b.push(40 * MS, 2, 4, Hbc, 1400, 4, &mut out);
+        assert_eq!(out, vec![1, 3, 4]);
+        assert_eq!(b.stats(40 * MS).fifo_releases, 2);
+        // a late LLC packet below is delivered as before (the stack drops duplicates)
+        b.push(41 * MS, 2, 0, Llc, 60, 0, &mut out);
+        assert_eq!(out, vec![1, 3, 4, 0]);
     }
 
     #[test]

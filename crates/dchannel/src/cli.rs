@@ -83,6 +83,11 @@ pub struct Common {
     /// How long the reorder buffer holds an LLC packet at most.
     #[arg(long, default_value_t = 100)]
     pub reorder_timeout_ms: u64,
+    /// Channels deliver in order (FIFO): a held LLC packet is released as soon
+    /// as a later HBC packet of its flow shows that what it waits for was lost,
+    /// not after the timeout. Off: NSDI'23's buffer (timeout only).
+    #[arg(long, value_enum, default_value_t = OnOff::Off)]
+    pub reorder_fifo: OnOff,
     /// Reorder buffer bound per flow (bytes).
     #[arg(long, default_value_t = 256 * 1024)]
     pub reorder_flow_bytes: usize,

@@ -307,6 +307,7 @@ pub fn endpoint(
         timeout: common.reorder_timeout_ms * MS,
         max_flow_bytes: common.reorder_flow_bytes,
         max_total_bytes: common.reorder_total_bytes,
+        fifo_loss: common.reorder_fifo == OnOff::On,
         ..ReorderConfig::default()
     });
     cfg.estimate_all = common.outputs.decision_log.is_some();

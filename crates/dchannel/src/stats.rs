@@ -203,10 +203,15 @@ pub struct Stats {
 }
 
 /// Name, help and kind of the reorder buffer's (unlabelled) metrics.
-const REORDER_METRICS: [(&str, &str, &str); 4] = [
+const REORDER_METRICS: [(&str, &str, &str); 5] = [
     (
         "reorder_timeout_releases_total",
         "LLC packets released by timeout",
+        "counter",
+    ),
+    (
+        "reorder_fifo_releases_total",
+        "Held LLC packets released because a later HBC packet showed their predecessor lost",
         "counter",
     ),
     (
@@ -353,6 +358,7 @@ impl Stats {
                 "mean_occupancy_bytes": r.mean_occupancy_bytes,
                 "max_occupancy_bytes": r.max_occupancy_bytes,
                 "timeout_releases": r.timeout_releases,
+                "fifo_releases": r.fifo_releases,
                 "in_order_releases": r.in_order_releases,
                 "overflow_releases": r.overflow_releases,
                 "held": r.held,
@@ -476,6 +482,7 @@ impl Stats {
         // in the order of REORDER_METRICS
         let values = [
             r.timeout_releases.to_string(),
+            r.fifo_releases.to_string(),
             r.in_order_releases.to_string(),
             r.mean_occupancy_bytes.to_string(),
             r.max_occupancy_bytes.to_string(),
