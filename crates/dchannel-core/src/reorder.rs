@@ -459,6 +459,15 @@ mod tests {
         assert_eq!(out.last(), Some(&3));
     }
 
+    /// Feeds `flow`'s arrivals `(ms, seq, channel)` in turn, each packet its own
+    /// seq as payload (60 bytes on the LLC, 1400 on the HBC).
+    fn feed(b: &mut Rb, out: &mut Vec<u32>, flow: u16, arrivals: &[(u64, u32, Channel)]) {
+        for &(ms, seq, ch) in arrivals {
+            let len = if ch == Llc { 60 } else { 1400 };
+            b.push(ms * MS, flow, seq, ch, len, seq, out);
+        }
+    }
+
     fn fifo() -> (Rb, Vec<u32>) {
         rb_with(ReorderConfig {
             fifo_loss: true,
@@ -472,9 +481,9 @@ mod tests {
         // (HBC) at 40 ms proves 0 lost (the HBC would have delivered it first):
         // 1 goes at 40 ms, before 2, not at the 105 ms timeout.
         let (mut b, mut out) = fifo();
-        b.push(5 * MS, 1, 1, Llc, 60, 1, &mut out);
+        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
         assert!(out.is_empty());
-        b.push(40 * MS, 1, 2, Hbc, 1400, 2, &mut out);
+        feed(&mut b, &mut out, 1, &[(40, 2, Hbc)]);
         assert_eq!(out, vec![1, 2]);
         assert_eq!(b.occupancy(), 0);
         b.handle_timeout(105 * MS, &mut out);
@@ -483,8 +492,7 @@ mod tests {
         assert_eq!((s.fifo_releases, s.timeout_releases), (1, 0));
         // The same arrivals without the rule: 1 waits for the timeout.
         let (mut b, mut out) = rb();
-        b.push(5 * MS, 1, 1, Llc, 60, 1, &mut out);
-        b.push(40 * MS, 1, 2, Hbc, 1400, 2, &mut out);
+        feed(&mut b, &mut out, 1, &[(5, 1, Llc), (40, 2, Hbc)]);
         assert_eq!(out, vec![2]);
         b.handle_timeout(105 * MS, &mut out);
         assert_eq!(out, vec![2, 1]);
@@ -496,13 +504,12 @@ mod tests {
         // 0 arrives: in order, 3 still waits for 1 and 2; 2 arrives: 1 is lost
         // (FIFO), so 2 is delivered and 3 follows at once, in order.
         let (mut b, mut out) = fifo();
-        b.push(5 * MS, 7, 3, Llc, 60, 3, &mut out);
-        b.push(30 * MS, 7, 0, Hbc, 1400, 0, &mut out);
+        feed(&mut b, &mut out, 7, &[(5, 3, Llc), (30, 0, Hbc)]);
         assert_eq!(out, vec![0]);
         assert_eq!(b.occupancy(), 60, "3 still waits for 1 and 2");
-        b.push(32 * MS, 7, 2, Hbc, 1400, 2, &mut out);
+        feed(&mut b, &mut out, 7, &[(32, 2, Hbc)]);
         assert_eq!(out, vec![0, 2, 3]);
-        b.push(33 * MS, 7, 4, Hbc, 1400, 4, &mut out);
+        feed(&mut b, &mut out, 7, &[(33, 4, Hbc)]);
         assert_eq!(out, vec![0, 2, 3, 4]);
         let s = b.stats(33 * MS);
         assert_eq!(
@@ -515,13 +522,12 @@ mod tests {
     fn fifo_loss_releases_several_held_below_in_order() {
         // 0 and 2 lost on the HBC; 1 and 3 on the LLC held; HBC 4 frees both.
         let (mut b, mut out) = fifo();
-        b.push(5 * MS, 2, 1, Llc, 60, 1, &mut out);
-        b.push(6 * MS, 2, 3, Llc, 60, 3, &mut out);
-        b.push(40 * MS, 2, 4, Hbc, 1400, 4, &mut out);
+        let arrivals = [(5, 1, Llc), (6, 3, Llc), (40, 4, Hbc)];
+        feed(&mut b, &mut out, 2, &arrivals);
         assert_eq!(out, vec![1, 3, 4]);
         assert_eq!(b.stats(40 * MS).fifo_releases, 2);
         // a late LLC packet below is delivered as before (the stack drops duplicates)
-        b.push(41 * MS, 2, 0, Llc, 60, 0, &mut out);
+        feed(&mut b, &mut out, 2, &[(41, 0, Llc)]);
         assert_eq!(out, vec![1, 3, 4, 0]);
     }
 
@@ -529,9 +535,8 @@ mod tests {
     fn hbc_gap_then_llc_fills_it() {
         // seq 0 on the LLC is *slower* (queued), seq 1 on the HBC arrives first.
         let (mut b, mut out) = rb();
-        b.push(10 * MS, 1, 1, Hbc, 1400, 1, &mut out);
-        b.push(12 * MS, 1, 0, Llc, 60, 0, &mut out);
-        b.push(13 * MS, 1, 2, Llc, 60, 2, &mut out);
+        let arrivals = [(10, 1, Hbc), (12, 0, Llc), (13, 2, Llc)];
+        feed(&mut b, &mut out, 1, &arrivals);
         assert_eq!(
             out,
             vec![1, 0, 2],
