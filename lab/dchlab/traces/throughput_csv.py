@@ -83,38 +83,18 @@ def import_throughput_csv(
 ) -> ThroughputImport:
     scale = UNITS[unit]
     wanted = None if mode.lower() == "all" else MODES.get(mode.upper(), {mode})
+    f = path.open(newline="")
+    reader = csv.DictReader(f)
     try:
-        f = path.open(newline="")
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
+        with f:
+            secs, ups, downs, total = _read_rows(
+                path, reader, wanted, scale, time_col, down_col, up_col, mode_col
+            )
     except UnicodeDecodeError as e:
         raise TraceFormatError(path, f"not a text file ({e})") from None
-    with f:
-        needed = [time_col, down_col, up_col] + ([mode_col] if wanted else [])
-        for col in needed:
-            if col not in header:
-                raise TraceFormatError(
-                    path, f"missing column {col!r} (header: {','.join(header)})", line=1, field=col
-                )
-        secs: list[int] = []
-        ups: list[float] = []
-        downs: list[float] = []
-        total = 0
-        t0: float | None = None
-        for row in reader:
-            total += 1
-            no = reader.line_num
-            if None in row or any(row.get(c) is None for c in needed):
-                raise TraceFormatError(path, f"expected {len(header)} columns", no)
-            t = _parse_time(path, no, row[time_col])
-            t0 = t if t0 is None else t0
-            down = _rate(path, no, down_col, row[down_col], scale)
-            up = _rate(path, no, up_col, row[up_col], scale)
-            if wanted and row[mode_col].strip() not in wanted:
-                continue
-            secs.append(round(t - t0))
-            ups.append(up)
-            downs.append(down)
+    except csv.Error as e:
+        # e.g. a line longer than the csv module's field limit (128 KiB): not a table
+        raise TraceFormatError(path, f"not a CSV table ({e})", reader.line_num or None) from None
     if not secs:
         raise TraceFormatError(path, f"no rows with {mode_col} in {sorted(wanted or [])}")
     s = np.asarray(secs)
@@ -150,3 +130,44 @@ def import_throughput_csv(
     ]
     series = CapacitySeries(np.round(np.asarray(out_up), 6), np.round(np.asarray(out_down), 6))
     return ThroughputImport(series, total, len(secs), stretches, notes)
+
+
+def _read_rows(
+    path: Path,
+    reader: csv.DictReader[str],
+    wanted: set[str] | None,
+    scale: float,
+    time_col: str,
+    down_col: str,
+    up_col: str,
+    mode_col: str,
+) -> tuple[list[int], list[float], list[float], int]:
+    """The (second, up, down) of every data row whose mode is `wanted` (all if None),
+    and how many data rows there were."""
+    header = reader.fieldnames or []
+    needed = [time_col, down_col, up_col] + ([mode_col] if wanted else [])
+    for col in needed:
+        if col not in header:
+            raise TraceFormatError(
+                path, f"missing column {col!r} (header: {','.join(header)})", line=1, field=col
+            )
+    secs: list[int] = []
+    ups: list[float] = []
+    downs: list[float] = []
+    total = 0
+    t0: float | None = None
+    for row in reader:
+        total += 1
+        no = reader.line_num
+        if None in row or any(row.get(c) is None for c in needed):
+            raise TraceFormatError(path, f"expected {len(header)} columns", no)
+        t = _parse_time(path, no, row[time_col])
+        t0 = t if t0 is None else t0
+        down = _rate(path, no, down_col, row[down_col], scale)
+        up = _rate(path, no, up_col, row[up_col], scale)
+        if wanted and row[mode_col].strip() not in wanted:
+            continue
+        secs.append(round(t - t0))
+        ups.append(up)
+        downs.append(down)
+    return secs, ups, downs, total
