@@ -17,6 +17,13 @@
 //! paper's timeout releases LLC packets ahead of their predecessors, and TCP
 //! takes the reordering for loss (docs/results.md, fig6_acks).
 //!
+//! With `adaptive` (off by default) the timeout follows the HBC's queue. A
+//! packet whose sequence number a timeout gave up on and that arrives after all
+//! was merely late, not lost: the timeout was too short for the current HBC
+//! delay, so it doubles (up to `max_timeout`). After `ADAPT_DECAY` without such
+//! a late arrival it halves again, down to `timeout`. Late arrivals are counted
+//! either way (`late_after_timeout`): each is a packet that TCP saw out of order.
+//!
 //! Memory is bounded per flow and in total; when a bound would be exceeded
 //! the flow's held packets are released in order, together with the new one.
 //!
@@ -32,14 +39,22 @@ use std::hash::Hash;
 const BASE: u64 = 1 << 32;
 /// A jump further than this is taken as a restarted flow (sender state lost).
 const RESYNC: u64 = 1 << 20;
+/// With `adaptive`: how long without a late arrival before the timeout halves.
+pub const ADAPT_DECAY: Nanos = 10_000 * MS;
 /// Delivered-but-not-yet-contiguous sequence numbers remembered per flow.
 const MAX_AHEAD: usize = 8192;
 
 /// Timeout and memory bounds of the reorder buffer.
 #[derive(Clone, Debug)]
 pub struct ReorderConfig {
-    /// Longest an LLC packet is held (`--reorder-timeout-ms`).
+    /// Longest an LLC packet is held (`--reorder-timeout-ms`); with `adaptive`
+    /// the starting and smallest timeout.
     pub timeout: Nanos,
+    /// Double the timeout on each late arrival after a timeout (module docs;
+    /// `--reorder-adaptive`).
+    pub adaptive: bool,
+    /// With `adaptive`: the largest timeout (`--reorder-max-timeout-ms`).
+    pub max_timeout: Nanos,
     /// Bytes held per flow at most (`--reorder-flow-bytes`).
     pub max_flow_bytes: usize,
     /// Bytes held in total at most (`--reorder-total-bytes`).
@@ -57,6 +72,8 @@ impl Default for ReorderConfig {
     fn default() -> Self {
         ReorderConfig {
             timeout: 100 * MS,
+            adaptive: false,
+            max_timeout: 2_000 * MS,
             max_flow_bytes: 256 * 1024,
             max_total_bytes: 4 * 1024 * 1024,
             max_flows: 16384,
@@ -78,6 +95,11 @@ pub struct ReorderStats {
     /// Packets released because a later HBC packet of their flow arrived, so
     /// what they waited for was lost (`fifo_loss`).
     pub fifo_releases: u64,
+    /// Packets that arrived after a timeout had given up on them (late, not
+    /// lost): the timeout was shorter than the HBC's delay at that moment.
+    pub late_after_timeout: u64,
+    /// The timeout in force now, in ms (changes only with `adaptive`).
+    pub timeout_ms: f64,
     /// Packets released early because a memory bound was reached.
     pub overflow_releases: u64,
     /// Packets delivered without being held.
@@ -103,6 +125,8 @@ struct FlowRx<P> {
     held: BTreeMap<u64, Held<P>>,
     held_bytes: usize,
     last_seen: Nanos,
+    /// The sequence numbers `[lo, hi)` the flow's last timeout gave up on.
+    given_up: Option<(u64, u64)>,
 }
 
 impl<P> FlowRx<P> {
@@ -113,6 +137,7 @@ impl<P> FlowRx<P> {
             held: BTreeMap::new(),
             held_bytes: 0,
             last_seen: now,
+            given_up: None,
         }
     }
 
@@ -164,8 +189,13 @@ impl<P> FlowRx<P> {
 pub struct ReorderBuffer<K, P> {
     cfg: ReorderConfig,
     flows: HashMap<K, FlowRx<P>>,
-    /// (deadline, flow, seq) in arrival order; deadlines are monotonic.
+    /// (deadline, flow, seq) in arrival order; deadlines are monotonic (a
+    /// shorter adaptive timeout never schedules before the last deadline).
     deadlines: VecDeque<(Nanos, K, u64)>,
+    /// The timeout in force (`cfg.timeout` unless `cfg.adaptive` raised it).
+    timeout: Nanos,
+    /// When the timeout last changed or a late arrival last raised it.
+    last_adapt: Nanos,
     total_bytes: usize,
     first: Option<Nanos>,
     last_change: Nanos,
@@ -177,6 +207,8 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
     /// An empty buffer.
     pub fn new(cfg: ReorderConfig) -> Self {
         ReorderBuffer {
+            timeout: cfg.timeout,
+            last_adapt: 0,
             cfg,
             flows: HashMap::new(),
             deadlines: VecDeque::new(),
@@ -212,6 +244,7 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
     pub fn stats(&mut self, now: Nanos) -> ReorderStats {
         self.account(now);
         let mut s = self.stats;
+        s.timeout_ms = self.timeout as f64 / MS as f64;
         let span = now.saturating_sub(self.first.unwrap_or(now));
         s.mean_occupancy_bytes = if span > 0 {
             self.integral / span as f64
@@ -250,6 +283,24 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
             flow.ahead.clear();
             flow.next = s;
         }
+        if let Some((lo, hi)) = flow.given_up {
+            if (lo..hi).contains(&s) && !flow.held.contains_key(&s) {
+                // A timeout gave up on this packet, and here it is: late, not lost.
+                flow.given_up = Some((s + 1, hi));
+                self.stats.late_after_timeout += 1;
+                if self.cfg.adaptive {
+                    self.timeout = (self.timeout * 2).min(self.cfg.max_timeout);
+                    self.last_adapt = now;
+                }
+            }
+        }
+        if self.cfg.adaptive
+            && self.timeout > self.cfg.timeout
+            && now.saturating_sub(self.last_adapt) >= ADAPT_DECAY
+        {
+            self.timeout = (self.timeout / 2).max(self.cfg.timeout);
+            self.last_adapt = now;
+        }
         if ch == Channel::Hbc && self.cfg.fifo_loss && s > flow.next {
             Self::give_up_below(flow, s, &mut self.total_bytes, &mut self.stats, out);
         }
@@ -279,7 +330,9 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
         self.total_bytes += len;
         self.stats.held += 1;
         self.stats.max_occupancy_bytes = self.stats.max_occupancy_bytes.max(self.total_bytes);
-        self.deadlines.push_back((now + self.cfg.timeout, key, s));
+        let last = self.deadlines.back().map_or(0, |&(d, _, _)| d);
+        self.deadlines
+            .push_back(((now + self.timeout).max(last), key, s));
     }
 
     /// Earliest time [`handle_timeout`](Self::handle_timeout) may release something.
@@ -302,6 +355,7 @@ impl<K: Hash + Eq + Copy, P> ReorderBuffer<K, P> {
                 continue; // already released
             }
             // Give up on the missing predecessors: release everything up to s.
+            flow.given_up = Some((flow.next, s));
             while let Some(entry) = flow.held.first_entry() {
                 if *entry.key() > s {
                     break;
@@ -529,6 +583,89 @@ mod tests {
         // a late LLC packet below is delivered as before (the stack drops duplicates)
         feed(&mut b, &mut out, 2, &[(41, 0, Llc)]);
         assert_eq!(out, vec![1, 3, 4, 0]);
+    }
+
+    fn adaptive() -> (Rb, Vec<u32>) {
+        rb_with(ReorderConfig {
+            adaptive: true,
+            ..ReorderConfig::default()
+        })
+    }
+
+    #[test]
+    fn a_late_arrival_after_a_timeout_doubles_the_adaptive_timeout() {
+        // seq 0 (HBC) is stuck in a queue: seq 1 (LLC) at 5 ms times out at 105 ms,
+        // then 0 arrives at 150 ms: late, not lost -> the timeout becomes 200 ms.
+        let (mut b, mut out) = adaptive();
+        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
+        b.handle_timeout(105 * MS, &mut out);
+        feed(&mut b, &mut out, 1, &[(150, 0, Hbc)]);
+        assert_eq!(out, vec![1, 0]);
+        let s = b.stats(150 * MS);
+        assert_eq!((s.late_after_timeout, s.timeout_ms), (1, 200.0));
+        // The next held packet waits 200 ms: seq 3 at 200 ms, deadline 400 ms.
+        feed(&mut b, &mut out, 1, &[(200, 3, Llc)]);
+        assert_eq!(b.poll_timeout(), Some(400 * MS));
+        // More late arrivals, one per flow: 400, 800, 1600, then the 2 s cap.
+        let mut t = 1000;
+        for (flow, want) in [
+            (2, 400.0),
+            (3, 800.0),
+            (4, 1600.0),
+            (5, 2000.0),
+            (6, 2000.0),
+        ] {
+            feed(&mut b, &mut out, flow, &[(t, 1, Llc)]);
+            t += b.stats(t * MS).timeout_ms as u64;
+            b.handle_timeout(t * MS, &mut out);
+            feed(&mut b, &mut out, flow, &[(t + 1, 0, Hbc)]);
+            assert_eq!(b.stats(t * MS).timeout_ms, want, "flow {flow}");
+        }
+    }
+
+    #[test]
+    fn a_lost_predecessor_leaves_the_adaptive_timeout_alone() {
+        // seq 0 never comes: the timeout was right, nothing changes.
+        let (mut b, mut out) = adaptive();
+        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
+        b.handle_timeout(105 * MS, &mut out);
+        feed(&mut b, &mut out, 1, &[(150, 2, Hbc)]);
+        assert_eq!(out, vec![1, 2]);
+        let s = b.stats(150 * MS);
+        assert_eq!((s.late_after_timeout, s.timeout_ms), (0, 100.0));
+    }
+
+    #[test]
+    fn the_adaptive_timeout_halves_after_ten_quiet_seconds() {
+        let (mut b, mut out) = adaptive();
+        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
+        b.handle_timeout(105 * MS, &mut out);
+        feed(&mut b, &mut out, 1, &[(150, 0, Hbc)]); // late: 200 ms from 150 ms
+        feed(&mut b, &mut out, 1, &[(10_149, 2, Hbc)]);
+        assert_eq!(b.stats(10_149 * MS).timeout_ms, 200.0, "not yet 10 s");
+        feed(&mut b, &mut out, 1, &[(10_150, 3, Hbc)]);
+        assert_eq!(b.stats(10_150 * MS).timeout_ms, 100.0);
+        feed(&mut b, &mut out, 1, &[(30_000, 4, Hbc)]);
+        assert_eq!(
+            b.stats(30_000 * MS).timeout_ms,
+            100.0,
+            "never below the base"
+        );
+    }
+
+    #[test]
+    fn late_arrivals_are_counted_without_adapting() {
+        // The paper's fixed timeout: the late packet is counted, the timeout stays.
+        let (mut b, mut out) = rb();
+        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
+        b.handle_timeout(105 * MS, &mut out);
+        feed(&mut b, &mut out, 1, &[(150, 0, Hbc), (151, 0, Hbc)]);
+        let s = b.stats(151 * MS);
+        assert_eq!(
+            (s.late_after_timeout, s.timeout_ms),
+            (1, 100.0),
+            "counted once"
+        );
     }
 
     #[test]

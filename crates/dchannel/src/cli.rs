@@ -88,6 +88,14 @@ pub struct Common {
     /// not after the timeout. Off: NSDI'23's buffer (timeout only).
     #[arg(long, value_enum, default_value_t = OnOff::Off)]
     pub reorder_fifo: OnOff,
+    /// Double the reorder timeout whenever a packet it gave up on arrives after
+    /// all (the HBC's queue outgrew it); halve it again after 10 s without one,
+    /// never below --reorder-timeout-ms. Off: NSDI'23's fixed timeout.
+    #[arg(long, value_enum, default_value_t = OnOff::Off)]
+    pub reorder_adaptive: OnOff,
+    /// With --reorder-adaptive: the largest timeout.
+    #[arg(long, default_value_t = 2000)]
+    pub reorder_max_timeout_ms: u64,
     /// Reorder buffer bound per flow (bytes).
     #[arg(long, default_value_t = 256 * 1024)]
     pub reorder_flow_bytes: usize,

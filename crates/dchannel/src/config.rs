@@ -308,6 +308,8 @@ pub fn endpoint(
         max_flow_bytes: common.reorder_flow_bytes,
         max_total_bytes: common.reorder_total_bytes,
         fifo_loss: common.reorder_fifo == OnOff::On,
+        adaptive: common.reorder_adaptive == OnOff::On,
+        max_timeout: common.reorder_max_timeout_ms.max(common.reorder_timeout_ms) * MS,
         ..ReorderConfig::default()
     });
     cfg.estimate_all = common.outputs.decision_log.is_some();

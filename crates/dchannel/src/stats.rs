@@ -203,7 +203,7 @@ pub struct Stats {
 }
 
 /// Name, help and kind of the reorder buffer's (unlabelled) metrics.
-const REORDER_METRICS: [(&str, &str, &str); 5] = [
+const REORDER_METRICS: [(&str, &str, &str); 7] = [
     (
         "reorder_timeout_releases_total",
         "LLC packets released by timeout",
@@ -213,6 +213,16 @@ const REORDER_METRICS: [(&str, &str, &str); 5] = [
         "reorder_fifo_releases_total",
         "Held LLC packets released because a later HBC packet showed their predecessor lost",
         "counter",
+    ),
+    (
+        "reorder_late_after_timeout_total",
+        "Packets that arrived after the timeout had given up on them",
+        "counter",
+    ),
+    (
+        "reorder_timeout_ms",
+        "The reorder timeout in force (adaptive: follows the HBC's queue)",
+        "gauge",
     ),
     (
         "reorder_in_order_releases_total",
@@ -359,6 +369,8 @@ impl Stats {
                 "max_occupancy_bytes": r.max_occupancy_bytes,
                 "timeout_releases": r.timeout_releases,
                 "fifo_releases": r.fifo_releases,
+                "late_after_timeout": r.late_after_timeout,
+                "timeout_ms": r.timeout_ms,
                 "in_order_releases": r.in_order_releases,
                 "overflow_releases": r.overflow_releases,
                 "held": r.held,
@@ -483,6 +495,8 @@ impl Stats {
         let values = [
             r.timeout_releases.to_string(),
             r.fifo_releases.to_string(),
+            r.late_after_timeout.to_string(),
+            r.timeout_ms.to_string(),
             r.in_order_releases.to_string(),
             r.mean_occupancy_bytes.to_string(),
             r.max_occupancy_bytes.to_string(),
