@@ -522,11 +522,18 @@ mod tests {
         }
     }
 
-    fn fifo() -> (Rb, Vec<u32>) {
+    /// The default buffer with the FIFO loss rule and/or the adaptive timeout.
+    fn rb_opts(fifo_loss: bool, adaptive: bool) -> (Rb, Vec<u32>) {
+        let cfg = ReorderConfig::default();
         rb_with(ReorderConfig {
-            fifo_loss: true,
-            ..ReorderConfig::default()
+            fifo_loss,
+            adaptive,
+            ..cfg
         })
+    }
+
+    fn fifo() -> (Rb, Vec<u32>) {
+        rb_opts(true, false)
     }
 
     #[test]
@@ -586,10 +593,16 @@ mod tests {
     }
 
     fn adaptive() -> (Rb, Vec<u32>) {
-        rb_with(ReorderConfig {
-            adaptive: true,
-            ..ReorderConfig::default()
-        })
+        rb_opts(false, true)
+    }
+
+    /// `flow`'s seq 1 arrives on the LLC at `t` ms and waits for seq 0 until the
+    /// timeout in force releases it; returns that moment (ms).
+    fn held_until_timeout(b: &mut Rb, out: &mut Vec<u32>, flow: u16, t: u64) -> u64 {
+        feed(b, out, flow, &[(t, 1, Llc)]);
+        let released = t + b.stats(t * MS).timeout_ms as u64;
+        b.handle_timeout(released * MS, out);
+        released
     }
 
     #[test]
@@ -597,8 +610,7 @@ mod tests {
         // seq 0 (HBC) is stuck in a queue: seq 1 (LLC) at 5 ms times out at 105 ms,
         // then 0 arrives at 150 ms: late, not lost -> the timeout becomes 200 ms.
         let (mut b, mut out) = adaptive();
-        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
-        b.handle_timeout(105 * MS, &mut out);
+        assert_eq!(held_until_timeout(&mut b, &mut out, 1, 5), 105);
         feed(&mut b, &mut out, 1, &[(150, 0, Hbc)]);
         assert_eq!(out, vec![1, 0]);
         let s = b.stats(150 * MS);
@@ -615,9 +627,7 @@ mod tests {
             (5, 2000.0),
             (6, 2000.0),
         ] {
-            feed(&mut b, &mut out, flow, &[(t, 1, Llc)]);
-            t += b.stats(t * MS).timeout_ms as u64;
-            b.handle_timeout(t * MS, &mut out);
+            t = held_until_timeout(&mut b, &mut out, flow, t);
             feed(&mut b, &mut out, flow, &[(t + 1, 0, Hbc)]);
             assert_eq!(b.stats(t * MS).timeout_ms, want, "flow {flow}");
         }
@@ -627,8 +637,7 @@ mod tests {
     fn a_lost_predecessor_leaves_the_adaptive_timeout_alone() {
         // seq 0 never comes: the timeout was right, nothing changes.
         let (mut b, mut out) = adaptive();
-        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
-        b.handle_timeout(105 * MS, &mut out);
+        held_until_timeout(&mut b, &mut out, 1, 5);
         feed(&mut b, &mut out, 1, &[(150, 2, Hbc)]);
         assert_eq!(out, vec![1, 2]);
         let s = b.stats(150 * MS);
@@ -638,8 +647,7 @@ mod tests {
     #[test]
     fn the_adaptive_timeout_halves_after_ten_quiet_seconds() {
         let (mut b, mut out) = adaptive();
-        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
-        b.handle_timeout(105 * MS, &mut out);
+        held_until_timeout(&mut b, &mut out, 1, 5);
         feed(&mut b, &mut out, 1, &[(150, 0, Hbc)]); // late: 200 ms from 150 ms
         feed(&mut b, &mut out, 1, &[(10_149, 2, Hbc)]);
         assert_eq!(b.stats(10_149 * MS).timeout_ms, 200.0, "not yet 10 s");
@@ -657,8 +665,7 @@ mod tests {
     fn late_arrivals_are_counted_without_adapting() {
         // The paper's fixed timeout: the late packet is counted, the timeout stays.
         let (mut b, mut out) = rb();
-        feed(&mut b, &mut out, 1, &[(5, 1, Llc)]);
-        b.handle_timeout(105 * MS, &mut out);
+        held_until_timeout(&mut b, &mut out, 1, 5);
         feed(&mut b, &mut out, 1, &[(150, 0, Hbc), (151, 0, Hbc)]);
         let s = b.stats(151 * MS);
         assert_eq!(
