@@ -8,10 +8,17 @@
 //! the front instead of scanning the table. A flood of new flows therefore
 //! costs each packet the same as steady traffic (issue 16, "Floods").
 //! Memory: at most `capacity` nodes plus the index; [`FlowTable::bytes_bound`].
+//!
+//! The index holds only slot numbers, and each node keeps its key's hash: a
+//! packet hashes its key once (SipHash with a random key, so a flood cannot
+//! aim at one bucket), and evicting a flow finds its index entry by the stored
+//! hash and slot number without hashing or comparing keys again.
 
 use crate::packet::FlowKey;
 use crate::Nanos;
-use std::collections::HashMap;
+use hashbrown::HashTable;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 
 /// Sender-side state of one unidirectional flow.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,12 +48,26 @@ pub struct FlowTableStats {
     pub forced_evictions: u64,
 }
 
+impl std::ops::Add for FlowTableStats {
+    type Output = FlowTableStats;
+    /// The counters of two tables together (a sender keeps one per peer).
+    fn add(self, o: FlowTableStats) -> FlowTableStats {
+        FlowTableStats {
+            created: self.created + o.created,
+            idle_evictions: self.idle_evictions + o.idle_evictions,
+            forced_evictions: self.forced_evictions + o.forced_evictions,
+        }
+    }
+}
+
 /// "No node": the end of the recency list.
 const NIL: u32 = u32::MAX;
 
 /// One flow in the recency list (a slot of `FlowTable::nodes`).
 struct Node {
     key: FlowKey,
+    /// `key`'s hash under the table's hasher.
+    hash: u64,
     state: FlowState,
     /// Less recently seen neighbour (towards the front), or NIL.
     prev: u32,
@@ -56,7 +77,9 @@ struct Node {
 
 /// The bounded table of a sender's flows (see the module docs).
 pub struct FlowTable {
-    index: HashMap<FlowKey, u32>,
+    /// Slot numbers into `nodes`, hashed by their node's `hash`.
+    index: HashTable<u32>,
+    hasher: RandomState,
     nodes: Vec<Node>,
     /// Slots of evicted flows, reused before `nodes` grows.
     free: Vec<u32>,
@@ -81,7 +104,8 @@ impl FlowTable {
         );
         let reserve = capacity.min(4096);
         FlowTable {
-            index: HashMap::with_capacity(reserve),
+            index: HashTable::with_capacity(reserve),
+            hasher: RandomState::new(),
             nodes: Vec::with_capacity(reserve),
             free: Vec::new(),
             head: NIL,
@@ -104,23 +128,24 @@ impl FlowTable {
     }
 
     /// Upper bound of the heap bytes a full table of `capacity` flows holds:
-    /// one node per flow plus the index (hashbrown: key, value and a control
-    /// byte per bucket, at most 8/7 buckets per entry, rounded up to a power
-    /// of two — hence the factor 2 × 8/7).
+    /// one node per flow plus the index (hashbrown: a slot number and a
+    /// control byte per bucket, at most 8/7 buckets per entry, rounded up to a
+    /// power of two — hence the factor 2 × 8/7).
     pub fn bytes_bound(capacity: usize) -> usize {
         let node = std::mem::size_of::<Node>();
-        let bucket = std::mem::size_of::<(FlowKey, u32)>() + 1;
+        let bucket = std::mem::size_of::<u32>() + 1;
         capacity * node + (capacity * 2 * 8 / 7 + 16) * bucket
     }
 
     /// The flow's state, created on first sight (touching `last_seen`).
     pub fn get_or_insert(&mut self, key: FlowKey, now: Nanos) -> &mut FlowState {
-        let slot = match self.index.get(&key) {
-            Some(&slot) => {
+        let hash = self.hasher.hash_one(key);
+        let slot = match self.find(hash, &key) {
+            Some(slot) => {
                 self.unlink(slot);
                 slot
             }
-            None => self.insert(key, now),
+            None => self.insert(key, hash, now),
         };
         self.push_back(slot);
         let st = &mut self.nodes[slot as usize].state;
@@ -130,7 +155,16 @@ impl FlowTable {
 
     /// The state of flow `key`, if present (no side effects).
     pub fn get(&self, key: &FlowKey) -> Option<&FlowState> {
-        self.index.get(key).map(|&i| &self.nodes[i as usize].state)
+        let slot = self.find(self.hasher.hash_one(key), key)?;
+        Some(&self.nodes[slot as usize].state)
+    }
+
+    /// The slot of flow `key` (whose hash is `hash`), if present.
+    fn find(&self, hash: u64, key: &FlowKey) -> Option<u32> {
+        let nodes = &self.nodes;
+        self.index
+            .find(hash, |&slot| nodes[slot as usize].key == *key)
+            .copied()
     }
 
     /// Removes every flow idle for longer than the idle timeout.
@@ -146,7 +180,7 @@ impl FlowTable {
     }
 
     /// A new flow in a free slot (unlinked); makes room first when full.
-    fn insert(&mut self, key: FlowKey, now: Nanos) -> u32 {
+    fn insert(&mut self, key: FlowKey, hash: u64, now: Nanos) -> u32 {
         if self.index.len() >= self.capacity {
             self.expire(now);
         }
@@ -160,6 +194,7 @@ impl FlowTable {
         self.stats.created += 1;
         let node = Node {
             key,
+            hash,
             state: FlowState {
                 id,
                 next_seq: 0,
@@ -180,15 +215,20 @@ impl FlowTable {
                 (self.nodes.len() - 1) as u32
             }
         };
-        self.index.insert(key, slot);
+        let nodes = &self.nodes;
+        self.index
+            .insert_unique(hash, slot, |&s| nodes[s as usize].hash);
         slot
     }
 
     /// Takes a linked flow out of the table; its slot becomes free.
     fn remove(&mut self, slot: u32) {
         self.unlink(slot);
-        let key = self.nodes[slot as usize].key;
-        self.index.remove(&key);
+        let hash = self.nodes[slot as usize].hash;
+        match self.index.find_entry(hash, |&s| s == slot) {
+            Ok(entry) => drop(entry.remove()),
+            Err(_) => debug_assert!(false, "flow in slot {slot} listed but not indexed"),
+        }
         self.free.push(slot);
     }
 

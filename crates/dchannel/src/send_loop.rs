@@ -103,9 +103,9 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
         }
         if tx.poll_timeout().is_some_and(|t| t <= now) {
             tx.handle_timeout(now);
-            io.stats.flows.store(tx.flows() as u64, Relaxed);
+            io.stats.flows.publish(tx.flows(), tx.flow_table_stats());
         } else if one_peer {
-            io.stats.flows.store(tx.flows() as u64, Relaxed);
+            io.stats.flows.publish(tx.flows(), tx.flow_table_stats());
         }
     }
 }

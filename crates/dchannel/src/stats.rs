@@ -185,6 +185,29 @@ pub struct BusyPollCounters {
     pub wakes: AtomicU64,
 }
 
+/// The sender's flow tables (issue 16, "Floods"): what they hold and churn.
+#[derive(Default)]
+pub struct FlowCounters {
+    /// Flows in the tables now.
+    pub flows: AtomicU64,
+    /// Flows created since start.
+    pub created: AtomicU64,
+    /// Flows evicted for being idle.
+    pub idle_evictions: AtomicU64,
+    /// Flows evicted because a table was full (a flood of new flows).
+    pub forced_evictions: AtomicU64,
+}
+
+impl FlowCounters {
+    /// Publishes the send loop's view (Relaxed: counters, read by the stats writer).
+    pub fn publish(&self, flows: usize, st: dchannel_core::flow_table::FlowTableStats) {
+        self.flows.store(flows as u64, Relaxed);
+        self.created.store(st.created, Relaxed);
+        self.idle_evictions.store(st.idle_evictions, Relaxed);
+        self.forced_evictions.store(st.forced_evictions, Relaxed);
+    }
+}
+
 pub struct Stats {
     pub role: &'static str,
     pub policy: String,
@@ -192,7 +215,7 @@ pub struct Stats {
     pub channels: [ChannelCounters; 2],
     pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
     pub malformed: [AtomicU64; Malformed::ALL.len()],
-    pub flows: AtomicU64,
+    pub flows: FlowCounters,
     pub tun: TunCounters,
     pub busy_poll: BusyPollCounters,
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
@@ -262,7 +285,7 @@ impl Stats {
             channels: Default::default(),
             decisions: std::array::from_fn(|_| Default::default()),
             malformed: Default::default(),
-            flows: AtomicU64::new(0),
+            flows: FlowCounters::default(),
             tun: TunCounters::default(),
             busy_poll: BusyPollCounters::default(),
             endpoint,
@@ -380,7 +403,12 @@ impl Stats {
             "peers": peers,
             "malformed": malformed,
             "crypto": self.crypto_json(),
-            "flows": self.flows.load(Relaxed),
+            "flows": self.flows.flows.load(Relaxed),
+            "flow_table": {
+                "created": self.flows.created.load(Relaxed),
+                "idle_evictions": self.flows.idle_evictions.load(Relaxed),
+                "forced_evictions": self.flows.forced_evictions.load(Relaxed),
+            },
             "tun": self.tun.to_json(),
             "busy_poll": {
                 "us": self.busy_poll.us,
@@ -521,7 +549,25 @@ impl Stats {
             "flows",
             "Flows in the sender's flow table",
             "gauge",
-            vec![(String::new(), self.flows.load(Relaxed).to_string())],
+            vec![(String::new(), self.flows.flows.load(Relaxed).to_string())],
+        );
+        metric(
+            "flows_created_total",
+            "Flows created in the sender's flow table",
+            "counter",
+            vec![(String::new(), self.flows.created.load(Relaxed).to_string())],
+        );
+        metric(
+            "flow_evictions_total",
+            "Flows evicted from the sender's flow table, by reason",
+            "counter",
+            [
+                ("idle", &self.flows.idle_evictions),
+                ("full", &self.flows.forced_evictions),
+            ]
+            .into_iter()
+            .map(|(r, v)| (format!(",reason=\"{r}\""), v.load(Relaxed).to_string()))
+            .collect(),
         );
         s
     }

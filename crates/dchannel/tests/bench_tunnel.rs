@@ -125,20 +125,6 @@ fn with_cpu<T>(pids: &[u32], f: impl FnOnce() -> T) -> (T, f64) {
     (r, (cpu() - c0) / t0.elapsed().as_secs_f64())
 }
 
-/// CPU seconds (user + system, all threads) `pid` has used so far (proc(5):
-/// utime and stime are fields 14 and 15, after the parenthesised command).
-fn cpu_s(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, r)| r.split_whitespace().collect())
-        .unwrap_or_default();
-    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<f64>().ok());
-    // SAFETY: sysconf with a valid name has no side effects.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (field(14).unwrap_or(0.0) + field(15).unwrap_or(0.0)) / hz
-}
-
 /// One mode's ping line: RTTs over plain veth and through the tunnel, and what
 /// the tunnel adds.
 fn print_ping(mode: &str, plain: &[f64], tunnel: &[f64]) {

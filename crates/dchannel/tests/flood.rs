@@ -6,9 +6,13 @@
 //! counted, and the transfer must stay byte-exact.
 //!
 //! CI floods 1,000,000 datagrams; `DCH_FLOOD_DATAGRAMS=100000000` is the soak
-//! (docs/reliability.md). The transfer's throughput under flood against
-//! without is printed (run with `--nocapture`), not asserted: it depends on
-//! how loaded the machine is.
+//! (docs/reliability.md); `DCH_FLOOD_RATE=N` paces the flood at N datagrams a
+//! second (default: as fast as the senders go). The transfer's throughput is
+//! printed (run with `--nocapture`), not asserted (it depends on how loaded
+//! the machine is): alone, under the same flood aimed at sockets nobody reads
+//! in the gateway's namespace (what the flood costs the machine: senders and
+//! the kernel's receive path), and under the flood at the gateway's ports
+//! (what dchannel's refusals cost on top).
 
 mod common;
 
@@ -17,21 +21,22 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::time::{Duration, Instant};
 
-/// Datagrams per flood (both channels together).
-fn flood_count() -> u64 {
-    std::env::var("DCH_FLOOD_DATAGRAMS")
+/// A count from the environment, else `default`.
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000)
+        .unwrap_or(default)
 }
 
-/// A field of /proc/PID/status in KiB (VmRSS, VmHWM).
-fn status_kib(pid: u32, key: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{key} not in /proc/{pid}/status"))
+/// Datagrams per flood (both channels together).
+fn flood_count() -> u64 {
+    env_u64("DCH_FLOOD_DATAGRAMS", 1_000_000)
+}
+
+/// Datagrams a second of the whole flood (0: unpaced).
+fn flood_rate() -> u64 {
+    env_u64("DCH_FLOOD_RATE", 0)
 }
 
 /// UDP counters of a namespace (`Udp:` of its snmp file; /proc/net follows the
@@ -78,27 +83,84 @@ fn bad_datagram(i: u64, buf: &mut [u8; 1500]) -> usize {
     }
 }
 
-/// Sends `n` bad datagrams from `src` to `dst` (in namespace `ns`); returns how
-/// many the kernel took (a full socket buffer refuses some: ENOBUFS).
+/// Sends `n` bad datagrams from `src` to `dst` (in namespace `ns`), `rate` a
+/// second (0: unpaced); returns how many the kernel took (a full socket
+/// buffer refuses some: ENOBUFS).
 fn flood(
     ns: &str,
     src: &'static str,
-    dst: &'static str,
+    dst: String,
     first: u64,
     n: u64,
+    rate: u64,
 ) -> std::thread::JoinHandle<u64> {
     in_ns(ns, move || {
         let s = UdpSocket::bind((src, 0)).unwrap();
         let mut buf = [0u8; 1500];
-        let mut sent = 0;
+        let (mut sent, start) = (0, Instant::now());
         for i in first..first + n {
             let len = bad_datagram(i, &mut buf);
-            if s.send_to(&buf[..len], dst).is_ok() {
+            if s.send_to(&buf[..len], &dst).is_ok() {
                 sent += 1;
+            }
+            let k = i - first + 1;
+            if rate > 0 && k % 64 == 0 {
+                // paced in bursts of 64: sleep until datagram k is due
+                let due = Duration::from_secs_f64(k as f64 / rate as f64);
+                if let Some(wait) = due.checked_sub(start.elapsed()) {
+                    std::thread::sleep(wait);
+                }
             }
         }
         sent
     })
+}
+
+/// A flood of `n` datagrams from ue's HBC and LLC addresses to the gateway's
+/// namespace at ports `hbc_port` / `llc_port`; the 8 MiB transfers that ran
+/// back to back meanwhile; (datagrams sent, seconds).
+fn flood_with_transfers(
+    t: &Topo,
+    n: u64,
+    (hbc_port, llc_port): (u16, u16),
+    first_port: u16,
+) -> (Vec<Duration>, u64, f64) {
+    let rate = flood_rate() / 2; // per channel
+    let start = Instant::now();
+    let floods = [
+        flood(
+            &t.ue,
+            "198.18.1.2",
+            format!("198.18.1.1:{hbc_port}"),
+            0,
+            n / 2,
+            rate,
+        ),
+        flood(
+            &t.ue,
+            "198.18.2.2",
+            format!("198.18.2.1:{llc_port}"),
+            n / 2,
+            n - n / 2,
+            rate,
+        ),
+    ];
+    let mut under = Vec::new();
+    while !floods.iter().all(|f| f.is_finished()) {
+        // ports cycle (a soak runs thousands of transfers; SO_REUSEADDR rebinds)
+        under.push(transfer(t, LEN, first_port + (under.len() % 15_000) as u16));
+    }
+    let sent: u64 = floods.into_iter().map(|f| f.join().unwrap()).sum();
+    (under, sent, start.elapsed().as_secs_f64())
+}
+
+/// Bytes per transfer.
+const LEN: usize = 8 << 20;
+
+/// Mean Mbit/s of `LEN`-byte transfers.
+fn mean_rate(d: &[Duration]) -> f64 {
+    let rate = |d: &Duration| LEN as f64 * 8.0 / d.as_secs_f64() / 1e6;
+    d.iter().map(rate).sum::<f64>() / d.len().max(1) as f64
 }
 
 /// `len` bytes from srv to ue through the tunnel, byte-exact; its duration.
@@ -139,24 +201,33 @@ fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() 
     let t = Topo::new();
     let mut a = t.start("dchannel", &[]);
     let pid = a.gateway.as_ref().unwrap().id();
-    const LEN: usize = 8 << 20;
     transfer(&t, 1 << 20, 7100); // session up, buffers grown
     let alone = transfer(&t, LEN, 7101);
+    let n = flood_count();
+
+    // The control: the same flood into two sockets in gw that nobody reads
+    // (a one-datagram buffer: the kernel drops the rest).
+    let sinks: Vec<UdpSocket> = ["198.18.1.1:5000", "198.18.2.1:5001"]
+        .into_iter()
+        .map(|addr| {
+            in_ns(&t.gw, move || {
+                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)
+                    .unwrap();
+                s.set_recv_buffer_size(1).unwrap();
+                s.bind(&addr.parse::<std::net::SocketAddr>().unwrap().into())
+                    .unwrap();
+                UdpSocket::from(s)
+            })
+            .join()
+            .unwrap()
+        })
+        .collect();
+    let (under_sink, sink_sent, sink_s) = flood_with_transfers(&t, n, (5000, 5001), 20_000);
+    drop(sinks);
+
     let (in0, rcvbuf0) = udp_counters(&t.gw);
     let hwm0 = status_kib(pid, "VmHWM");
-
-    let n = flood_count();
-    let start = Instant::now();
-    let floods = [
-        flood(&t.ue, "198.18.1.2", "198.18.1.1:4000", 0, n / 2),
-        flood(&t.ue, "198.18.2.2", "198.18.2.1:4001", n / 2, n - n / 2),
-    ];
-    let mut under = Vec::new();
-    while !floods.iter().all(|f| f.is_finished()) {
-        under.push(transfer(&t, LEN, 7102 + under.len() as u16));
-    }
-    let sent: u64 = floods.into_iter().map(|f| f.join().unwrap()).sum();
-    let flood_s = start.elapsed().as_secs_f64();
+    let (under, sent, flood_s) = flood_with_transfers(&t, n, (4000, 4001), 40_000);
     std::thread::sleep(Duration::from_millis(300)); // the gateway drains its sockets
 
     assert!(
@@ -174,18 +245,26 @@ fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() 
         .map(|(_, v)| v.as_u64().unwrap())
         .sum();
     let delivered = in1 - in0; // to the gateway's sockets: flood and tunnel alike
-    let rate = |d: Duration| LEN as f64 * 8.0 / d.as_secs_f64() / 1e6;
-    let mean_under = under.iter().map(|d| rate(*d)).sum::<f64>() / under.len().max(1) as f64;
+    let (alone, sink, gw_rate) = (
+        mean_rate(&[alone]),
+        mean_rate(&under_sink),
+        mean_rate(&under),
+    );
     println!(
         "flood: {sent} of {n} datagrams sent in {flood_s:.1} s ({:.0}/s); {delivered} UDP datagrams \
          delivered to the gateway, {dropped} dropped and counted by it, kernel dropped {} (receive buffer full); VmHWM \
-         {hwm0} -> {hwm1} KiB; transfer {:.0} Mbit/s alone, {mean_under:.0} Mbit/s under \
-         flood ({} transfers, {:.0}%)",
+         {hwm0} -> {hwm1} KiB\n\
+         transfer: {alone:.0} Mbit/s alone; {sink:.0} Mbit/s under the flood into unread sockets \
+         ({} transfers, {sink_sent} datagrams in {sink_s:.1} s, {:.0}/s; {:.0}% of alone); {gw_rate:.0} \
+         Mbit/s under the flood at the gateway ({} transfers; {:.0}% of alone, {:.0}% of the control)",
         sent as f64 / flood_s,
         rcvbuf1 - rcvbuf0,
-        rate(alone),
+        under_sink.len(),
+        sink_sent as f64 / sink_s,
+        100.0 * sink / alone,
         under.len(),
-        100.0 * mean_under / rate(alone),
+        100.0 * gw_rate / alone,
+        100.0 * gw_rate / sink,
     );
     assert!(!under.is_empty(), "no transfer overlapped the flood");
     // every bad datagram the gateway read was dropped and counted (the socket

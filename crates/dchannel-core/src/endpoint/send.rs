@@ -10,6 +10,7 @@
 //! `buf[..len]`. Nothing is allocated per packet.
 
 use super::{Config, DatagramAuth, DropReason, ProbeTransmit, Shared, Timer, TimerTable};
+use crate::flow_table::FlowTableStats;
 use crate::policy::{Outcome, Policy};
 use crate::steer::{Steered, Steerer};
 use crate::wire::{self, channel_flags, Header, MsgType, ProbeKind, HEADER_LEN, PROBE_BODY_LEN};
@@ -219,6 +220,14 @@ impl<A: DatagramAuth> SendHalf<A> {
     /// Flows in the flow tables of all peers.
     pub fn flows(&self) -> usize {
         self.peers.iter().map(|p| p.steerer.flows()).sum()
+    }
+
+    /// Flows created and evicted, over the flow tables of all peers.
+    pub fn flow_table_stats(&self) -> FlowTableStats {
+        self.peers
+            .iter()
+            .map(|p| p.steerer.flow_table().stats)
+            .fold(FlowTableStats::default(), |a, b| a + b)
     }
 
     /// Decisions of peer `peer` per (outcome, channel actually used).

@@ -330,3 +330,26 @@ pub fn read_json(p: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap()
 }
+
+/// CPU seconds (user + system, all threads) `pid` has used so far (proc(5):
+/// utime and stime are fields 14 and 15, after the parenthesised command).
+pub fn cpu_s(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<f64>().ok());
+    // SAFETY: sysconf with a valid name has no side effects.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (field(14).unwrap_or(0.0) + field(15).unwrap_or(0.0)) / hz
+}
+
+/// A field of /proc/PID/status in KiB (VmRSS, VmHWM).
+pub fn status_kib(pid: u32, key: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("{key} not in /proc/{pid}/status"))
+}
