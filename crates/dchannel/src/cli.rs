@@ -125,11 +125,12 @@ pub struct Common {
     /// kernel refuses the offloads, the agent warns and runs without them.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub tun_offload: OnOff,
-    /// After each packet, both agent threads poll for this many µs more
-    /// without sleeping, and a sleeping sibling is woken at once: the reply to
-    /// a request then finds its thread awake (lower added latency for lone
-    /// request/response traffic, docs/agent.md "Busy-poll"). Costs up to this
-    /// much CPU per thread after each burst. 0: sleep whenever idle.
+    /// Busy-poll: one thread runs both directions and, after each packet,
+    /// polls the TUN and both sockets for this many µs more without sleeping:
+    /// the reply to a request then finds the agent awake (lower added latency
+    /// for lone request/response traffic, docs/agent.md "Busy-poll"). Costs up
+    /// to this much of a core after each burst. 0: two threads that sleep
+    /// whenever idle.
     #[arg(long, default_value_t = 0, value_name = "US")]
     pub busy_poll_us: u64,
     /// MTU of the outer path; the TUN MTU is this minus IP/UDP/dchannel headers

@@ -5,7 +5,6 @@ mod agent;
 mod arrival_log;
 mod batch_recv;
 mod batch_send;
-mod busy_poll;
 mod cli;
 mod config;
 mod csv_log;
@@ -14,6 +13,8 @@ mod final_publish;
 mod keytool;
 mod metrics;
 mod net;
+mod poll_loop;
+mod receive_loop;
 mod send_loop;
 mod stats;
 mod tun;
@@ -171,17 +172,24 @@ fn serve<A: DatagramAuth + 'static>(
         max_datagram: common.outer_mtu.max(1500) + 64,
         vnet_hdr,
         final_publish: final_publish::FinalPublish::new().context("eventfd")?,
-        busy: busy_poll::BusyPoll::new(common.busy_poll_us * 1_000).context("eventfd")?,
     });
     let io_stats = Arc::clone(&io);
     let sigs = block_signals();
-    let io_tx = Arc::clone(&io);
-    std::thread::Builder::new()
-        .name("tun->udp".into())
-        .spawn(move || send_loop::run_sender(io_tx, tx))?;
-    std::thread::Builder::new()
-        .name("udp->tun".into())
-        .spawn(move || agent::run_receiver(io, rx))?;
+    if common.busy_poll_us > 0 {
+        // One thread for both directions (poll_loop.rs says why).
+        let window = common.busy_poll_us * 1_000;
+        std::thread::Builder::new()
+            .name("poll".into())
+            .spawn(move || poll_loop::run(io, tx, rx, window))?;
+    } else {
+        let io_tx = Arc::clone(&io);
+        std::thread::Builder::new()
+            .name("tun->udp".into())
+            .spawn(move || send_loop::run_sender(io_tx, tx))?;
+        std::thread::Builder::new()
+            .name("udp->tun".into())
+            .spawn(move || receive_loop::run_receiver(io, rx))?;
+    }
     let role_name = role.name();
     tracing::info!(
         "{role_name} up: tun {} ({}, mtu {inner_mtu}{}), policy {policy_spec}, LLC {} Mbit/s, overhead {overhead} B/packet, {}",

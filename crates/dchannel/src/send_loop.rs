@@ -1,12 +1,15 @@
-//! The `tun->udp` thread: reads inner packets from the TUN, lets the send
+//! The `tun->udp` side: reads inner packets from the TUN, lets the send
 //! half steer, encapsulate and seal each in place, sends the datagrams and
 //! counts them. With TUN offloads a read may be a TCP super-packet: it is cut
 //! into its packets (`dchannel_core::gso`), each steered on its own, and their
 //! datagrams leave together (`sendmmsg`, batch_send.rs).
+//!
+//! [`Sender`] is one read at a time, so that the two drivers share it: the
+//! `tun->udp` thread ([`run_sender`], busy-poll off, blocking reads) and the
+//! single polling thread (poll_loop.rs, busy-poll on, non-blocking reads).
 
 use crate::agent::Io;
 use crate::batch_send::SendBatch;
-use crate::busy_poll::Side;
 use crate::stats::Malformed;
 use dchannel_core::endpoint::{DatagramAuth, SendHalf, Transmit};
 use dchannel_core::gso::{Segments, VnetHdr};
@@ -16,97 +19,164 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// Sender loop: TUN -> send half -> UDP. Never returns.
-pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, mut tx: SendHalf<A>) {
-    let fd = io.tun.as_raw_fd();
-    let headroom = tx.headroom();
-    let mut buf = vec![0u8; headroom + 65536 + tx.tailroom()];
-    let read_max = buf.len() - headroom - tx.tailroom();
-    // With offloads a read is a virtio_net_hdr and a packet of up to 64 KiB,
-    // cut into `buf` one packet at a time.
-    let mut sup = if io.vnet_hdr {
-        vec![0u8; VnetHdr::LEN + 65536]
-    } else {
-        Vec::new()
-    };
-    let mut batch = SendBatch::new(buf.len());
-    let mut wake_buf = vec![0u8; tx.wake_buf_len()];
-    let one_peer = tx.shared().peers().len() == 1;
-    if io.busy.enabled() {
-        set_nonblocking(fd);
+/// What one [`Sender::read_once`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Read a packet (or super-packet) and handled it (sent or dropped).
+    Moved,
+    /// Nothing to read (the TUN is non-blocking).
+    Empty,
+    /// The read failed (interrupted, or an error that was logged).
+    Failed,
+}
+
+/// The send half and its buffers.
+pub struct Sender<A: DatagramAuth> {
+    tx: SendHalf<A>,
+    /// A packet at `buf[headroom..]`, sealed in place (offloads off).
+    buf: Vec<u8>,
+    headroom: usize,
+    read_max: usize,
+    /// With offloads a read is a virtio_net_hdr and a packet of up to 64 KiB,
+    /// cut into the batch's slots one packet at a time.
+    sup: Vec<u8>,
+    batch: SendBatch,
+    wake_buf: Vec<u8>,
+    /// One peer (a client): the flow counts are published after every packet
+    /// (cheap), so that the stats see a flow at once.
+    one_peer: bool,
+}
+
+impl<A: DatagramAuth> Sender<A> {
+    /// Buffers sized for the send half's headroom and tailroom.
+    pub fn new(io: &Io, tx: SendHalf<A>) -> Self {
+        let headroom = tx.headroom();
+        let buf = vec![0u8; headroom + 65536 + tx.tailroom()];
+        let read_max = buf.len() - headroom - tx.tailroom();
+        Self {
+            sup: if io.vnet_hdr {
+                vec![0u8; VnetHdr::LEN + 65536]
+            } else {
+                Vec::new()
+            },
+            batch: SendBatch::new(buf.len()),
+            wake_buf: vec![0u8; tx.wake_buf_len()],
+            one_peer: tx.shared().peers().len() == 1,
+            buf,
+            headroom,
+            read_max,
+            tx,
+        }
     }
-    loop {
+
+    /// Reads one packet (or super-packet) from the TUN and sends its datagrams.
+    pub fn read_once(&mut self, io: &Io) -> Read {
         let into = if io.vnet_hdr {
-            &mut sup[..]
+            &mut self.sup[..]
         } else {
-            &mut buf[headroom..headroom + read_max]
+            &mut self.buf[self.headroom..self.headroom + self.read_max]
         };
         // SAFETY: reading into our own buffer.
-        let n = unsafe { libc::read(fd, into.as_mut_ptr().cast(), into.len()) };
+        let n = unsafe { libc::read(io.tun.as_raw_fd(), into.as_mut_ptr().cast(), into.len()) };
         if n <= 0 {
             let e = std::io::Error::last_os_error();
-            if e.kind() == ErrorKind::WouldBlock {
-                idle(&io, fd); // busy-poll on: the TUN is non-blocking
-            } else if e.kind() != ErrorKind::Interrupted {
-                tracing::warn!("TUN read failed: {e}");
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            continue;
+            return match e.kind() {
+                ErrorKind::WouldBlock => Read::Empty,
+                ErrorKind::Interrupted => Read::Failed,
+                _ => {
+                    tracing::warn!("TUN read failed: {e}");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    Read::Failed
+                }
+            };
         }
         let now = io.now();
-        if !io.vnet_hdr {
-            if let Some(t) = steer(&io, &mut tx, &mut buf, n as usize, &mut wake_buf, now) {
-                match io.socks[t.channel.index()].send_to(&buf[..t.len], t.destination) {
-                    Ok(_) => io.stats.chan(t.channel).sent(t.len),
-                    Err(e) => {
-                        io.stats.bad(Malformed::SendError);
-                        tracing::debug!("send on {} to {} failed: {e}", t.channel, t.destination);
-                    }
-                }
-            }
-        } else {
-            let segments = VnetHdr::parse(&sup[..n as usize])
-                .and_then(|h| Segments::new(h, &sup[VnetHdr::LEN..n as usize]));
-            match segments {
-                Ok(mut segs) => {
-                    if segs.count() > 1 {
-                        io.stats.tun.superpackets.fetch_add(1, Relaxed);
-                        io.stats
-                            .tun
-                            .segments
-                            .fetch_add(segs.count() as u64, Relaxed);
-                    }
-                    // Each segment sealed in its own slot, all sent together.
-                    loop {
-                        if batch.is_full() {
-                            send_batch(&io, &mut batch);
-                        }
-                        let slot = batch.slot();
-                        let Some(len) = segs.next_into(&mut slot[headroom..headroom + read_max])
-                        else {
-                            break;
-                        };
-                        if let Some(t) = steer(&io, &mut tx, slot, len, &mut wake_buf, now) {
-                            batch.push(t.channel, t.destination, t.len);
-                        }
-                    }
-                    send_batch(&io, &mut batch);
-                }
+        if io.vnet_hdr {
+            self.superpacket(io, n as usize, now);
+        } else if let Some(t) = steer(
+            io,
+            &mut self.tx,
+            &mut self.buf,
+            n as usize,
+            &mut self.wake_buf,
+            now,
+        ) {
+            match io.socks[t.channel.index()].send_to(&self.buf[..t.len], t.destination) {
+                Ok(_) => io.stats.chan(t.channel).sent(t.len),
                 Err(e) => {
-                    io.stats.bad(Malformed::BadOffload);
-                    tracing::debug!("TUN read of {n} bytes: {e}");
+                    io.stats.bad(Malformed::SendError);
+                    tracing::debug!("send on {} to {} failed: {e}", t.channel, t.destination);
                 }
             }
         }
-        if io.busy.moved(Side::Sender, now) {
-            io.stats.busy_poll.wakes.fetch_add(1, Relaxed);
+        if !self.handle_timeout(io, now) && self.one_peer {
+            io.stats
+                .flows
+                .publish(self.tx.flows(), self.tx.flow_table_stats());
         }
-        if tx.poll_timeout().is_some_and(|t| t <= now) {
-            tx.handle_timeout(now);
-            io.stats.flows.publish(tx.flows(), tx.flow_table_stats());
-        } else if one_peer {
-            io.stats.flows.publish(tx.flows(), tx.flow_table_stats());
+        Read::Moved
+    }
+
+    /// Runs the send half's due timers (flow-table expiry) and publishes the
+    /// flow counts when they ran (returns true then).
+    pub fn handle_timeout(&mut self, io: &Io, now: Nanos) -> bool {
+        if self.tx.poll_timeout().is_some_and(|t| t <= now) {
+            self.tx.handle_timeout(now);
+            io.stats
+                .flows
+                .publish(self.tx.flows(), self.tx.flow_table_stats());
+            return true;
         }
+        false
+    }
+
+    /// When [`Sender::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.tx.poll_timeout()
+    }
+
+    /// Cuts the super-packet in `sup[..n]` into packets, each steered and
+    /// sealed in its own slot, all sent together.
+    fn superpacket(&mut self, io: &Io, n: usize, now: Nanos) {
+        let segments = VnetHdr::parse(&self.sup[..n])
+            .and_then(|h| Segments::new(h, &self.sup[VnetHdr::LEN..n]));
+        let mut segs = match segments {
+            Ok(segs) => segs,
+            Err(e) => {
+                io.stats.bad(Malformed::BadOffload);
+                tracing::debug!("TUN read of {n} bytes: {e}");
+                return;
+            }
+        };
+        if segs.count() > 1 {
+            io.stats.tun.superpackets.fetch_add(1, Relaxed);
+            io.stats
+                .tun
+                .segments
+                .fetch_add(segs.count() as u64, Relaxed);
+        }
+        let (headroom, read_max) = (self.headroom, self.read_max);
+        loop {
+            if self.batch.is_full() {
+                send_batch(io, &mut self.batch);
+            }
+            let slot = self.batch.slot();
+            let Some(len) = segs.next_into(&mut slot[headroom..headroom + read_max]) else {
+                break;
+            };
+            if let Some(t) = steer(io, &mut self.tx, slot, len, &mut self.wake_buf, now) {
+                self.batch.push(t.channel, t.destination, t.len);
+            }
+        }
+        send_batch(io, &mut self.batch);
+    }
+}
+
+/// The `tun->udp` thread (busy-poll off): blocking TUN reads. Never returns.
+pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, tx: SendHalf<A>) {
+    let mut s = Sender::new(&io, tx);
+    loop {
+        s.read_once(&io);
     }
 }
 
@@ -158,26 +228,8 @@ fn send_batch(io: &Io, batch: &mut SendBatch) {
     }
 }
 
-/// Nothing to read (busy-poll on): look again at once while a window is open,
-/// else sleep until the TUN is readable or the receive thread wakes us.
-fn idle(io: &Io, tun: libc::c_int) {
-    let now = io.now();
-    if io.busy.spinning(Side::Sender, now) || !io.busy.park(Side::Sender, now) {
-        io.busy.pause();
-        return;
-    }
-    let mut pfds = [tun, io.busy.wake_fd(Side::Sender)].map(|fd| libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    });
-    // SAFETY: pfds is a valid array of two pollfd structs.
-    unsafe { libc::poll(pfds.as_mut_ptr(), 2, -1) };
-    io.busy.unpark(Side::Sender);
-}
-
 /// Sets `O_NONBLOCK` on the TUN (its writes never block either way).
-fn set_nonblocking(fd: libc::c_int) {
+pub fn set_nonblocking(fd: libc::c_int) {
     // SAFETY: fcntl on a descriptor we own, integer arguments only.
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFL);

@@ -181,8 +181,12 @@ impl TunCounters {
 pub struct BusyPollCounters {
     /// The flag's value (0: off).
     pub us: u64,
-    /// Sleeping sibling threads woken by busy-poll (busy_poll.rs).
-    pub wakes: AtomicU64,
+    /// Busy-poll windows opened by traffic that found the polling thread
+    /// asleep (poll_loop.rs): how often the agent went idle and woke again.
+    pub windows: AtomicU64,
+    /// Spins inside a window that found nothing to do (each one `poll(2)`
+    /// and a `sched_yield`): the CPU busy-poll spent waiting.
+    pub empty_spins: AtomicU64,
 }
 
 /// The sender's flow tables (issue 16, "Floods"): what they hold and churn.
@@ -412,7 +416,8 @@ impl Stats {
             "tun": self.tun.to_json(),
             "busy_poll": {
                 "us": self.busy_poll.us,
-                "wakes": self.busy_poll.wakes.load(Relaxed),
+                "windows": self.busy_poll.windows.load(Relaxed),
+                "empty_spins": self.busy_poll.empty_spins.load(Relaxed),
             },
         })
     }
