@@ -19,11 +19,12 @@
 //! sections.
 
 use crate::devices::Device;
-use crate::format::{MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN};
+use crate::format::{INITIATION_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, RESPONSE_LEN};
+use crate::format::{TAG_LEN, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT};
 use crate::peers::{DuplicatePeer, Stats};
 use crate::{Channel, SealError};
 use crate::{Config, Drop, DropCounts, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey};
-use dchannel_core::endpoint::{self, AuthTransmit, DatagramAuth, DropReason};
+use dchannel_core::endpoint::{self, AuthTransmit, DatagramAuth, DropReason, Shape};
 use dchannel_core::wire::{Header, WireError, HEADER_LEN};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -107,6 +108,25 @@ fn with_header(cfg: Config) -> Config {
 }
 
 impl DatagramAuth for AeadAuth {
+    /// docs/wire.md "Encrypted datagrams": a transport datagram (a keepalive
+    /// at the least), an initiation or a response, each of its exact size.
+    fn shapes(&self) -> Vec<Shape> {
+        let exact = |first: u8, len: usize| Shape {
+            mask: 0xff,
+            first,
+            min_len: len,
+            max_len: len,
+        };
+        vec![
+            Shape {
+                max_len: u16::MAX as usize,
+                ..exact(TYPE_TRANSPORT, KEEPALIVE_LEN)
+            },
+            exact(TYPE_INITIATION, INITIATION_LEN),
+            exact(TYPE_RESPONSE, RESPONSE_LEN),
+        ]
+    }
+
     fn headroom(&self) -> usize {
         PREFIX_LEN
     }

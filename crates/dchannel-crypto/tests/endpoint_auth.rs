@@ -142,6 +142,13 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
+/// Whether `dg` has one of the shapes `auth` declares (what the agent's
+/// kernel prefilter lets through).
+fn fits(auth: &AeadAuth, dg: &[u8]) -> bool {
+    use dchannel_core::endpoint::DatagramAuth;
+    auth.shapes().iter().any(|s| s.matches(dg))
+}
+
 fn dropped(r: Received<Vec<u8>>) -> DropReason {
     match r {
         Received::Dropped { reason, .. } => reason,
@@ -170,6 +177,11 @@ fn handshake_on_the_llc_then_probes_then_sealed_data() {
         (t.channel, t.destination, b[0]),
         (Channel::Llc, gw(Channel::Llc), TYPE_INITIATION)
     );
+    assert!(
+        fits(&g.auth, b),
+        "the initiation passes the gateway's prefilter"
+    );
+    let init_bytes = b.clone();
     assert!(matches!(
         deliver(&mut g.rx, MS, ue, init).pop().unwrap(),
         Received::Control { peer: 0, .. }
@@ -180,6 +192,10 @@ fn handshake_on_the_llc_then_probes_then_sealed_data() {
         (resp[0].0.destination, resp[0].1[0]),
         (ue(Channel::Llc), TYPE_RESPONSE)
     );
+    assert!(
+        fits(&c.auth, &resp[0].1),
+        "the response passes the client's"
+    );
     deliver(&mut c.rx, 2 * MS, gw, resp);
     assert!(c.auth.has_session(0));
     // the client confirms with a keepalive, then its first probe round goes
@@ -188,7 +204,9 @@ fn handshake_on_the_llc_then_probes_then_sealed_data() {
     let lens: Vec<usize> = out.iter().map(|(t, _)| t.len).collect();
     // keepalive: prefix + tag; D-SYN: prefix + header 16 + body 2 + tag
     assert_eq!(lens, vec![PREFIX_LEN + TAG_LEN, 47, 47]);
-    assert!(out.iter().all(|(_, b)| b[0] == TYPE_TRANSPORT));
+    assert!(out
+        .iter()
+        .all(|(_, b)| b[0] == TYPE_TRANSPORT && fits(&g.auth, b)));
     for r in deliver(&mut g.rx, 3 * MS, ue, out).into_iter().skip(1) {
         assert!(matches!(r, Received::Probe { peer: 0, .. }), "{r:?}");
     }
@@ -200,6 +218,21 @@ fn handshake_on_the_llc_then_probes_then_sealed_data() {
     let (ch, dg) = seal(&mut c.tx, 5 * MS, &pkt).unwrap();
     assert_eq!(dg.len(), PREFIX_LEN + 16 + pkt.len() + TAG_LEN);
     assert!(!contains(&dg, MARKER));
+    assert!(fits(&g.auth, &dg));
+    // ... and what cannot be a datagram of this layer does not fit: a
+    // version-1 (plaintext) header, a cut keepalive, an initiation one byte
+    // short, an unknown type, nothing.
+    let mut plain = dg.clone();
+    plain[0] = 0x10;
+    for bad in [
+        &plain[..],
+        &dg[..PREFIX_LEN + TAG_LEN - 1],
+        &init_bytes[..init_bytes.len() - 1],
+        &[0x23; 64][..],
+        &[][..],
+    ] {
+        assert!(!fits(&g.auth, bad), "{:02x?}", &bad[..bad.len().min(4)]);
+    }
     assert!(matches!(
         g.rx.handle_datagram(5 * MS, ch, ue(ch), dg),
         Received::Data(Arrival { peer: 0, .. })

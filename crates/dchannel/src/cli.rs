@@ -125,6 +125,13 @@ pub struct Common {
     /// kernel refuses the offloads, the agent warns and runs without them.
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub tun_offload: OnOff,
+    /// A classic BPF filter on both channel sockets: the kernel drops every
+    /// datagram whose first byte and length fit no message of the wire format
+    /// (docs/wire.md) before the agent reads it, so that a flood of garbage
+    /// costs no system call. Counted in the stats (`channels.*.kernel_drops`).
+    /// `off`: the agent reads and refuses everything itself.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub kernel_prefilter: OnOff,
     /// Busy-poll: one thread runs both directions and, after each packet,
     /// polls the TUN and both sockets for this many µs more without sleeping:
     /// the reply to a request then finds the agent awake (lower added latency

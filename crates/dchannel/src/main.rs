@@ -14,6 +14,7 @@ mod keytool;
 mod metrics;
 mod net;
 mod poll_loop;
+mod prefilter;
 mod receive_loop;
 mod send_loop;
 mod stats;
@@ -108,14 +109,31 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
                 "--insecure: datagrams are NOT encrypted; a bearer token authenticates them"
             );
             let token = TokenAuth::new(&peers).map_err(|e| anyhow!("--client {e}"))?;
+            prefilter_sockets(common, &socks, &token.shapes())?;
             let (tx, rx) = halves(common, cfg, peers, token)?;
             serve(common, role, socks, inner_mtu, tx, rx, None)
         }
         Auth::Aead(aead) => {
+            prefilter_sockets(common, &socks, &aead.shapes())?;
             let (tx, rx) = halves(common, cfg, peers, aead.clone())?;
             serve(common, role, socks, inner_mtu, tx, rx, Some(aead))
         }
     }
+}
+
+/// `--kernel-prefilter on`: the kernel drops datagrams of no shape the
+/// authentication layer accepts before the agent reads them (prefilter.rs).
+fn prefilter_sockets(
+    common: &Common,
+    socks: &[std::net::UdpSocket; 2],
+    shapes: &[endpoint::Shape],
+) -> Result<()> {
+    if common.kernel_prefilter == cli::OnOff::On {
+        for s in socks {
+            prefilter::attach(s, shapes).context("--kernel-prefilter: SO_ATTACH_FILTER")?;
+        }
+    }
+    Ok(())
 }
 
 /// Thread start; then waits for SIGINT/SIGTERM and writes the stats.
@@ -157,6 +175,7 @@ fn serve<A: DatagramAuth + 'static>(
     let (tun, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On)?;
     stats.tun.offload = vnet_hdr;
     stats.busy_poll.us = common.busy_poll_us;
+    stats.kernel_drop_fds = prefilter::fds(&socks);
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
     if let Some(addr) = common.outputs.metrics_addr {

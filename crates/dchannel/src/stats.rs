@@ -222,6 +222,9 @@ pub struct Stats {
     pub flows: FlowCounters,
     pub tun: TunCounters,
     pub busy_poll: BusyPollCounters,
+    /// The channel sockets (index = Channel; -1: none), whose kernel drop
+    /// counts (prefilter.rs) the stats read when written.
+    pub kernel_drop_fds: [std::os::fd::RawFd; 2],
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
     pub endpoint: Arc<Shared>,
     /// The encryption layer (its drop counters per reason and handshake
@@ -292,6 +295,7 @@ impl Stats {
             flows: FlowCounters::default(),
             tun: TunCounters::default(),
             busy_poll: BusyPollCounters::default(),
+            kernel_drop_fds: [-1, -1],
             endpoint,
             crypto: None,
         }
@@ -335,6 +339,15 @@ impl Stats {
         &self.channels[ch.index()]
     }
 
+    /// Datagrams the kernel dropped at `ch`'s socket before the agent read
+    /// them (refused by the prefilter, or a full receive buffer).
+    pub fn kernel_drops(&self, ch: Channel) -> u64 {
+        match self.kernel_drop_fds[ch.index()] {
+            fd if fd >= 0 => crate::prefilter::kernel_drops(fd),
+            _ => 0,
+        }
+    }
+
     pub fn to_json(&self) -> Value {
         let mut channels = Map::new();
         for ch in Channel::ALL {
@@ -351,6 +364,7 @@ impl Stats {
                     "wake_tx": c.wake_tx.load(Relaxed),
                     "control_tx": c.control_tx.load(Relaxed),
                     "control_rx": c.control_rx.load(Relaxed),
+                    "kernel_drops": self.kernel_drops(ch),
                 }),
             );
         }
@@ -477,6 +491,21 @@ impl Stats {
         for (name, help, field) in per_channel {
             metric(name, help, "counter", per_chan(&|c| field(c).load(Relaxed)));
         }
+        let rows = Channel::ALL
+            .iter()
+            .map(|&ch| {
+                (
+                    format!(",channel=\"{}\"", ch.name()),
+                    self.kernel_drops(ch).to_string(),
+                )
+            })
+            .collect();
+        metric(
+            "kernel_drops_total",
+            "Datagrams the kernel dropped before the agent read them (prefilter or full receive buffer)",
+            "counter",
+            rows,
+        );
         let mut rows = Vec::new();
         for o in Outcome::ALL {
             for ch in Channel::ALL {

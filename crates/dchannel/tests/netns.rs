@@ -474,8 +474,9 @@ fn malformed_datagrams_are_counted_and_gateway_keeps_serving() {
         return;
     }
     let t = Topo::new();
-    // the plaintext format's parser: only reachable in the lab's --insecure mode
-    let mut a = t.start("all-hbc", &["--insecure"]);
+    // the plaintext format's parser: only reachable in the lab's --insecure
+    // mode, and (for the first two below) with the kernel prefilter off
+    let mut a = t.start("all-hbc", &["--insecure", "--kernel-prefilter", "off"]);
     in_ns(&t.ue, || {
         let s = UdpSocket::bind(("198.18.1.2", 0)).unwrap();
         let to = (GW_HBC, 4000);

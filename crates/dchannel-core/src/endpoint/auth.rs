@@ -66,8 +66,49 @@ pub struct AuthTransmit {
     pub len: usize,
 }
 
+/// A kind of datagram an authentication layer can accept, told by its first
+/// byte and its length alone. The driver compiles the list into a kernel
+/// socket filter (the agent's `prefilter.rs`), so that a datagram of no such
+/// shape is dropped before the agent ever reads it: garbage costs a flooded
+/// gateway no system call. Passing the shape proves nothing; `open` decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Bits of the first byte that must equal `first`'s.
+    pub mask: u8,
+    /// The first byte, under `mask`.
+    pub first: u8,
+    /// Shortest datagram of this kind (bytes).
+    pub min_len: usize,
+    /// Longest datagram of this kind (bytes).
+    pub max_len: usize,
+}
+
+impl Shape {
+    /// Any datagram of at least one byte.
+    pub const ANY: Shape = Shape {
+        mask: 0,
+        first: 0,
+        min_len: 1,
+        max_len: u16::MAX as usize,
+    };
+
+    /// Whether `datagram` has this shape.
+    pub fn matches(&self, datagram: &[u8]) -> bool {
+        (self.min_len..=self.max_len).contains(&datagram.len())
+            && datagram
+                .first()
+                .is_some_and(|b| b & self.mask == self.first & self.mask)
+    }
+}
+
 /// Authenticates received datagrams and finishes outgoing ones.
 pub trait DatagramAuth: Send {
+    /// The shapes of every datagram [`open`](Self::open) can accept (a
+    /// superset: one that fits none is surely refused). Default: anything.
+    fn shapes(&self) -> Vec<Shape> {
+        vec![Shape::ANY]
+    }
+
     /// Bytes [`seal`](Self::seal) writes in front of the dchannel header (0 for tokens).
     fn headroom(&self) -> usize;
 
@@ -154,6 +195,17 @@ impl TokenAuth {
 }
 
 impl DatagramAuth for TokenAuth {
+    /// A version-1 header (version in the first byte's high nibble) and
+    /// whatever body follows it.
+    fn shapes(&self) -> Vec<Shape> {
+        vec![Shape {
+            mask: 0xf0,
+            first: crate::wire::VERSION << 4,
+            min_len: HEADER_LEN,
+            max_len: u16::MAX as usize,
+        }]
+    }
+
     fn headroom(&self) -> usize {
         0
     }
@@ -201,5 +253,44 @@ impl DatagramAuth for TokenAuth {
             }),
             None => Err(DropReason::BadToken),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::MsgType;
+
+    #[test]
+    fn token_shapes_fit_sealed_datagrams_and_nothing_else() {
+        let peers = [PeerConfig {
+            name: "p".into(),
+            token: 7,
+            tunnel_addr: None,
+            endpoints: [None, None],
+        }];
+        let mut auth = TokenAuth::new(&peers).unwrap();
+        let mut buf = [0u8; HEADER_LEN + 2];
+        let header = Header {
+            msg_type: MsgType::Probe,
+            flags: 0,
+            flow_id: 0,
+            seq: 1,
+            token: 0,
+        };
+        let n = auth.seal(0, 0, Channel::Llc, header, &mut buf, 2).unwrap();
+        let fits = |dg: &[u8]| auth.shapes().iter().any(|s| s.matches(dg));
+        assert!(fits(&buf[..n]));
+        assert!(
+            fits(&buf[..HEADER_LEN]),
+            "a bare header may still be refused by open"
+        );
+        assert!(!fits(&buf[..HEADER_LEN - 1]), "shorter than a header");
+        let mut v2 = buf;
+        v2[0] = 0x20 | (v2[0] & 0x0f); // an encrypted (version 2) type byte
+        assert!(!fits(&v2));
+        assert!(!fits(&[]));
+        // The default of an authentication layer that says nothing: anything.
+        assert!(Shape::ANY.matches(&[0xff]) && !Shape::ANY.matches(&[]));
     }
 }
