@@ -265,7 +265,11 @@ fn no_plaintext_on_either_channel_and_bad_datagrams_are_dropped_and_counted() {
         assert_eq!(drops[k].as_u64(), Some(n), "{k}: {drops}");
     }
     // ... and counted it at the HBC socket.
-    assert_eq!(gw["channels"]["hbc"]["kernel_drops"].as_u64(), Some(1), "{gw}");
+    assert_eq!(
+        gw["channels"]["hbc"]["kernel_drops"].as_u64(),
+        Some(1),
+        "{gw}"
+    );
     let total: u64 = drops
         .as_object()
         .unwrap()
