@@ -207,7 +207,7 @@ fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() 
     let mut a = t.start("dchannel", &extra);
     let pid = a.gateway.as_ref().unwrap().id();
     transfer(&t, 1 << 20, 7100); // session up, buffers grown
-    // alone: the mean of five transfers (one varies by ±30% on two cores)
+                                 // alone: the mean of five transfers (one varies by ±30% on two cores)
     let alone: Vec<Duration> = (0..5).map(|i| transfer(&t, LEN, 7101 + i)).collect();
     let n = flood_count();
 
@@ -260,11 +260,7 @@ fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() 
         .iter()
         .map(|ch| gw["channels"][ch]["kernel_drops"].as_u64().unwrap())
         .sum();
-    let (alone, sink, gw_rate) = (
-        mean_rate(&alone),
-        mean_rate(&under_sink),
-        mean_rate(&under),
-    );
+    let (alone, sink, gw_rate) = (mean_rate(&alone), mean_rate(&under_sink), mean_rate(&under));
     println!(
         "flood: {sent} of {n} datagrams sent in {flood_s:.1} s ({:.0}/s); {delivered} UDP datagrams \
          delivered to the gateway, {dropped} dropped and counted by it, {kernel} dropped by the kernel at its \

@@ -73,15 +73,25 @@ def _run_foreground(tb: Testbed, cmd: list[str]) -> int:
     """
     tty = sys.stdin.isatty()
     procs: list[subprocess.Popen[bytes]] = []
+    # A SIGINT that comes while CMD is being started (no process to forward it to
+    # yet) is held and delivered once CMD exists: dropping it would let CMD run to
+    # its end and dch exit 0 as if never interrupted.
+    pending: list[int] = []
 
     def on_sigint(signum: int, frame: object) -> None:
+        if tty:
+            return
+        if not procs:
+            pending.append(signum)
         for proc in procs:
-            if not tty and proc.poll() is None:
+            if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
 
     old = signal.signal(signal.SIGINT, on_sigint)
     try:
         procs.append(tb.popen_ue(cmd))
+        if pending:
+            procs[0].send_signal(signal.SIGINT)
         rc = procs[0].wait()
     finally:
         signal.signal(signal.SIGINT, old)
