@@ -210,3 +210,59 @@ def test_heatmap_campaign_summarizes_and_plots(tmp_path):
     assert atf.rows[0][3] == "all-llc" and atf.rows[0][5].startswith("11.1%")
     png = plot_heatmap(s)
     assert png and len(png) > 1000
+
+
+def _links(up: int, down: int) -> dict:
+    return {"links": {"llc": {"uplink": {"bytes_out": up}, "downlink": {"bytes_out": down}}}}
+
+
+def test_llc_usage_by_hand():
+    """HotMobile'21 Table 1's quantities: kB over the LLC per load and that as a mean rate
+    (bits / PLT). 125,000 B in 1000 ms = 1 Mbit/s; 50,000 B in 2000 ms = 0.2 Mbit/s."""
+    from dchlab.experiments.analysis import LLC_USAGE, with_llc_usage
+
+    rows = [
+        row("pkt-state", "a", 0, 1000.0, stats=_links(125_000, 25_000)),
+        row("pkt-state", "a", 1, 2000.0, stats=_links(50_000, 100_000)),
+        row("pkt-state", "b", 0, 500.0, stats=_links(0, 62_500)),
+        row("ideal", "b", 0, 400.0, stats={"links": {}}),  # no LLC link: left out
+        row("pkt-state", "c", 0, float("nan"), valid=False, stats=_links(1, 1)),  # no PLT
+    ]
+    got = with_llc_usage(rows)
+    assert [(r["page"], r["trial"]) for r in got] == [("a", 0), ("a", 1), ("b", 0)]
+    a0, a1, b0 = got
+    assert a0["llc_up_kb"] == 125.0 and a0["llc_down_kb"] == 25.0
+    assert a0["llc_up_mbit"] == pytest.approx(1.0) and a0["llc_down_mbit"] == pytest.approx(0.2)
+    assert a1["llc_up_mbit"] == pytest.approx(0.2) and a1["llc_down_mbit"] == pytest.approx(0.4)
+    assert b0["llc_up_mbit"] == 0.0 and b0["llc_down_mbit"] == pytest.approx(1.0)
+    # mean over pages of each page's mean: up (0.6 + 0.0) / 2, down (0.3 + 1.0) / 2
+    m = means(got, LLC_USAGE)
+    assert m[("c", "pkt-state", "llc_up_mbit")].value.mean == pytest.approx(0.3)
+    assert m[("c", "pkt-state", "llc_down_mbit")].value.mean == pytest.approx(0.65)
+    assert m[("c", "pkt-state", "llc_up_kb")].value.mean == pytest.approx((87.5 + 0.0) / 2)
+
+
+def test_hotmobile_report_sets_llc_use_beside_table1():
+    from pathlib import Path
+
+    from dchlab.experiments.campaign import cell_key, load_campaign
+    from dchlab.experiments.summary import summarize
+
+    repo = Path(__file__).resolve().parents[2]
+    c = load_campaign(repo / "experiments" / "hotmobile.yaml", check_channels=False)
+    assert c.analysis["llc_usage"] is True
+    rows = [
+        dict(
+            row(s.label, p, 0, 1000.0, cond="embb30", stats=_links(125_000, 62_500)),
+            cell=cell_key("embb30", p, 0, s.label),
+        )
+        for s in c.schemes
+        for p in ("a", "b")
+    ]
+    t = next(t for t in summarize(c, rows).tables if t.title.startswith("LLC use"))
+    by_scheme = {r[1]: r for r in t.rows}
+    assert set(by_scheme) == {s.label for s in c.schemes}
+    ps = by_scheme["pkt-state"]
+    assert ps[2].startswith("125.0 ") and ps[4].startswith("1.00 ") and ps[5].startswith("0.50 ")
+    assert ps[6] == "1.00 / 0.50" and ps[7] == "0.87 / 0.52"  # p90; the paper's Table 1
+    assert by_scheme["dchannel"][7] == "— / —"

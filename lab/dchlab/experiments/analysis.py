@@ -324,6 +324,37 @@ def stat_samples(
     return dict(out)
 
 
+LLC_USAGE = ["llc_up_kb", "llc_down_kb", "llc_up_mbit", "llc_down_mbit"]
+
+
+def with_llc_usage(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of loads whose stats carry the LLC link's counters, each with LLC_USAGE added:
+    kB that crossed the LLC link up and down during the load (the emulator's
+    `links.llc.{uplink,downlink}.bytes_out`, the same counter for every scheme, agents,
+    proxy or MPTCP) and those bytes as a mean rate over the load (bits / PLT).
+    HotMobile'21 Table 1 reports bytes per page over URLLC and mean rates up / down."""
+    out = []
+    for r in rows:
+        llc = stats_of(r).get("links", {}).get("llc", {})
+        up = (llc.get("uplink") or {}).get("bytes_out")
+        down = (llc.get("downlink") or {}).get("bytes_out")
+        plt = r.get("plt_ms")
+        if not isinstance(up, int | float) or not isinstance(down, int | float):
+            continue
+        if not isinstance(plt, int | float) or _isnan(plt) or plt <= 0:
+            continue
+        out.append(
+            dict(
+                r,
+                llc_up_kb=up / 1000.0,
+                llc_down_kb=down / 1000.0,
+                llc_up_mbit=up * 8 / (plt * 1000.0),  # bits per ms / 1000 = Mbit/s
+                llc_down_mbit=down * 8 / (plt * 1000.0),
+            )
+        )
+    return out
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else math.nan
 

@@ -518,7 +518,18 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
     analysis = v.mapping(d.get("analysis", {"kind": "gain"}), "analysis")
     v.unknown(
         analysis,
-        {"kind", "baseline", "metric", "metrics", "best_of", "stats", "stat", "ideal", "singles"},
+        {
+            "kind",
+            "baseline",
+            "metric",
+            "metrics",
+            "best_of",
+            "stats",
+            "stat",
+            "ideal",
+            "singles",
+            "llc_usage",
+        },
         "analysis",
     )
     akind = analysis.get("kind", "gain")
@@ -533,6 +544,8 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
             raise v.err(
                 f"analysis.best_of.{blabel}", f"expected a list of scheme labels of {labels}"
             )
+    if not isinstance(analysis.get("llc_usage", False), bool):
+        raise v.err("analysis.llc_usage", f"expected true or false, got {analysis['llc_usage']!r}")
     singles = analysis.get("singles", [])
     if akind == "heatmap":
         if (

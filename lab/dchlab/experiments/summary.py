@@ -323,6 +323,8 @@ def summarize(
             s.tables.append(_rerun_table(c, rows, reruns))
         if any(r.get("fcp_ms") is not None for r in rows):
             s.tables.append(_page_metrics_table(c, rows))
+        if c.analysis.get("llc_usage"):
+            s.tables.append(_llc_usage_table(c, rows))
     elif kind == "phases":
         metrics = list(
             c.analysis.get("metrics", ["dns_ms", "connect_ms", "tls_ms", "transfer_ms", "total_ms"])
@@ -483,6 +485,54 @@ def _page_metrics_table(c: Campaign, rows: list[dict[str, Any]]) -> Table:
                 continue
             cells = [g.value.fmt(0) if g else "—" for g in got]
             t.rows.append([cond.name, sch.label, *cells, f"{got[0].loads} ({got[0].invalid})"])
+    return t
+
+
+def _llc_usage_table(c: Campaign, rows: list[dict[str, Any]]) -> Table:
+    """What crossed the LLC per page load, up and down (HotMobile'21 Table 1): kB and the
+    mean rate over the load (mean over pages of each page's mean, 95% CI over pages), the
+    p90 of the rate over loads, and the paper's mean rates where it gives them
+    (`paper.values[condition][scheme].llc_up_mbit / llc_down_mbit`)."""
+    usage = an.with_llc_usage(rows)
+    m = an.means(usage, an.LLC_USAGE)
+    t = Table(
+        "LLC use per page load (link counters; mean over pages, 95% CI over pages), ours / paper",
+        [
+            "condition",
+            "scheme",
+            "kB up",
+            "kB down",
+            "Mbit/s up",
+            "Mbit/s down",
+            "p90 Mbit/s up / down",
+            "paper Mbit/s up / down",
+            "loads",
+        ],
+    )
+    for cond in c.conditions:
+        for sch in c.schemes:
+            found = [m.get((cond.name, sch.label, x)) for x in an.LLC_USAGE]
+            got = [g for g in found if g is not None]
+            if len(got) < len(found):  # all four come from the same rows: none or all
+                continue
+            mine = [
+                r for r in usage if an.condition_of(r) == cond.name and an.arm_of(r) == sch.label
+            ]
+            p90 = [an.percentile([float(r[k]) for r in mine], 90) for k in an.LLC_USAGE[2:]]
+            paper = [paper_value(c, cond.name, sch.label, k) for k in an.LLC_USAGE[2:]]
+            t.rows.append(
+                [
+                    cond.name,
+                    sch.label,
+                    got[0].value.fmt(1),
+                    got[1].value.fmt(1),
+                    got[2].value.fmt(2),
+                    got[3].value.fmt(2),
+                    f"{_num(p90[0], 2)} / {_num(p90[1], 2)}",
+                    f"{_num(paper[0], 2)} / {_num(paper[1], 2)}",
+                    str(got[0].loads),
+                ]
+            )
     return t
 
 
