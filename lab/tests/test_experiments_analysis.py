@@ -266,3 +266,55 @@ def test_hotmobile_report_sets_llc_use_beside_table1():
     assert ps[2].startswith("125.0 ") and ps[4].startswith("1.00 ") and ps[5].startswith("0.50 ")
     assert ps[6] == "1.00 / 0.50" and ps[7] == "0.87 / 0.52"  # p90; the paper's Table 1
     assert by_scheme["dchannel"][7] == "— / —"
+
+
+def test_gain_difference_is_paired_per_page_by_hand():
+    """Issue 19's goal 2 (>= 5 points over Algorithm 1): per page, the candidate's gain
+    minus the reference's, both against the same baseline loads, then the mean."""
+    from dchlab.experiments.analysis import gain_differences
+
+    rows = [
+        # page a: base 1000; ref 800 (+20%), cand 700 (+30%) -> +10 points
+        row("all-hbc", "a", 0, 1000.0),
+        row("dchannel", "a", 0, 800.0),
+        row("new", "a", 0, 700.0),
+        # page b: base 500, 700 (mean 600); ref 450, 650 -> +50 ms = +8.33%;
+        # cand 500, 740 -> -20 ms = -3.33% -> -11.67 points
+        row("all-hbc", "b", 0, 500.0),
+        row("all-hbc", "b", 1, 700.0),
+        row("dchannel", "b", 0, 450.0),
+        row("dchannel", "b", 1, 650.0),
+        row("new", "b", 0, 500.0),
+        row("new", "b", 1, 740.0),
+        # page c: no reference load -> not paired, left out
+        row("all-hbc", "c", 0, 900.0),
+        row("new", "c", 0, 100.0),
+    ]
+    ci, pages = gain_differences(rows, "new", "dchannel")["c"]
+    assert pages == 2
+    assert ci.mean == pytest.approx((10.0 - 35.0 / 3) / 2)  # -0.83
+
+
+def test_beyond_report_sets_the_candidate_beside_algorithm_1():
+    from pathlib import Path
+
+    from dchlab.experiments.campaign import cell_key, load_campaign
+    from dchlab.experiments.summary import summarize
+
+    repo = Path(__file__).resolve().parents[2]
+    c = load_campaign(repo / "experiments" / "beyond.yaml", check_channels=False)
+    cand, ref = c.analysis["versus"]["candidate"], c.analysis["versus"]["reference"]
+    plts = {"all-hbc": 1000.0, ref: 800.0, cand: 1030.0, "ideal": 600.0, "pkt-state": 900.0}
+    rows = [
+        dict(row(a, p, 0, plt, cond="MM-S"), cell=cell_key("MM-S", p, 0, a))
+        for a, plt in plts.items()
+        for p in ("a", "b")
+    ]
+    t = next(t for t in summarize(c, rows).tables if t.title.startswith(f"{cand} against"))
+    assert len(t.rows) == 1
+    cells = t.rows[0]
+    assert cells[0] == "MM-S"
+    assert cells[1].startswith("-3.0%") and cells[2].startswith("20.0%")
+    assert cells[3].startswith("-23.0 ")  # -3 - 20 points
+    assert cells[4] == "-8% / 50%"  # of the ideal's +400 ms: -30 ms, +200 ms
+    assert cells[6] == "yes" and cells[7] == "2"  # 3% slower than all-hbc: more than 2%

@@ -73,6 +73,12 @@ def test_good_campaign_parses(tmp_path):
         ({"workload": {"kind": "pageload", "timeout_s": float("inf")}}, "workload.timeout_s"),
         ({"quick": {"schemes": ["nope"]}}, "quick.schemes[0]"),
         ({"analysis": {"kind": "gain", "baseline": "all-llc"}}, "analysis.baseline"),
+        ({"analysis": {"kind": "gain", "llc_usage": "yes"}}, "analysis.llc_usage"),
+        (
+            {"analysis": {"kind": "gain", "versus": {"candidate": "nope", "reference": "x"}}},
+            "analysis.versus.candidate",
+        ),
+        ({"analysis": {"kind": "gain", "versus": {"cand": "dchannel"}}}, "analysis.versus"),
         ({"seed": -1}, "seed"),
         (
             {"schemes": [{"scheme": "dchannel", "agent_args": {"reorder": "off"}}]},

@@ -174,6 +174,56 @@ def llc_bytes_pct(rows: Iterable[dict[str, Any]]) -> float:
     return 100.0 * llc / tot if tot > 0 else math.nan
 
 
+def _by_condition(
+    rows: Iterable[dict[str, Any]],
+) -> dict[str, dict[str, dict[str, dict[int, dict[str, Any]]]]]:
+    """condition -> arm -> item -> trial -> row, newest row per cell."""
+    table: dict[str, dict[str, dict[str, dict[int, dict[str, Any]]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(dict))
+    )
+    for r in latest_per_cell(rows):
+        table[condition_of(r)][arm_of(r)][item_of(r)][int(r.get("trial") or 0)] = r
+    return table
+
+
+@dataclass(frozen=True)
+class PageGain:
+    """One scheme against the baseline on one page, over the trials both loaded validly."""
+
+    gain_ms: float  # mean over trials of baseline - scheme
+    gain_pct: float  # 100 * gain_ms / base_ms
+    base_ms: float  # mean of the baseline's paired loads
+    arm_ms: float
+    pairs: int
+
+
+def _page_gains(
+    items: dict[str, dict[int, dict[str, Any]]],
+    base: dict[str, dict[int, dict[str, Any]]],
+    metric: str,
+) -> dict[str, PageGain]:
+    """Per page (item): the paired gain of `items` over `base` (pairs = same trial)."""
+    out: dict[str, PageGain] = {}
+    for item, trials in items.items():
+        b_trials = base.get(item, {})
+        diffs, bases, arms_v = [], [], []
+        for t, r in trials.items():
+            b = b_trials.get(t)
+            if b is None or not is_valid(r, metric) or not is_valid(b, metric):
+                continue
+            bv, av = float(b[metric]), float(r[metric])
+            diffs.append(bv - av)
+            bases.append(bv)
+            arms_v.append(av)
+        if not diffs:
+            continue
+        g, mb = float(np.mean(diffs)), float(np.mean(bases))
+        out[item] = PageGain(
+            g, 100.0 * g / mb if mb > 0 else math.nan, mb, float(np.mean(arms_v)), len(diffs)
+        )
+    return out
+
+
 def paired_gains(
     rows: Iterable[dict[str, Any]],
     metric: str = "plt_ms",
@@ -183,46 +233,17 @@ def paired_gains(
     seed: int = DEFAULT_SEED,
 ) -> dict[tuple[str, str], Gain]:
     """Gain of every scheme over `baseline`, per condition: {(condition, arm): Gain}."""
-    rows = latest_per_cell(rows)
-    # condition -> arm -> item -> trial -> row
-    table: dict[str, dict[str, dict[str, dict[int, dict[str, Any]]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(dict))
-    )
-    for r in rows:
-        table[condition_of(r)][arm_of(r)][item_of(r)][int(r.get("trial") or 0)] = r
     out: dict[tuple[str, str], Gain] = {}
-    for cond, arms in table.items():
+    for cond, arms in _by_condition(rows).items():
         base = arms.get(baseline)
         if base is None:
             continue
         for arm, items in arms.items():
             if arm == baseline:
                 continue
-            page_ms, page_pct, page_base, page_arm = [], [], [], []
-            pairs = inv_arm = inv_base = 0
-            arm_rows: list[dict[str, Any]] = []
-            for item, trials in items.items():
-                arm_rows.extend(trials.values())
-                inv_arm += sum(1 for r in trials.values() if not is_valid(r, metric))
-                b_trials = base.get(item, {})
-                diffs, bases, arms_v = [], [], []
-                for t, r in trials.items():
-                    b = b_trials.get(t)
-                    if b is None or not is_valid(r, metric) or not is_valid(b, metric):
-                        continue
-                    bv, av = float(b[metric]), float(r[metric])
-                    diffs.append(bv - av)
-                    bases.append(bv)
-                    arms_v.append(av)
-                if not diffs:
-                    continue
-                pairs += len(diffs)
-                g = float(np.mean(diffs))
-                mb = float(np.mean(bases))
-                page_ms.append(g)
-                page_pct.append(100.0 * g / mb if mb > 0 else math.nan)
-                page_base.append(mb)
-                page_arm.append(float(np.mean(arms_v)))
+            pages = list(_page_gains(items, base, metric).values())
+            arm_rows = [r for trials in items.values() for r in trials.values()]
+            inv_arm = sum(1 for r in arm_rows if not is_valid(r, metric))
             inv_base = sum(
                 1 for item in items for r in base.get(item, {}).values() if not is_valid(r, metric)
             )
@@ -230,12 +251,12 @@ def paired_gains(
                 condition=cond,
                 arm=arm,
                 baseline=baseline,
-                gain_ms=bootstrap_mean(page_ms, n_boot, seed),
-                gain_pct=bootstrap_mean(page_pct, n_boot, seed),
-                base_mean_ms=float(np.mean(page_base)) if page_base else math.nan,
-                arm_mean_ms=float(np.mean(page_arm)) if page_arm else math.nan,
-                pages=len(page_ms),
-                pairs=pairs,
+                gain_ms=bootstrap_mean([p.gain_ms for p in pages], n_boot, seed),
+                gain_pct=bootstrap_mean([p.gain_pct for p in pages], n_boot, seed),
+                base_mean_ms=float(np.mean([p.base_ms for p in pages])) if pages else math.nan,
+                arm_mean_ms=float(np.mean([p.arm_ms for p in pages])) if pages else math.nan,
+                pages=len(pages),
+                pairs=sum(p.pairs for p in pages),
                 invalid_arm=inv_arm,
                 invalid_base=inv_base,
                 llc_bytes_pct=llc_bytes_pct(r for r in arm_rows if is_valid(r, metric)),
@@ -246,6 +267,30 @@ def paired_gains(
             if ig is None or not ig.gain_ms.mean > 0 or math.isnan(gain.gain_ms.mean):
                 continue
             out[key] = _with_share(gain, gain.gain_ms.mean / ig.gain_ms.mean)
+    return out
+
+
+def gain_differences(
+    rows: Iterable[dict[str, Any]],
+    candidate: str,
+    reference: str,
+    metric: str = "plt_ms",
+    baseline: str = "all-hbc",
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, tuple[CI, int]]:
+    """Per condition: the candidate's gain over `baseline` minus the reference's, in
+    points, paired per page (both gains on the same page's baseline loads) and then
+    averaged over pages with a bootstrap CI; and the number of pages. Issue 19's
+    "beats Algorithm 1 by >= 5 points mean PLT gain" is this difference."""
+    out: dict[str, tuple[CI, int]] = {}
+    for cond, arms in _by_condition(rows).items():
+        base, cand, ref = arms.get(baseline), arms.get(candidate), arms.get(reference)
+        if base is None or cand is None or ref is None:
+            continue
+        gc, gr = _page_gains(cand, base, metric), _page_gains(ref, base, metric)
+        diffs = [gc[i].gain_pct - gr[i].gain_pct for i in gc if i in gr]
+        out[cond] = (bootstrap_mean(diffs, n_boot, seed), len(diffs))
     return out
 
 

@@ -529,6 +529,7 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
             "ideal",
             "singles",
             "llc_usage",
+            "versus",
         },
         "analysis",
     )
@@ -546,6 +547,14 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
             )
     if not isinstance(analysis.get("llc_usage", False), bool):
         raise v.err("analysis.llc_usage", f"expected true or false, got {analysis['llc_usage']!r}")
+    versus = v.mapping(analysis.get("versus", {}), "analysis.versus")
+    if versus:
+        v.unknown(versus, {"candidate", "reference"}, "analysis.versus")
+        for k in ("candidate", "reference"):
+            if versus.get(k) not in labels:
+                raise v.err(
+                    f"analysis.versus.{k}", f"{versus.get(k)!r} is not one of the schemes {labels}"
+                )
     singles = analysis.get("singles", [])
     if akind == "heatmap":
         if (

@@ -319,6 +319,8 @@ def summarize(
         s.tables.append(t)
         if kind == "reorder":
             s.tables.append(_stats_table(c, rows))
+        if c.analysis.get("versus"):
+            s.tables.append(_versus_table(c, rows, gains, metric))
         if reruns:
             s.tables.append(_rerun_table(c, rows, reruns))
         if any(r.get("fcp_ms") is not None for r in rows):
@@ -485,6 +487,55 @@ def _page_metrics_table(c: Campaign, rows: list[dict[str, Any]]) -> Table:
                 continue
             cells = [g.value.fmt(0) if g else "—" for g in got]
             t.rows.append([cond.name, sch.label, *cells, f"{got[0].loads} ({got[0].invalid})"])
+    return t
+
+
+def _versus_table(
+    c: Campaign, rows: list[dict[str, Any]], gains: dict[tuple[str, str], an.Gain], metric: str
+) -> Table:
+    """A candidate policy against a reference (issue 19: a new policy against Algorithm 1),
+    cell by cell: both gains over the baseline, their paired difference in points, the
+    share of the ideal's gain each takes, the LLC's share of bytes each uses, and whether
+    the candidate is more than 2% slower than the baseline (mean gain < -2%)."""
+    cand, ref = c.analysis["versus"]["candidate"], c.analysis["versus"]["reference"]
+    base = c.analysis["baseline"]
+    diffs = an.gain_differences(rows, cand, ref, metric=metric, baseline=base)
+    t = Table(
+        f"{cand} against {ref}, per cell (gains against {base}; difference paired per page, "
+        "95% CI over pages)",
+        [
+            "condition",
+            f"{cand} gain",
+            f"{ref} gain",
+            "difference, points",
+            "of ideal",
+            "LLC bytes %",
+            f"{cand} > 2% slower than {base}",
+            "pages",
+        ],
+    )
+
+    def share(g: an.Gain | None) -> str:
+        return "—" if g is None or g.ideal_share is None else f"{100 * g.ideal_share:.0f}%"
+
+    for cond in c.conditions:
+        gc, gr = gains.get((cond.name, cand)), gains.get((cond.name, ref))
+        if gc is None and gr is None:
+            continue
+        d = diffs.get(cond.name)
+        slower = "—" if gc is None else ("yes" if gc.gain_pct.mean < -2.0 else "no")
+        t.rows.append(
+            [
+                cond.name,
+                gc.gain_pct.fmt(1, "%") if gc else "—",
+                gr.gain_pct.fmt(1, "%") if gr else "—",
+                d[0].fmt(1) if d else "—",
+                f"{share(gc)} / {share(gr)}",
+                f"{_num(gc.llc_bytes_pct if gc else None)} / {_num(gr.llc_bytes_pct if gr else None)}",
+                slower,
+                str(d[1]) if d else "—",
+            ]
+        )
     return t
 
 
