@@ -121,7 +121,9 @@ def test_failed_step_is_named() -> None:
         sh.run(["dch-no-such-tool"], "start the tool")
 
 
-def _agent_argvs(monkeypatch, tmp_path, **cfg_fields) -> dict[str, list[str]]:
+def _agent_argvs(
+    monkeypatch, tmp_path, oracle_file=None, **cfg_fields
+) -> dict[str, list[str]]:
     from dchlab.testbed import TestbedConfig
     from dchlab.testbed.schemes import agent
 
@@ -140,6 +142,7 @@ def _agent_argvs(monkeypatch, tmp_path, **cfg_fields) -> dict[str, list[str]]:
             llc_mbit=2.0,
             stats_json=tmp_path / f"{role}.json",
             keys=keys,
+            oracle_file=oracle_file,
         )
         for role in ("client", "gateway")
     }
@@ -168,6 +171,26 @@ def test_agent_argv_per_role_flags(monkeypatch, tmp_path) -> None:
     assert "--token" not in cl and "--client" not in gw
     assert cl[cl.index("--stats-json") + 1] == str(tmp_path / "client.json")
     assert gw[gw.index("--llc-mbit") + 1] == "2"
+
+
+def test_agent_argv_points_the_oracle_flag_at_the_testbeds_file(monkeypatch, tmp_path) -> None:
+    from dchlab.testbed import TestbedConfig
+    from dchlab.testbed.schemes.agent import wants_oracle
+
+    args = ["--hbc-owd-oracle", "auto"]
+    assert wants_oracle(TestbedConfig(agent_args=args))
+    assert wants_oracle(TestbedConfig(gateway_args=args))
+    assert not wants_oracle(TestbedConfig(agent_args=["--reorder", "off"]))
+    f = tmp_path / "hbc.oracle"
+    argv = _agent_argvs(monkeypatch, tmp_path, oracle_file=f, agent_args=args)
+    for cmd in argv.values():
+        assert cmd[-2:] == ["--hbc-owd-oracle", str(f)]
+    # an explicit file stays; `auto` without a testbed file is refused by name
+    mine = ["--hbc-owd-oracle", "/x/o"]
+    argv = _agent_argvs(monkeypatch, tmp_path, oracle_file=f, client_args=mine)
+    assert argv["client"][-2:] == mine
+    with pytest.raises(ValueError, match="--hbc-owd-oracle auto"):
+        _agent_argvs(monkeypatch, tmp_path, agent_args=args)
 
 
 def test_agent_argv_insecure_uses_the_token(monkeypatch, tmp_path) -> None:

@@ -92,9 +92,14 @@ impl DelayStage {
 
     /// Release time of a packet that arrived at `arrival` and left the link at `link_finish`.
     pub fn release(&mut self, arrival: Nanos, link_finish: Nanos) -> Nanos {
-        let r = (link_finish + self.model.one_way(arrival)).max(self.last_release);
+        let r = self.would_release(arrival, link_finish);
         self.last_release = r;
         r
+    }
+
+    /// What [`release`](Self::release) would return, without taking the slot.
+    pub fn would_release(&self, arrival: Nanos, link_finish: Nanos) -> Nanos {
+        (link_finish + self.model.one_way(arrival)).max(self.last_release)
     }
 }
 

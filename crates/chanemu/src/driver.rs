@@ -12,6 +12,7 @@ use chanemu::pipeline::Pipeline;
 use chanemu::profile::Direction;
 use chanemu::stats::DirStats;
 use chanemu::time::Nanos;
+use dchannel_base::oracle::{DelayOracle, Slot};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -37,7 +38,13 @@ pub struct DirectionIo {
     pub pcap: Option<Tap>,
     /// Uplink arrivals as seen by the downlink's DRX (ns since epoch).
     pub uplink_activity: Arc<AtomicU64>,
+    /// `--oracle`: where this direction's predicted one-way delay is published
+    /// (at least every [`ORACLE_PERIOD_NS`] and after every packet).
+    pub oracle: Option<Arc<DelayOracle>>,
 }
+
+/// Longest time between two oracle publications.
+const ORACLE_PERIOD_NS: u64 = 1_000_000;
 
 fn now_ns(epoch: Instant) -> Nanos {
     epoch.elapsed().as_nanos() as Nanos
@@ -61,6 +68,11 @@ impl DirectionIo {
         let name = self.dir.as_str();
         let is_uplink = self.dir == Direction::Uplink;
         let uses_peer = self.pipe.has_drx();
+        let oracle_slot = if is_uplink {
+            Slot::Uplink
+        } else {
+            Slot::Downlink
+        };
         let mut write_errors = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             // 1. release everything that is due
@@ -133,16 +145,30 @@ impl DirectionIo {
                     }
                 }
             }
+            if let Some(o) = &self.oracle {
+                let t = now_ns(self.epoch);
+                let peer = if is_uplink {
+                    0
+                } else {
+                    self.uplink_activity.load(Ordering::Relaxed)
+                };
+                o.publish(oracle_slot, Some(self.pipe.predict_one_way(t, peer)));
+            }
             if got > 0 {
                 continue;
             }
             // 3. wait for input or the next release
             now = now_ns(self.epoch);
+            let max_sleep = if self.oracle.is_some() {
+                ORACLE_PERIOD_NS
+            } else {
+                MAX_SLEEP_NS
+            };
             let until = self
                 .pipe
                 .next_deadline()
-                .map_or(MAX_SLEEP_NS, |d| d.saturating_sub(now))
-                .min(MAX_SLEEP_NS);
+                .map_or(max_sleep, |d| d.saturating_sub(now))
+                .min(max_sleep);
             if until > self.spin_ns {
                 let sleep = until - self.spin_ns;
                 let ts = libc::timespec {

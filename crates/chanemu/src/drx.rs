@@ -36,15 +36,21 @@ impl Drx {
 
     /// When a downlink packet that reaches the radio at `t` is delivered.
     pub fn deliver(&mut self, t: Nanos) -> Nanos {
-        let asleep_at = self.last_activity + self.inactivity;
-        let out = if t > asleep_at {
+        let out = self.would_deliver(t, 0);
+        self.last_activity = self.last_activity.max(out);
+        out
+    }
+
+    /// What [`deliver`](Self::deliver) would return if the radio had also
+    /// heard traffic at `activity`, without counting the packet as traffic.
+    pub fn would_deliver(&self, t: Nanos, activity: Nanos) -> Nanos {
+        let asleep_at = self.last_activity.max(activity) + self.inactivity;
+        if t > asleep_at {
             let k = (t - asleep_at).div_ceil(self.wake_period);
             asleep_at + k * self.wake_period
         } else {
             t
-        };
-        self.last_activity = self.last_activity.max(out);
-        out
+        }
     }
 }
 

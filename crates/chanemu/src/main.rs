@@ -78,6 +78,12 @@ struct Cli {
     /// their share. Falls back to normal scheduling with a warning if not permitted.
     #[arg(long, default_value_t = 10)]
     rt_priority: i32,
+    /// Lab instrument: publish, per direction, the one-way delay a packet entering
+    /// the link now would see (queue, propagation, radio sleep) in this 16-byte
+    /// shared-memory file, at least every millisecond, for agents started with
+    /// `--hbc-owd-oracle` (docs/chanemu.md, "The delay oracle").
+    #[arg(long, value_name = "FILE")]
+    oracle: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -169,6 +175,13 @@ fn run(cli: &Cli) -> Result<()> {
         }
         None => (None, [None, None]),
     };
+    let oracle = match &cli.oracle {
+        Some(p) => Some(Arc::new(
+            dchannel_base::oracle::DelayOracle::create(p)
+                .with_context(|| format!("--oracle {}", p.display()))?,
+        )),
+        None => None,
+    };
     let mk = |dir: Direction, input: i32, output: i32, pcap| driver::DirectionIo {
         dir,
         input,
@@ -182,6 +195,7 @@ fn run(cli: &Cli) -> Result<()> {
         log: log.clone(),
         pcap,
         uplink_activity: activity.clone(),
+        oracle: oracle.clone(),
     };
     let up = mk(Direction::Uplink, tun_a.raw(), tun_b.raw(), tap_up);
     let down = mk(Direction::Downlink, tun_b.raw(), tun_a.raw(), tap_down);

@@ -138,6 +138,21 @@ impl<P> Pipeline<P> {
         Ok((release, adm.depth))
     }
 
+    /// The one-way delay a packet entering the link at `now` would see (queue
+    /// wait, propagation delay, the no-overtaking rule and radio sleep), if
+    /// it is not lost; `peer_activity` is the last traffic the other direction
+    /// carried (it keeps a sleeping radio awake). Used by the oracle
+    /// (`--oracle`), which tells a policy the true channel delay: the upper
+    /// bound of what a better delay estimate can buy.
+    pub fn predict_one_way(&self, now: Nanos, peer_activity: Nanos) -> Nanos {
+        let mut release = self.delay.would_release(now, self.queue.free_at(now));
+        if let Some(drx) = &self.drx {
+            let prev = self.out.back().map_or(0, |p| p.release);
+            release = drx.would_deliver(release, peer_activity).max(prev);
+        }
+        release - now
+    }
+
     /// Packets waiting at the link (queued or being serialised) at `now`.
     pub fn queue_depth(&mut self, now: Nanos) -> u32 {
         self.queue.depth(now)
@@ -219,6 +234,36 @@ mod tests {
             (2, 0, 22 * MS, 1)
         );
         assert_eq!(p.next_deadline(), None);
+    }
+
+    #[test]
+    fn prediction_is_what_the_next_packet_sees_without_taking_its_place() {
+        // 12 Mbit/s + 20 ms: two packets at 0 finish serialising at 1 and 2 ms.
+        let mut p = pipe_12mbit_20ms(QueueLimit::Packets(800));
+        assert_eq!(p.predict_one_way(0, 0), 20 * MS); // empty link: the propagation delay
+        p.push(0, 1500, 1).unwrap();
+        p.push(0, 1500, 2).unwrap();
+        // at 0.5 ms: waits until 2 ms, then 20 ms (its own serialisation not counted)
+        assert_eq!(p.predict_one_way(MS / 2, 0), MS + MS / 2 + 20 * MS);
+        assert_eq!(p.predict_one_way(MS / 2, 0), MS + MS / 2 + 20 * MS); // took nothing
+        assert_eq!(p.push(MS / 2, 1500, 3).unwrap().0, 23 * MS); // = 0.5 + 21.5 + 1 ms
+        assert_eq!(p.predict_one_way(10 * MS, 0), 20 * MS); // queue drained by 3 ms
+
+        // DRX 30/40 behind 5 ms: at 100 ms the radio (last traffic at 5 ms) sleeps
+        let mut d = pipe(
+            Capacity::Unlimited,
+            QueueLimit::Packets(800),
+            5 * MS,
+            0.0,
+            Some(Drx::new(30 * MS, 40 * MS)),
+        );
+        assert_eq!(d.push(0, 100, 1).unwrap().0, 5 * MS);
+        // reaches the radio at 105 ms: asleep since 35, wakes at 75 and 115 -> 15 ms more
+        assert_eq!(d.predict_one_way(100 * MS, 0), 15 * MS);
+        // uplink traffic at 90 ms keeps it awake until 120 ms: no wait
+        assert_eq!(d.predict_one_way(100 * MS, 90 * MS), 5 * MS);
+        // and the prediction matches the push that follows it
+        assert_eq!(d.push(100 * MS, 100, 2).unwrap().0, 115 * MS);
     }
 
     #[test]

@@ -77,6 +77,13 @@ impl RateQueue {
         }
     }
 
+    /// When the link is free of what is queued at `now`: the last queued
+    /// packet's finish, or `now` if nothing waits (a prediction; the next
+    /// packet's own serialisation is not included).
+    pub fn free_at(&self, now: Nanos) -> Nanos {
+        self.backlog.back().map_or(now, |&(f, _)| f.max(now))
+    }
+
     /// Offer a packet arriving at `now`; `None` means drop-tail dropped it.
     pub fn offer(&mut self, now: Nanos, size: u32) -> Option<Admitted> {
         self.expire(now);

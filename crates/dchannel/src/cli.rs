@@ -187,6 +187,12 @@ pub struct RttArgs {
     /// Use this HBC RTT instead of measuring it.
     #[arg(long)]
     pub pin_hbc_rtt_ms: Option<f64>,
+    /// Lab instrument: steer with the HBC's true current one-way delay, read per
+    /// packet from the file an emulator started with `chanemu --oracle FILE`
+    /// publishes (this agent's sending direction), instead of the probe estimate:
+    /// what a perfect delay estimate would buy (docs/chanemu.md, "The delay oracle").
+    #[arg(long, value_name = "FILE")]
+    pub hbc_owd_oracle: Option<PathBuf>,
     /// Use this LLC RTT instead of measuring it.
     #[arg(long)]
     pub pin_llc_rtt_ms: Option<f64>,

@@ -13,6 +13,7 @@ mod final_publish;
 mod keytool;
 mod metrics;
 mod net;
+mod oracle;
 mod poll_loop;
 mod prefilter;
 mod receive_loop;
@@ -142,10 +143,17 @@ fn serve<A: DatagramAuth + 'static>(
     role: endpoint::Role,
     socks: [std::net::UdpSocket; 2],
     inner_mtu: usize,
-    tx: SendHalf<A>,
+    mut tx: SendHalf<A>,
     rx: ReceiveHalf<Vec<u8>, A>,
     crypto: Option<dchannel_crypto::endpoint::AeadAuth>,
 ) -> Result<()> {
+    if let Some(path) = &common.rtt.hbc_owd_oracle {
+        tx.set_hbc_owd_oracle(Box::new(oracle::FileOracle::open(path, role)?));
+        tracing::warn!(
+            "steering with the emulator's true HBC delay from {} (a lab instrument, not an estimate)",
+            path.display()
+        );
+    }
     let epoch = Instant::now();
     // The same instant on CLOCK_MONOTONIC, for logs that other agents join.
     let epoch_mono_ns = arrival_log::mono_ns();

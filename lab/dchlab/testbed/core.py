@@ -40,6 +40,7 @@ from dchlab.testbed.config import TestbedConfig
 from dchlab.testbed.errors import TestbedError
 from dchlab.testbed.procs import Daemon, Supervisor
 from dchlab.testbed.schemes import Scheme, get_scheme
+from dchlab.testbed.schemes.agent import wants_oracle
 from dchlab.testbed.timing import Timing
 
 log = logging.getLogger(__name__)
@@ -382,10 +383,18 @@ class Testbed:
         sh.ip_batch(self.netns["gw"], gw, "address links, gw-srv path, route to the servers in gw")
         sh.ip_batch(self.netns["srv"], srv, "address gw-srv path, default route in srv")
 
+    @property
+    def oracle_file(self) -> Path | None:
+        """Where the HBC emulator publishes its true delay, when an agent argument asks
+        for it (`--hbc-owd-oracle auto`, a lab instrument; docs/chanemu.md)."""
+        return self.run_dir / "hbc.oracle" if wants_oracle(self.cfg) else None
+
     def _spawn_chanemu(self, exe: Path, name: str, profile: str, ns_a: str, dev_a: str,
                        ns_b: str, dev_b: str, offset: int) -> None:  # fmt: skip
         stats = self.expect_stats("links", name, f"chanemu-{name}.json")
         pcap: list[str] = []
+        if name == "hbc" and self.oracle_file is not None:
+            pcap += ["--oracle", str(self.oracle_file)]
         if self.cfg.pcap_dir:
             pcap_dir = Path(self.cfg.pcap_dir).resolve()
             pcap_dir.mkdir(parents=True, exist_ok=True)

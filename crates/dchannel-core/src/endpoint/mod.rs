@@ -51,7 +51,7 @@ mod tests;
 pub use auth::{AuthTransmit, DatagramAuth, Opened, Shape, TokenAuth};
 pub use drop_reason::DropReason;
 pub use receive::{Arrival, Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
-pub use send::{SendHalf, Transmit};
+pub use send::{HbcOwdOracle, SendHalf, Transmit};
 pub use shared::{PeerLink, Shared};
 pub use timers::{Timer, TimerTable};
 

@@ -56,6 +56,18 @@ pub struct SendHalf<A> {
     pending_wake: Option<usize>,
     /// Wake probes sealed for sending.
     wakes: u64,
+    /// The lab's delay oracle, consulted per packet instead of the HBC
+    /// estimate (see [`HbcOwdOracle`]); `None` in every real deployment.
+    oracle: Option<Box<dyn HbcOwdOracle>>,
+}
+
+/// A source of the HBC's true current one-way delay in this sender's
+/// direction. The lab implements it with the channel emulator's oracle file
+/// (`--hbc-owd-oracle`), to measure how much a perfect delay estimate would
+/// buy a policy (issue 19); when it returns `None` the estimate is used.
+pub trait HbcOwdOracle: Send {
+    /// The one-way delay a packet sent on the HBC now would see.
+    fn hbc_owd(&self) -> Option<Nanos>;
 }
 
 impl<A: DatagramAuth> SendHalf<A> {
@@ -94,7 +106,13 @@ impl<A: DatagramAuth> SendHalf<A> {
             flow_expiry_period: cfg.flow_expiry_period,
             pending_wake: None,
             wakes: 0,
+            oracle: None,
         }
+    }
+
+    /// Steer with `oracle`'s HBC delay instead of the estimate (lab only).
+    pub fn set_hbc_owd_oracle(&mut self, oracle: Box<dyn HbcOwdOracle>) {
+        self.oracle = Some(oracle);
     }
 
     /// Steers and encapsulates the inner packet at `buf[h..h + len]`, `h` =
@@ -123,6 +141,9 @@ impl<A: DatagramAuth> SendHalf<A> {
             p.endpoints = endpoints;
         }
         let mut view = link.view();
+        if let Some(owd) = self.oracle.as_ref().and_then(|o| o.hbc_owd()) {
+            view.hbc_owd = Some(owd);
+        }
         view.reachable = p.endpoints.map(|e| e.is_some());
         if view.reachable == [false, false] {
             return Err(DropReason::NoEndpoint);

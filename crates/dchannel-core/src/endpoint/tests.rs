@@ -556,3 +556,42 @@ fn dchannel_client_never_wakes() {
     assert_eq!(t.channel, Channel::Llc);
     assert!(tx.poll_wake(100 * MS, &mut wake).is_none());
 }
+
+// ---- the lab's delay oracle --------------------------------------------------
+
+#[test]
+fn an_hbc_owd_oracle_replaces_the_estimate_per_packet() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::sync::Arc;
+    struct Fixed(Arc<AtomicU64>);
+    impl HbcOwdOracle for Fixed {
+        fn hbc_owd(&self) -> Option<Nanos> {
+            match self.0.load(Relaxed) {
+                0 => None,
+                ns => Some(ns),
+            }
+        }
+    }
+    // Algorithm 1, alpha 0.75, LLC 2 Mbit/s = 250 B/ms, LLC one way 5 ms. A 1200 B
+    // packet (+ overhead, queue empty) costs ~5 ms on the LLC: with the estimated
+    // 20 ms HBC one way, reward 20 - 10.0 = 10.0 ms > 0.75 * 5.0 -> LLC; with an
+    // oracle saying 9 ms, reward 9 - 10.0 < 0 -> HBC; oracle silent -> estimate.
+    let (mut tx, _crx) = client("dchannel");
+    publish_paper_estimates(&tx);
+    let owd = Arc::new(AtomicU64::new(9 * MS));
+    tx.set_hbc_owd_oracle(Box::new(Fixed(Arc::clone(&owd))));
+    let big = build::udp4([198, 19, 0, 2], [198, 18, 3, 2], 7, 53, &[0; 1172]);
+    let (t, _) = send(&mut tx, 100 * MS, &big).unwrap();
+    assert_eq!(t.channel, Channel::Hbc);
+    assert_eq!(
+        t.steered.decision.estimate.unwrap().c_hbc,
+        (109 * MS) as f64
+    );
+    owd.store(0, Relaxed); // nothing published: the estimate (20 ms) decides
+    let (t, _) = send(&mut tx, 200 * MS, &big).unwrap();
+    assert_eq!(t.channel, Channel::Llc);
+    assert_eq!(
+        t.steered.decision.estimate.unwrap().c_hbc,
+        (220 * MS) as f64
+    );
+}

@@ -17,6 +17,7 @@ for comparison.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,6 +76,29 @@ def insecure(cfg: TestbedConfig) -> bool:
     return INSECURE in cfg.agent_args
 
 
+#: The agents' lab-only flag that steers with the HBC emulator's true delay; its value
+#: `auto` is replaced by the file the testbed has the HBC emulator publish it in
+#: (`chanemu --oracle`, docs/chanemu.md "The delay oracle").
+ORACLE_FLAG = "--hbc-owd-oracle"
+ORACLE_AUTO = "auto"
+
+
+def wants_oracle(cfg: TestbedConfig) -> bool:
+    """Whether any agent argument asks for the HBC delay oracle."""
+    return ORACLE_FLAG in (*cfg.agent_args, *cfg.client_args, *cfg.gateway_args)
+
+
+def resolve_oracle(args: Sequence[str], oracle_file: Path | None) -> list[str]:
+    """`args` with `--hbc-owd-oracle auto` pointing at the testbed's oracle file."""
+    out = list(args)
+    for i, a in enumerate(out[:-1]):
+        if a == ORACLE_FLAG and out[i + 1] == ORACLE_AUTO:
+            if oracle_file is None:
+                raise ValueError(f"{ORACLE_FLAG} {ORACLE_AUTO}: this testbed has no HBC oracle")
+            out[i + 1] = str(oracle_file)
+    return out
+
+
 def agent_argv(
     role: str,
     cfg: TestbedConfig,
@@ -85,6 +109,7 @@ def agent_argv(
     stats_json: Path,
     logs: dict[str, Path] | None = None,
     keys: AgentKeys | None = None,
+    oracle_file: Path | None = None,
 ) -> list[str]:
     """The argv of `dchannel gateway` (role "gateway", on gw) or `dchannel client`
     (role "client", on ue): the testbed's plumbing, then cfg.agent_args (both agents),
@@ -92,7 +117,8 @@ def agent_argv(
     nominal rate in the direction this agent sends (gateway: downlink, client: uplink).
     `logs` ({"decisions": path, "arrivals": path}) adds --decision-log/--arrival-log.
     `keys` (from make_keys) is required unless cfg.agent_args has --insecure, in which
-    case `token` authenticates the client instead.
+    case `token` authenticates the client instead. `oracle_file` is what
+    `--hbc-owd-oracle auto` in the extra arguments stands for.
     """
     if role not in ("gateway", "client"):
         raise ValueError(f"agent role {role!r}: expected 'client' or 'gateway'")
@@ -120,7 +146,7 @@ def agent_argv(
                 *auth["gateway"],
                 "--llc-mbit", f"{llc_mbit:g}",
                 "--stats-json", str(stats_json),
-                *cfg.agent_args, *cfg.gateway_args]  # fmt: skip
+                *resolve_oracle([*cfg.agent_args, *cfg.gateway_args], oracle_file)]  # fmt: skip
     if role == "client":
         return [exe, "client", *common, "--tun-addr", f"{A.UE_AGENT}/32",
                 "--hbc-dev", "hbc", "--hbc-gateway", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
@@ -128,7 +154,7 @@ def agent_argv(
                 *auth["client"],
                 "--llc-mbit", f"{llc_mbit:g}",
                 "--stats-json", str(stats_json),
-                *cfg.agent_args, *cfg.client_args]  # fmt: skip
+                *resolve_oracle([*cfg.agent_args, *cfg.client_args], oracle_file)]  # fmt: skip
     raise ValueError(f"agent role {role!r}: expected 'client' or 'gateway'")
 
 
@@ -180,6 +206,7 @@ class AgentScheme(Scheme):
                     stats_json=tb.expect_stats("agents", role, f"{role}.stats.json"),
                     logs=self.logs.get(role),
                     keys=keys,
+                    oracle_file=tb.oracle_file,
                 ),
                 ns=ns,
             )
