@@ -121,9 +121,7 @@ def test_failed_step_is_named() -> None:
         sh.run(["dch-no-such-tool"], "start the tool")
 
 
-def _agent_argvs(
-    monkeypatch, tmp_path, oracle_file=None, **cfg_fields
-) -> dict[str, list[str]]:
+def _agent_argvs(monkeypatch, tmp_path, oracle_file=None, **cfg_fields) -> dict[str, list[str]]:
     from dchlab.testbed import TestbedConfig
     from dchlab.testbed.schemes import agent
 
