@@ -377,9 +377,12 @@ def with_llc_usage(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     kB that crossed the LLC link up and down during the load (the emulator's
     `links.llc.{uplink,downlink}.bytes_out`, the same counter for every scheme, agents,
     proxy or MPTCP) and those bytes as a mean rate over the load (bits / PLT).
-    HotMobile'21 Table 1 reports bytes per page over URLLC and mean rates up / down."""
+    HotMobile'21 Table 1 reports bytes per page over URLLC and mean rates up / down.
+    Only the newest measurement of each cell and valid loads, as everywhere else."""
     out = []
-    for r in rows:
+    for r in latest_per_cell(rows):
+        if not is_valid(r, "plt_ms"):
+            continue
         llc = stats_of(r).get("links", {}).get("llc", {})
         up = (llc.get("uplink") or {}).get("bytes_out")
         down = (llc.get("downlink") or {}).get("bytes_out")
