@@ -243,3 +243,17 @@ def test_run_spec_passes_per_role_flags_to_the_testbed() -> None:
     assert list(cfg.gateway_args) == ["--reorder", "off"]
     assert list(cfg.client_args) == [] and cfg.agent_args == []
     assert api.RunSpec(scheme="all-hbc", hbc="embb", llc="urllc").client_args == ()
+
+
+def test_run_spec_passes_a_stratified_offset_to_the_testbed() -> None:
+    from dchlab.testbed import channels as ch
+    from dchlab.workloads import api
+
+    spec = api.RunSpec(scheme="dchannel", hbc="MM-S", llc="urllc", offset_fraction=0.5)
+    cfg = api.testbed_config(spec, "site0")
+    assert cfg.offset_fraction == 0.5 and cfg.describe()["offset_fraction"] == 0.5
+    # what Testbed._check_inputs computes: half the trace, whatever the paired seed
+    assert ch.trace_offset_ms(cfg.hbc, cfg.seed, cfg.offset_fraction) == ch.trace_offset_ms(
+        "MM-S", 12345, 0.5
+    )
+    assert api.testbed_config(api.RunSpec("dchannel", "MM-S", "urllc"), "x").offset_fraction is None

@@ -19,6 +19,7 @@ from dchlab.commands import add_command
 from dchlab.errors import EXIT_BAD_INPUT, EXIT_STOPPED
 from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import load_campaign
+from dchlab.experiments.offsets import MODES
 from dchlab.experiments.ray_backend import RayDispatch  # ray imported lazily
 from dchlab.experiments.runner import local_dispatch, run_campaign
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT
@@ -44,13 +45,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             c = c.quick()
         if args.trials:
             c = replace(c, trials=args.trials)
-        if args.name or args.seed is not None or args.pages or args.schemes or args.conditions:
+        if (
+            args.name
+            or args.seed is not None
+            or args.pages
+            or args.schemes
+            or args.conditions
+            or args.offsets
+        ):
             c = c.variant(
                 name=args.name,
                 seed=args.seed,
                 pages=args.pages,
                 schemes=args.schemes,
                 conditions=args.conditions,
+                offsets=args.offsets,
             )
         console.print(
             f"[bold]{c.name}[/]{' (quick)' if c.is_quick else ''}: {len(c.schemes)} schemes × "
@@ -162,6 +171,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=_positive, help="override the number of trials")
     p.add_argument("--seed", type=_non_negative, help="override the campaign's seed")
     p.add_argument("--pages", type=_positive, metavar="N", help="only the first N pages")
+    p.add_argument(
+        "--offsets",
+        choices=MODES,
+        help="where loads start in the traces: `random` per (seed, page, trial), or "
+        "`stratified`: each trial spreads the pages evenly over the trace, so two seeds "
+        "sample the same network (docs/experiments.md); default: the file's `offsets:` "
+        "(random). Another value than the file's needs --name",
+    )
     p.add_argument(
         "--schemes",
         type=_labels,

@@ -23,6 +23,7 @@ import yaml
 
 from dchlab import units
 from dchlab.errors import UserError
+from dchlab.experiments.offsets import MODES
 from dchlab.pages.cdn import CdnSpec, CdnSpecError, parse_spec
 
 WORKLOAD_KINDS = ("pageload", "curl-phases", "bulk", "app", "session")
@@ -39,6 +40,7 @@ _TOP_KEYS = {
     "workload",
     "trials",
     "seed",
+    "offsets",
     "quick",
     "analysis",
     "cdn",
@@ -115,6 +117,10 @@ class Campaign:
     rerun_of: str | None = None
     #: The `dch run` flags that made this variant (for its rerun command).
     variant_flags: tuple[str, ...] = ()
+    #: Where each load starts in the traces: `random` (per seed, page and trial) or
+    #: `stratified` (each trial spreads the pages evenly over the trace;
+    #: dchlab.experiments.offsets).
+    offsets: str = "random"
 
     def scheme(self, label: str) -> Scheme:
         for s in self.schemes:
@@ -190,6 +196,7 @@ class Campaign:
         pages: int | None = None,
         schemes: Sequence[str] | None = None,
         conditions: Sequence[str] | None = None,
+        offsets: str | None = None,
     ) -> Campaign:
         """The same campaign with another name, seed, first-N-pages, or only some of its
         schemes (by label) and conditions (by name): the stability rerun of issue 18 (a
@@ -223,6 +230,16 @@ class Campaign:
         if seed is not None:
             c = replace(c, seed=seed)
             flags.append(f"--seed {seed}")
+        if offsets is not None and offsets != self.offsets:
+            if name is None or name == self.name:
+                raise CampaignError(
+                    f"{self.path}: --offsets {offsets} needs --name: the cells would meet other "
+                    "stretches of the traces than the stored ones (a rerun is its own campaign)"
+                )
+            if offsets not in MODES:
+                raise CampaignError(f"--offsets {offsets!r}: expected one of {', '.join(MODES)}")
+            c = replace(c, offsets=offsets)
+            flags.append(f"--offsets {offsets}")
         if name is not None and name != self.name:
             if not _NAME_RE.match(name):
                 raise CampaignError(f"--name {name!r}: expected letters, digits and ._+=:-")
@@ -514,6 +531,9 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
     seed = d.get("seed", 1)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise v.err("seed", f"expected a non-negative integer, got {seed!r}")
+    offsets = d.get("offsets", "random")
+    if offsets not in MODES:
+        raise v.err("offsets", f"expected one of {', '.join(MODES)}, got {offsets!r}")
     paper = v.mapping(d.get("paper", {}), "paper")
     analysis = v.mapping(d.get("analysis", {"kind": "gain"}), "analysis")
     v.unknown(
@@ -610,6 +630,7 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
         workload=workload,
         trials=trials,
         seed=seed,
+        offsets=offsets,
         analysis={"kind": akind, "baseline": baseline, **analysis},
         quick_spec=quick,
         cdn=cdn,

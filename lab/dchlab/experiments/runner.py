@@ -35,6 +35,7 @@ from dchlab import progress as progress_bar
 from dchlab.errors import EXIT_UNAVAILABLE, UserError
 from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
+from dchlab.experiments.offsets import stratified_fraction
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
 from dchlab.units import format_size
 
@@ -89,6 +90,9 @@ class Group:
     scheme: Scheme
     items: list[str]  # item keys (page name, url label, size)
     cells: list[str]
+    #: The trace start as a fraction of its period (a stratified campaign); None: the
+    #: workload layer derives it from (seed, item, trial).
+    offset_fraction: float | None = None
 
 
 @dataclass
@@ -153,6 +157,9 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
     for cond in c.conditions:
         for trial in range(c.trials):
             for i, it in enumerate(items):
+                frac = None
+                if c.offsets == "stratified":
+                    frac = stratified_fraction(c.seed, len(items), i, trial)
                 k = (trial + i) % len(c.schemes)
                 for sch in c.schemes[k:] + c.schemes[:k]:
                     if c.workload.kind == "session":  # one group: every page of a session
@@ -162,12 +169,12 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
                         todo = [j for j, key in enumerate(keys) if key not in done]
                         if todo:
                             pend = ([its[j] for j in todo], [keys[j] for j in todo])
-                            groups.append(Group(cond, trial, sch, *pend))
+                            groups.append(Group(cond, trial, sch, *pend, frac))
                         continue
                     total += 1
                     key = cell_key(cond.name, it, trial, sch.label)
                     if key not in done:
-                        groups.append(Group(cond, trial, sch, [it], [key]))
+                        groups.append(Group(cond, trial, sch, [it], [key], frac))
     return groups, total
 
 
@@ -208,6 +215,7 @@ def make_spec(c: Campaign, g: Group) -> Any:
         llc=g.condition.llc,
         seed=c.seed,
         trial=g.trial,
+        offset_fraction=g.offset_fraction,
         cc=g.condition.cc,
         server_delay_ms=g.condition.server_delay_ms,
         agent_args=tuple(g.scheme.agent_args) + tuple(g.condition.agent_args),
@@ -281,6 +289,7 @@ def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict
         row.setdefault("llc", g.condition.llc)
         row.setdefault("cc", g.condition.cc)
         row.setdefault("seed", c.seed)
+        row["offsets"] = c.offsets
         row.setdefault("trial", g.trial)
         if c.workload.kind in ("pageload", "app"):
             row.setdefault("page", it)

@@ -35,9 +35,10 @@ def resolve_channel(spec: str, seed: int) -> str:
         ) from exc
 
 
-def trace_offset_ms(spec: str, seed: int) -> int:
-    """Start offset into the channel's traces for `seed` (0 for trace-less channels)."""
-    return profiles.trace_offset_ms(spec, seed)
+def trace_offset_ms(spec: str, seed: int, fraction: float | None = None) -> int:
+    """Start offset into the channel's traces for `seed`, or at `fraction` of the
+    trace's period when given (0 for trace-less channels)."""
+    return profiles.trace_offset_ms(spec, seed, fraction)
 
 
 def profile_dict(resolved: str) -> dict[str, Any]:

@@ -22,6 +22,9 @@ class TestbedConfig:
         paper) or `bbr`.
     seed: chooses the trace start offset (same seed → same offset for every scheme)
         and seeds the emulators' random loss.
+    offset_fraction: if set, the trace start offset is this fraction of the trace's
+        period instead of the seed's (a campaign's stratified offsets,
+        dchlab.experiments.offsets); the seed still seeds random loss.
     server_delay_ms: extra one-way delay on the gw↔srv path (like `mm-delay`; the RTT
         grows by twice this), emulated by a third chanemu link; 0 = a plain veth.
     corpus: a page corpus directory (docs/formats.md): every origin of its manifest
@@ -60,6 +63,7 @@ class TestbedConfig:
     llc: str = "urllc"
     cc: str = "cubic"
     seed: int = 1
+    offset_fraction: float | None = None
     server_delay_ms: float = 0.0
     corpus: Path | str | None = None
     hosts: Sequence[str] | Mapping[str, str] | None = None
@@ -80,6 +84,7 @@ class TestbedConfig:
             "llc": self.llc,
             "cc": self.cc,
             "seed": self.seed,
+            "offset_fraction": self.offset_fraction,
             "server_delay_ms": self.server_delay_ms,
             "corpus": str(self.corpus) if self.corpus else None,
             "webreplay_args": list(self.webreplay_args),

@@ -232,8 +232,8 @@ class Testbed:
             "llc": ch.resolve_channel(cfg.llc, cfg.seed),
         }
         self.offsets = {
-            "hbc": ch.trace_offset_ms(cfg.hbc, cfg.seed),
-            "llc": ch.trace_offset_ms(cfg.llc, cfg.seed),
+            "hbc": ch.trace_offset_ms(cfg.hbc, cfg.seed, cfg.offset_fraction),
+            "llc": ch.trace_offset_ms(cfg.llc, cfg.seed, cfg.offset_fraction),
         }
         # The ideal link has one offset: the HBC's (its capacity trace), unless only the
         # LLC (its delay trace) is trace-driven.

@@ -294,15 +294,20 @@ def _periods_ms(p: Profile, base: Path | None) -> list[float]:
     return out
 
 
-def trace_offset_ms(spec_or_profile: str, seed: int) -> int:
+def trace_offset_ms(spec_or_profile: str, seed: int, fraction: float | None = None) -> int:
     """Where time 0 of a run falls in the looped traces: a deterministic function of the
-    seed (same seed, same offset, whatever the scheme), in [0, longest period).
-    0 for channels without traces."""
+    seed (same seed, same offset, whatever the scheme), in [0, longest period); with
+    `fraction` (a campaign's stratified offsets, dchlab.experiments.offsets) that
+    fraction of the longest period instead. 0 for channels without traces."""
     p, base = _profile_for(spec_or_profile, seed)
     periods = _periods_ms(p, base)
     if not periods:
         return 0
     period = int(max(periods))
+    if fraction is not None:
+        if not 0.0 <= fraction < 1.0:
+            raise ValueError(f"trace offset fraction must lie in [0, 1), got {fraction}")
+        return int(fraction * period) % max(period, 1)
     h = int.from_bytes(hashlib.sha256(f"dchannel-trace-offset:{seed}".encode()).digest()[:8], "big")
     return h % max(period, 1)
 

@@ -59,6 +59,8 @@ class RunSpec:
     llc: str
     seed: int = 1
     trial: int = 0
+    # the trace start as a fraction of its period (stratified campaigns); None: from seed
+    offset_fraction: float | None = None
     cc: str = "cubic"
     server_delay_ms: float = 0.0
     agent_args: tuple[str, ...] = field(default_factory=tuple)  # both agents
@@ -115,6 +117,7 @@ def testbed_config(spec: RunSpec, item: str, corpus: Path | None = None):  # typ
         llc=spec.llc,
         cc=spec.cc,
         seed=paired_seed(spec.seed, item, spec.trial),
+        offset_fraction=spec.offset_fraction,
         server_delay_ms=spec.server_delay_ms,
         corpus=corpus,
         agent_args=list(spec.agent_args),
