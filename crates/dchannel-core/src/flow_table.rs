@@ -35,6 +35,10 @@ pub struct FlowState {
     pub prev_size: usize,
     /// When the flow's latest packet was steered.
     pub last_seen: Nanos,
+    /// `burst`: the flow's current burst (packets less than the policy's gap
+    /// apart) so far, and its previous burst, in wire bytes; when the flow's
+    /// previous packet was decided. 0 before the first packet.
+    pub burst: crate::policy::BurstState,
 }
 
 /// Counters of the table.
@@ -201,6 +205,7 @@ impl FlowTable {
                 prev_c: 0.0,
                 prev_size: 0,
                 last_seen: now,
+                burst: Default::default(),
             },
             prev: NIL,
             next: NIL,

@@ -68,7 +68,9 @@ pub struct Common {
     pub tun_addr: String,
     /// Steering policy: dchannel, dchannel:alpha=A, all-hbc, all-llc, pkt-size:N,
     /// pkt-control, pkt-uplink, pkt-state, asap, prewarm[:alpha=A,gap_ms=G]
-    /// (dchannel, and the client wakes the HBC radio beside LLC packets).
+    /// (dchannel, and the client wakes the HBC radio beside LLC packets),
+    /// burst[:alpha=A,gap_ms=G] (dchannel deciding on the rest of the packet's
+    /// burst).
     #[arg(long, default_value = "dchannel")]
     pub policy: String,
     /// Alpha of the dchannel policy when SPEC does not give one (NSDI'23 Algorithm 1).

@@ -8,6 +8,7 @@
 
 mod all;
 mod asap;
+mod burst;
 mod dchannel;
 mod pkt_control;
 mod pkt_size;
@@ -17,6 +18,7 @@ mod prewarm;
 
 pub use all::{all_hbc, all_llc};
 pub use asap::asap;
+pub use burst::{Burst, BurstState};
 pub use dchannel::DChannel;
 pub use pkt_control::pkt_control;
 pub use pkt_size::PktSize;
@@ -233,7 +235,7 @@ impl fmt::Display for SpecError {
             f,
             "policy {:?}: {}; expected one of dchannel, dchannel:alpha=A, all-hbc, all-llc, \
              pkt-size:N, pkt-control, pkt-uplink, pkt-state, asap, \
-             prewarm[:alpha=A,gap_ms=G]",
+             prewarm[:alpha=A,gap_ms=G], burst[:alpha=A,gap_ms=G]",
             self.spec, self.reason
         )
     }
@@ -293,6 +295,29 @@ fn check_alpha(alpha: f64) -> Result<(), &'static str> {
     }
 }
 
+/// `alpha=A,gap_ms=G` (either, both or none; defaults given): the parameters
+/// of `prewarm` and `burst`.
+fn alpha_gap(arg: Option<&str>, alpha: f64, gap: Nanos) -> Result<(f64, Nanos), String> {
+    let (mut alpha, mut gap_ms) = (alpha, gap as f64 / MS as f64);
+    for kv in arg.into_iter().flat_map(|a| a.split(',')) {
+        let usage = || "parameters are alpha=<number>,gap_ms=<number>".to_string();
+        let (k, v) = kv.split_once('=').ok_or_else(usage)?;
+        let v = v
+            .parse::<f64>()
+            .map_err(|_| format!("{k} is not a number"))?;
+        match k {
+            "alpha" => alpha = v,
+            "gap_ms" => gap_ms = v,
+            _ => return Err(usage()),
+        }
+    }
+    check_alpha(alpha)?;
+    if !(gap_ms.is_finite() && (0.0..=60_000.0).contains(&gap_ms)) {
+        return Err("gap_ms must be between 0 and 60000".into());
+    }
+    Ok((alpha, (gap_ms * MS as f64).round() as Nanos))
+}
+
 /// Parses a policy spec string (the scheme name, verbatim).
 /// `default_alpha` applies to `dchannel` without an explicit alpha.
 pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, SpecError> {
@@ -325,26 +350,14 @@ pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, Spe
             Ok(Box::new(DChannel::new(alpha)))
         }
         "prewarm" => {
-            let (mut alpha, mut gap_ms) = (default_alpha, prewarm::DEFAULT_GAP as f64 / MS as f64);
-            for kv in arg.into_iter().flat_map(|a| a.split(',')) {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| err("parameters are alpha=<number>,gap_ms=<number>"))?;
-                let v = v
-                    .parse::<f64>()
-                    .map_err(|_| err(&format!("{k} is not a number")))?;
-                match k {
-                    "alpha" => alpha = v,
-                    "gap_ms" => gap_ms = v,
-                    _ => return Err(err("parameters are alpha=<number>,gap_ms=<number>")),
-                }
-            }
-            check_alpha(alpha).map_err(err)?;
-            if !(gap_ms.is_finite() && (0.0..=60_000.0).contains(&gap_ms)) {
-                return Err(err("gap_ms must be between 0 and 60000"));
-            }
-            let gap = (gap_ms * MS as f64).round() as Nanos;
+            let (alpha, gap) =
+                alpha_gap(arg, default_alpha, prewarm::DEFAULT_GAP).map_err(|e| err(&e))?;
             Ok(Box::new(Prewarm::new(alpha, gap)))
+        }
+        "burst" => {
+            let (alpha, gap) =
+                alpha_gap(arg, default_alpha, burst::DEFAULT_GAP).map_err(|e| err(&e))?;
+            Ok(Box::new(Burst::new(alpha, gap)))
         }
         "pkt-size" => {
             let n = arg
@@ -391,6 +404,7 @@ pub mod testutil {
             prev_c: 0.0,
             prev_size: 0,
             last_seen: 0,
+            burst: Default::default(),
         }
     }
 
@@ -444,6 +458,7 @@ mod tests {
             "dchannel:alpha=0.5",
             "pkt-size:750",
             "prewarm:alpha=0.5,gap_ms=20",
+            "burst:alpha=0.5,gap_ms=3",
         ];
         let names = "all-hbc all-llc pkt-control pkt-uplink pkt-state asap";
         assert_eq!(rules.join(" "), names);
@@ -472,10 +487,20 @@ mod tests {
             ("prewarm:gap_ms=-1", "between 0 and 60000"),
             ("prewarm:alpha=-1", ">= 0"),
             ("prewarm:alpha", "parameters are"),
+            ("burst:gap_ms=1e9", "between 0 and 60000"),
+            ("burst:alpha=x", "alpha is not a number"),
         ] {
             let e = parse_spec(s, 0.75).err().expect(s).to_string();
             assert!(e.contains(why), "{s}: {e}");
         }
+    }
+
+    #[test]
+    fn burst_defaults_follow_dchannel() {
+        assert_eq!(
+            parse_spec("burst", 0.75).unwrap().spec(),
+            "burst:alpha=0.75,gap_ms=2"
+        );
     }
 
     #[test]
