@@ -91,6 +91,30 @@ def test_report_sets_the_rerun_beside_the_original_on_its_pages(campaign, tmp_pa
     ]
 
 
+def test_two_reruns_on_the_same_pages_are_set_against_each_other(campaign, tmp_path):
+    db = tmp_path / "s.duckdb"
+    run_campaign(campaign, store_path=db, executor=fake(800.0))
+    a = campaign.variant(name="rr-a", seed=3, pages=2, offsets="stratified")
+    b = campaign.variant(name="rr-b", seed=4, pages=2, offsets="stratified")
+    run_campaign(a, store_path=db, executor=fake(700.0))  # gain 30%
+    run_campaign(b, store_path=db, executor=fake(750.0))  # gain 25%
+    run_campaign(campaign.variant(name="rr-c", seed=5, pages=1), store_path=db, executor=fake(1.0))
+    s = summarize(campaign, store.load_rows("rr", store=db), store.reruns_of("rr", db))
+    (t,) = [t for t in s.tables if t.title.startswith("Rerun pairs")]
+    # rr-c covers other pages: no pair with it
+    assert t.rows == [
+        [
+            "rr-a (stratified, seed 3)",
+            "rr-b (stratified, seed 4)",
+            "embb",
+            "dchannel",
+            "30.0% [30.0, 30.0]",
+            "25.0% [25.0, 25.0]",
+            "-5.0",
+        ]
+    ]
+
+
 def test_report_does_not_list_a_rerun_as_an_orphan(campaign, tmp_path):
     from dchlab.experiments.report import build_report
 

@@ -287,6 +287,59 @@ def _rerun_table(
     return t
 
 
+def _offsets_of(rows: list[dict[str, Any]]) -> str:
+    """How a rerun's loads chose their trace offsets (rows before the column: random)."""
+    modes = sorted({str(r.get("offsets") or "random") for r in rows})
+    return "/".join(modes)
+
+
+def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> Table | None:
+    """Reruns on the same pages set against each other (the stability check of issue 18
+    with stratified offsets: two seeds, two times, the same network sample), or None when
+    no two reruns share their pages."""
+    metric = c.analysis.get("metric", "plt_ms")
+    base = c.analysis.get("baseline", "all-hbc")
+    t = Table(
+        "Rerun pairs on the same pages: gain against "
+        + base
+        + " in each (95% CI over pages), and how far the second moved from the first",
+        [
+            "first",
+            "second",
+            "condition",
+            "scheme",
+            "first gain %",
+            "second gain %",
+            "moved (points)",
+        ],
+    )
+    names = sorted(reruns)
+    for i, a_name in enumerate(names):
+        for b_name in names[i + 1 :]:
+            ra, rb = reruns[a_name], reruns[b_name]
+            if {str(r.get("item")) for r in ra} != {str(r.get("item")) for r in rb}:
+                continue
+            ga = an.paired_gains(ra, metric=metric, baseline=base)
+            gb = an.paired_gains(rb, metric=metric, baseline=base)
+            for cond in c.conditions:
+                for arm in _arms(c, base):
+                    a, b = ga.get((cond.name, arm)), gb.get((cond.name, arm))
+                    if a is None or b is None:
+                        continue
+                    t.rows.append(
+                        [
+                            f"{a_name} ({_offsets_of(ra)}, seed {ra[0].get('seed')})",
+                            f"{b_name} ({_offsets_of(rb)}, seed {rb[0].get('seed')})",
+                            cond.name,
+                            arm,
+                            a.gain_pct.fmt(1, "%"),
+                            b.gain_pct.fmt(1, "%"),
+                            _num(b.gain_pct.mean - a.gain_pct.mean, 1),
+                        ]
+                    )
+    return t if t.rows else None
+
+
 def _measured(
     c: Campaign, gains: dict[tuple[str, str], an.Gain], base: str
 ) -> Iterator[tuple[Condition, str, an.Gain]]:
@@ -323,6 +376,9 @@ def summarize(
             s.tables.append(_versus_table(c, rows, gains, metric))
         if reruns:
             s.tables.append(_rerun_table(c, rows, reruns))
+            pairs = _rerun_pairs_table(c, reruns)
+            if pairs is not None:
+                s.tables.append(pairs)
         if any(r.get("fcp_ms") is not None for r in rows):
             s.tables.append(_page_metrics_table(c, rows))
         if c.analysis.get("llc_usage"):
