@@ -2,6 +2,7 @@
 //! rest of its *burst* would too.
 //!
 //! ```text
+//! payload-free TCP (ACK, SYN, FIN, RST): Algorithm 1 as is, not part of a burst
 //! per flow: a burst = packets less than `gap` apart; `previous` = wire bytes
 //! of the flow's previous burst, `so_far` = of the current one before this packet
 //! expected = max(previous, so_far + size)          // the burst's expected total
@@ -24,6 +25,12 @@
 //! previous burst is the prediction of this one's size (a TCP flight, a
 //! response on a kept-alive connection); a flow's first burst has none, and
 //! is decided exactly as Algorithm 1 decides it.
+//!
+//! Pure ACKs are exempt: each is useful alone (cumulative), so nothing waits
+//! for the "last" one. A first version counted them into bursts: the
+//! client's ACK stream of a large download became one long burst and went to
+//! the HBC, and with BBR (whose pacing and RTT probes ride that ACK clock)
+//! the page loads lost 6–10 points against Algorithm 1 (docs/results.md).
 
 use super::{estimate, Ctx, Decision, Outcome, Policy};
 use crate::flow_table::FlowState;
@@ -87,7 +94,11 @@ impl Policy for Burst {
 
     fn decide(&mut self, pkt: &PacketInfo, _: &[u8], flow: &mut FlowState, ctx: &Ctx) -> Decision {
         let size = pkt.ip_len + ctx.overhead;
-        let rest = flow.burst.on_packet(ctx.now, size as u64, self.gap);
+        let rest = if pkt.is_tcp_control() {
+            size as u64 // an ACK is useful alone: Algorithm 1's own decision
+        } else {
+            flow.burst.on_packet(ctx.now, size as u64, self.gap)
+        };
         let (Some(this), Some(whole)) = (
             estimate(size, flow.prev_c, ctx),
             estimate(rest as usize, flow.prev_c, ctx),
@@ -228,6 +239,28 @@ mod tests {
             send(&mut alg1, &mut flow(), 500, 180 * MS, 1200.0),
             Channel::Llc
         );
+    }
+
+    #[test]
+    fn acks_are_decided_alone_and_do_not_join_a_burst() {
+        let mut p = Burst::new(0.75, 2 * MS);
+        let mut f = flow();
+        f.burst = BurstState {
+            so_far: 10_000,
+            previous: 0,
+            last_at: Some(100 * MS),
+        };
+        // 0.5 ms into a 10 KB data burst (whose next packet would go HBC), a
+        // 40 B pure ACK: Algorithm 1's 15 - 40/250 > 0.75 * 40/250 -> LLC
+        let ack = tcp(crate::packet::TCP_ACK, &[]);
+        let d = p.decide(&ack.0, &ack.1, &mut f, &at(100 * MS + MS / 2, 0.0));
+        assert_eq!(d.channel, Channel::Llc);
+        assert_eq!(f.burst.so_far, 10_000, "the ACK is not part of the burst");
+        assert_eq!(f.burst.last_at, Some(100 * MS));
+        // a data packet 1 ms later does join it (no previous burst: decided on
+        // itself, 1000 B < 2142.86 B -> LLC)
+        assert_eq!(send(&mut p, &mut f, 1000, 100 * MS + MS, 0.0), Channel::Llc);
+        assert_eq!(f.burst.so_far, 11_000);
     }
 
     #[test]
