@@ -99,9 +99,10 @@ def test_two_reruns_on_the_same_pages_are_set_against_each_other(campaign, tmp_p
     run_campaign(a, store_path=db, executor=fake(700.0))  # gain 30%
     run_campaign(b, store_path=db, executor=fake(750.0))  # gain 25%
     run_campaign(campaign.variant(name="rr-c", seed=5, pages=1), store_path=db, executor=fake(1.0))
+    run_campaign(campaign.variant(name="rr-d", seed=6, pages=2), store_path=db, executor=fake(1.0))
     s = summarize(campaign, store.load_rows("rr", store=db), store.reruns_of("rr", db))
     (t,) = [t for t in s.tables if t.title.startswith("Rerun pairs")]
-    # rr-c covers other pages: no pair with it
+    # rr-c covers other pages, rr-d chose its offsets at random: no pair with either
     assert t.rows == [
         [
             "rr-a (stratified, seed 3)",

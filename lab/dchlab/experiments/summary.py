@@ -294,9 +294,9 @@ def _offsets_of(rows: list[dict[str, Any]]) -> str:
 
 
 def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> Table | None:
-    """Reruns on the same pages set against each other (the stability check of issue 18
-    with stratified offsets: two seeds, two times, the same network sample), or None when
-    no two reruns share their pages."""
+    """Reruns on the same pages, with offsets chosen the same way, set against each other
+    (the stability check of issue 18 with stratified offsets: two seeds, two times, the
+    same network sample), or None when no two reruns share pages and offsets mode."""
     metric = c.analysis.get("metric", "plt_ms")
     base = c.analysis.get("baseline", "all-hbc")
     t = Table(
@@ -318,6 +318,8 @@ def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> 
         for b_name in names[i + 1 :]:
             ra, rb = reruns[a_name], reruns[b_name]
             if {str(r.get("item")) for r in ra} != {str(r.get("item")) for r in rb}:
+                continue
+            if _offsets_of(ra) != _offsets_of(rb):
                 continue
             ga = an.paired_gains(ra, metric=metric, baseline=base)
             gb = an.paired_gains(rb, metric=metric, baseline=base)
