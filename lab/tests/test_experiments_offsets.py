@@ -65,14 +65,14 @@ def test_trials_interleave_and_seeds_shift():
 
 
 def test_a_fraction_picks_that_share_of_the_longest_period():
-    period = profiles.trace_offset_ms  # MM-S: an hour-long drive (test_traces_profiles)
-    a = period("MM-S", 1, 0.25)
-    b = period("MM-S", 99, 0.25)  # the seed no longer matters for the offset
+    offset = profiles.trace_offset_ms  # MM-S: an hour-long drive (test_traces_profiles)
+    a = offset("MM-S", 1, 0.25)
+    b = offset("MM-S", 99, 0.25)  # the seed no longer matters for the offset
     assert a == b and 0 < a < 60 * 60_000
-    assert period("MM-S", 1, 0.5) == pytest.approx(2 * a, abs=1)
-    assert period("fixed:10ms/5mbit", 1, 0.5) == 0  # no trace, no offset
+    assert offset("MM-S", 1, 0.5) == pytest.approx(2 * a, abs=1)
+    assert offset("fixed:10ms/5mbit", 1, 0.5) == 0  # no trace, no offset
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
-        period("MM-S", 1, 1.0)
+        offset("MM-S", 1, 1.0)
 
 
 def test_plan_gives_every_scheme_of_a_page_and_trial_the_same_stretch(campaign):

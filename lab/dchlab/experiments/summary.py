@@ -249,6 +249,18 @@ def _counts(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
     return len(meas), invalid, failed
 
 
+def _moves(
+    c: Campaign, first: dict[tuple[str, str], an.Gain], second: dict[tuple[str, str], an.Gain]
+) -> Iterator[tuple[str, str, an.Gain, an.Gain, str]]:
+    """(condition, arm, first gain, second gain, points moved) of every cell both measured."""
+    base = c.analysis.get("baseline", "all-hbc")
+    for cond in c.conditions:
+        for arm in _arms(c, base):
+            a, b = first.get((cond.name, arm)), second.get((cond.name, arm))
+            if a is not None and b is not None:
+                yield cond.name, arm, a, b, _num(b.gain_pct.mean - a.gain_pct.mean, 1)
+
+
 def _rerun_table(
     c: Campaign, rows: list[dict[str, Any]], reruns: dict[str, list[dict[str, Any]]]
 ) -> Table:
@@ -268,22 +280,17 @@ def _rerun_table(
             [r for r in rows if str(r.get("item")) in pages], metric=metric, baseline=base
         )
         theirs = an.paired_gains(rr, metric=metric, baseline=base)
-        for cond in c.conditions:
-            for arm in _arms(c, base):
-                a, b = ours.get((cond.name, arm)), theirs.get((cond.name, arm))
-                if a is None or b is None:
-                    continue
-                moved = b.gain_pct.mean - a.gain_pct.mean
-                t.rows.append(
-                    [
-                        f"{name} ({len(pages)} pages)",
-                        cond.name,
-                        arm,
-                        a.gain_pct.fmt(1, "%"),
-                        b.gain_pct.fmt(1, "%"),
-                        _num(moved, 1),
-                    ]
-                )
+        for cond, arm, a, b, moved in _moves(c, ours, theirs):
+            t.rows.append(
+                [
+                    f"{name} ({len(pages)} pages)",
+                    cond,
+                    arm,
+                    a.gain_pct.fmt(1, "%"),
+                    b.gain_pct.fmt(1, "%"),
+                    moved,
+                ]
+            )
     return t
 
 
@@ -323,22 +330,18 @@ def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> 
                 continue
             ga = an.paired_gains(ra, metric=metric, baseline=base)
             gb = an.paired_gains(rb, metric=metric, baseline=base)
-            for cond in c.conditions:
-                for arm in _arms(c, base):
-                    a, b = ga.get((cond.name, arm)), gb.get((cond.name, arm))
-                    if a is None or b is None:
-                        continue
-                    t.rows.append(
-                        [
-                            f"{a_name} ({_offsets_of(ra)}, seed {ra[0].get('seed')})",
-                            f"{b_name} ({_offsets_of(rb)}, seed {rb[0].get('seed')})",
-                            cond.name,
-                            arm,
-                            a.gain_pct.fmt(1, "%"),
-                            b.gain_pct.fmt(1, "%"),
-                            _num(b.gain_pct.mean - a.gain_pct.mean, 1),
-                        ]
-                    )
+            for cond, arm, a, b, moved in _moves(c, ga, gb):
+                t.rows.append(
+                    [
+                        f"{a_name} ({_offsets_of(ra)}, seed {ra[0].get('seed')})",
+                        f"{b_name} ({_offsets_of(rb)}, seed {rb[0].get('seed')})",
+                        cond,
+                        arm,
+                        a.gain_pct.fmt(1, "%"),
+                        b.gain_pct.fmt(1, "%"),
+                        moved,
+                    ]
+                )
     return t if t.rows else None
 
 

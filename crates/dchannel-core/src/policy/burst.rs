@@ -32,7 +32,7 @@
 //! the HBC, and with BBR (whose pacing and RTT probes ride that ACK clock)
 //! the page loads lost 6–10 points against Algorithm 1 (docs/results.md).
 
-use super::{estimate, Ctx, Decision, Outcome, Policy};
+use super::{estimate, steer, Ctx, Decision, Outcome, Policy};
 use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::{Channel, Nanos, MS};
@@ -105,21 +105,9 @@ impl Policy for Burst {
         ) else {
             return Decision::new(Channel::Hbc, Outcome::NoEstimate);
         };
-        let channel = if whole.reward > self.alpha * this.cost {
-            flow.prev_c = flow.prev_c.max(this.c_llc);
-            Channel::Llc
-        } else {
-            flow.prev_c = flow.prev_c.max(this.c_hbc);
-            Channel::Hbc
-        };
-        Decision {
-            channel,
-            outcome: Outcome::Reward,
-            // the packet's own completion times: what the reward-error analysis
-            // (Fig. 11) compares with its arrival
-            estimate: Some(this),
-            wake_hbc: false,
-        }
+        // the decision on the burst's end; `prev_c` and the logged estimate are
+        // the packet's own (what the reward-error analysis, Fig. 11, compares)
+        steer(flow, whole.reward > self.alpha * this.cost, this)
     }
 }
 

@@ -12,7 +12,7 @@
 //! `size` is the packet's wire size (IP length + per-packet overhead), since
 //! that is what occupies the LLC; `*_prop` are one-way delays (RTT/2).
 
-use super::{estimate, Ctx, Decision, Outcome, Policy};
+use super::{estimate, steer, Ctx, Decision, Outcome, Policy};
 use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
 use crate::Channel;
@@ -38,19 +38,7 @@ impl Policy for DChannel {
         let Some(e) = estimate(pkt.ip_len + ctx.overhead, flow.prev_c, ctx) else {
             return Decision::new(Channel::Hbc, Outcome::NoEstimate);
         };
-        let channel = if e.reward > self.alpha * e.cost {
-            flow.prev_c = flow.prev_c.max(e.c_llc);
-            Channel::Llc
-        } else {
-            flow.prev_c = flow.prev_c.max(e.c_hbc);
-            Channel::Hbc
-        };
-        Decision {
-            channel,
-            outcome: Outcome::Reward,
-            estimate: Some(e),
-            wake_hbc: false,
-        }
+        steer(flow, e.reward > self.alpha * e.cost, e)
     }
 }
 

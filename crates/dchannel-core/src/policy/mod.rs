@@ -83,6 +83,24 @@ pub fn estimate(size: usize, prev_c: f64, ctx: &Ctx) -> Option<Estimate> {
     })
 }
 
+/// NSDI'23 Algorithm 1, lines 5-9: the packet whose completion times are `e`
+/// takes the LLC iff `llc`; the flow's `prev_c` moves to the chosen channel's
+/// completion time. Shared by every policy that keeps Algorithm 1's ordering.
+pub fn steer(flow: &mut FlowState, llc: bool, e: Estimate) -> Decision {
+    let (channel, done) = if llc {
+        (Channel::Llc, e.c_llc)
+    } else {
+        (Channel::Hbc, e.c_hbc)
+    };
+    flow.prev_c = flow.prev_c.max(done);
+    Decision {
+        channel,
+        outcome: Outcome::Reward,
+        estimate: Some(e),
+        wake_hbc: false,
+    }
+}
+
 /// Why a packet went where it went; counted per channel in the stats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
