@@ -93,8 +93,10 @@ fn genkey_and_pubkey_and_key_file_permissions() {
 
 /// UDP payloads of the dchannel datagrams (ports 4000/4001) seen in the gw
 /// namespace, both directions, until `stop`: (dst port is the gateway's, payload).
+/// Returns once the capture socket is open, so nothing sent afterwards is missed.
 fn capture(ns: &str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(bool, Vec<u8>)>> {
-    in_ns(ns, move || {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let handle = in_ns(ns, move || {
         // SAFETY: a plain socket call; the fd is owned right away.
         let fd = unsafe {
             libc::socket(
@@ -125,6 +127,23 @@ fn capture(ns: &str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(bool
                 std::mem::size_of::<libc::timeval>() as u32,
             )
         };
+        // The socket sees every packet in the namespace (TUN, both veths), six
+        // per echo; on a loaded machine this thread may sleep through the whole
+        // exchange, and the default buffer (~200 KB) then drops the tail (CI saw
+        // 56 of 80). 16 MiB holds all of it.
+        let big: libc::c_int = 16 << 20;
+        // SAFETY: valid fd, option value of the right type and size.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&big as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        assert_eq!(rc, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
+        ready_tx.send(()).unwrap();
         let mut out = Vec::new();
         let mut buf = vec![0u8; 65536];
         while !stop.load(Ordering::Relaxed) {
@@ -145,8 +164,33 @@ fn capture(ns: &str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(bool
                 out.push((ours(dport), p[ihl + 8..].to_vec()));
             }
         }
+        let mut stats = libc::tpacket_stats {
+            tp_packets: 0,
+            tp_drops: 0,
+        };
+        let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: valid fd; the kernel writes at most `len` bytes into `stats`.
+        let rc = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut stats as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        assert!(
+            rc != 0 || stats.tp_drops == 0,
+            "the capture socket dropped {} of {} packets: the count below would be wrong",
+            stats.tp_drops,
+            stats.tp_packets
+        );
         out
-    })
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("capture socket open within 10 s");
+    handle
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
