@@ -86,7 +86,8 @@ def test_report_sets_the_rerun_beside_the_original_on_its_pages(campaign, tmp_pa
             "dchannel",
             "20.0% [20.0, 20.0]",
             "30.0% [30.0, 30.0]",
-            "10.0",
+            "10.0 [10.0, 10.0]",
+            "1",
         ]
     ]
 
@@ -111,7 +112,8 @@ def test_two_reruns_on_the_same_pages_are_set_against_each_other(campaign, tmp_p
             "dchannel",
             "30.0% [30.0, 30.0]",
             "25.0% [25.0, 25.0]",
-            "-5.0",
+            "-5.0 [-5.0, -5.0]",
+            "1",
         ]
     ]
 
@@ -167,3 +169,40 @@ def test_a_rerun_without_its_original_still_gets_its_tables(campaign, tmp_path):
     run_campaign(campaign.variant(name="rr-busy"), store_path=db, executor=fake(800.0))
     html = build_report(db, tmp_path / "r.html", [campaign.path], with_channels=False).read_text()
     assert "rr-busy" in html and "A rerun of rr" in html and "20.0%" in html
+
+
+def _row(run: str, page: str, trial: int, scheme: str, plt: float) -> dict:
+    return {
+        "campaign": run,
+        "condition": "embb",
+        "item": page,
+        "trial": trial,
+        "scheme": scheme,
+        "plt_ms": plt,
+        "valid": True,
+    }
+
+
+def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points():
+    from dchlab.experiments import analysis as an
+
+    # page p1: base 1000 ms; dchannel 800 then 700 in run a (gain 25%), 750 twice in b
+    # (25%): p1 did not move. Page p2: base 2000; a: 1000 (50%), b: 1200 (40%): -10.
+    a = [_row("a", "p1", t, "all-hbc", 1000) for t in (0, 1)]
+    a += [_row("a", "p1", 0, "dchannel", 800), _row("a", "p1", 1, "dchannel", 700)]
+    a += [_row("a", "p2", t, "all-hbc", 2000) for t in (0, 1)]
+    a += [_row("a", "p2", t, "dchannel", 1000) for t in (0, 1)]
+    b = [_row("b", "p1", t, "all-hbc", 1000) for t in (0, 1)]
+    b += [_row("b", "p1", t, "dchannel", 750) for t in (0, 1)]
+    b += [_row("b", "p2", t, "all-hbc", 2000) for t in (0, 1)]
+    b += [_row("b", "p2", t, "dchannel", 1200) for t in (0, 1)]
+    moves = an.rerun_moves(a, b)
+    move, trials = moves[("embb", "dchannel")]
+    # the mean over pages of (b - a): (0 + -10) / 2; the bootstrap resamples {0, -10}
+    assert move.mean == pytest.approx(-5.0) and move.n == 2
+    assert move.lo == pytest.approx(-10.0) and move.hi == pytest.approx(0.0)
+    assert trials == 2.0
+    # a page only one run loaded is not paired
+    assert (
+        an.rerun_moves(a, [r for r in b if r["item"] == "p1"])[("embb", "dchannel")][0].mean == 0.0
+    )

@@ -294,6 +294,40 @@ def gain_differences(
     return out
 
 
+def rerun_moves(
+    first: Iterable[dict[str, Any]],
+    second: Iterable[dict[str, Any]],
+    metric: str = "plt_ms",
+    baseline: str = "all-hbc",
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+) -> dict[tuple[str, str], tuple[CI, float]]:
+    """Per (condition, arm) measured in both runs: how far the second run's gain moved
+    from the first's, in points, paired per page (each page's gain in the second run
+    minus its gain in the first) with a bootstrap CI over pages; and the mean number of
+    paired trials per page and run. Pairing by page cancels what differs between pages,
+    so the CI is what the trial-to-trial noise (trace position, machine) leaves: a move
+    whose CI holds 0 is noise, and the CI narrows as one over the root of the trials."""
+    a_by, b_by = _by_condition(first), _by_condition(second)
+    out: dict[tuple[str, str], tuple[CI, float]] = {}
+    for cond, a_arms in a_by.items():
+        b_arms = b_by.get(cond)
+        if b_arms is None or baseline not in a_arms or baseline not in b_arms:
+            continue
+        for arm, a_items in a_arms.items():
+            if arm == baseline or arm not in b_arms:
+                continue
+            ga = _page_gains(a_items, a_arms[baseline], metric)
+            gb = _page_gains(b_arms[arm], b_arms[baseline], metric)
+            both = [i for i in ga if i in gb]
+            if not both:
+                continue
+            diffs = [gb[i].gain_pct - ga[i].gain_pct for i in both]
+            trials = float(np.mean([(ga[i].pairs + gb[i].pairs) / 2 for i in both]))
+            out[(cond, arm)] = (bootstrap_mean(diffs, n_boot, seed), trials)
+    return out
+
+
 def _with_share(g: Gain, share: float) -> Gain:
     from dataclasses import replace
 

@@ -249,16 +249,43 @@ def _counts(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
     return len(meas), invalid, failed
 
 
+#: The stability target of issue 18: headline gains move by at most this many points.
+STABLE_POINTS = 2.0
+
+
 def _moves(
-    c: Campaign, first: dict[tuple[str, str], an.Gain], second: dict[tuple[str, str], an.Gain]
-) -> Iterator[tuple[str, str, an.Gain, an.Gain, str]]:
-    """(condition, arm, first gain, second gain, points moved) of every cell both measured."""
+    c: Campaign, first: list[dict[str, Any]], second: list[dict[str, Any]]
+) -> Iterator[tuple[str, str, an.Gain, an.Gain, str, str]]:
+    """(condition, arm, first gain, second gain, points moved [95% CI over pages], trials
+    per page and run for a CI of ±STABLE_POINTS) of every cell both runs measured, on
+    the pages both loaded."""
+    metric = c.analysis.get("metric", "plt_ms")
     base = c.analysis.get("baseline", "all-hbc")
+    pages = {str(r.get("item")) for r in first} & {str(r.get("item")) for r in second}
+    first = [r for r in first if str(r.get("item")) in pages]
+    second = [r for r in second if str(r.get("item")) in pages]
+    ga = an.paired_gains(first, metric=metric, baseline=base)
+    gb = an.paired_gains(second, metric=metric, baseline=base)
+    moves = an.rerun_moves(first, second, metric=metric, baseline=base)
     for cond in c.conditions:
         for arm in _arms(c, base):
-            a, b = first.get((cond.name, arm)), second.get((cond.name, arm))
-            if a is not None and b is not None:
-                yield cond.name, arm, a, b, _num(b.gain_pct.mean - a.gain_pct.mean, 1)
+            a, b, m = (
+                ga.get((cond.name, arm)),
+                gb.get((cond.name, arm)),
+                moves.get((cond.name, arm)),
+            )
+            if a is None or b is None or m is None:
+                continue
+            move, trials = m
+            half = (move.hi - move.lo) / 2
+            # the CI's half-width shrinks as 1/sqrt(trials) (pairing by page removed the
+            # between-page part), so ±2 needs trials * (half / 2)^2 trials per page
+            need = (
+                "—"
+                if math.isnan(half)
+                else str(max(1, math.ceil(trials * (half / STABLE_POINTS) ** 2)))
+            )
+            yield cond.name, arm, a, b, move.fmt(1), need
 
 
 def _rerun_table(
@@ -266,21 +293,25 @@ def _rerun_table(
 ) -> Table:
     """Each rerun's headline gains beside the original's on the same pages: how far they
     moved with another seed (trace offsets), day and machine state (issue 18)."""
-    metric = c.analysis.get("metric", "plt_ms")
     base = c.analysis.get("baseline", "all-hbc")
     t = Table(
         "Reruns (dch run --name): gain against "
         + base
-        + " on the rerun's pages, original beside rerun (95% CI over pages)",
-        ["rerun", "condition", "scheme", f"{c.name} gain %", "rerun gain %", "moved (points)"],
+        + " on the rerun's pages, original beside rerun (95% CI over pages; the move"
+        " paired per page)",
+        [
+            "rerun",
+            "condition",
+            "scheme",
+            f"{c.name} gain %",
+            "rerun gain %",
+            "moved (points)",
+            f"trials/page for ±{STABLE_POINTS:g}",
+        ],
     )
     for name, rr in sorted(reruns.items()):
         pages = {str(r.get("item")) for r in rr}
-        ours = an.paired_gains(
-            [r for r in rows if str(r.get("item")) in pages], metric=metric, baseline=base
-        )
-        theirs = an.paired_gains(rr, metric=metric, baseline=base)
-        for cond, arm, a, b, moved in _moves(c, ours, theirs):
+        for cond, arm, a, b, moved, need in _moves(c, rows, rr):
             t.rows.append(
                 [
                     f"{name} ({len(pages)} pages)",
@@ -289,6 +320,7 @@ def _rerun_table(
                     a.gain_pct.fmt(1, "%"),
                     b.gain_pct.fmt(1, "%"),
                     moved,
+                    need,
                 ]
             )
     return t
@@ -304,12 +336,12 @@ def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> 
     """Reruns on the same pages, with offsets chosen the same way, set against each other
     (the stability check of issue 18 with stratified offsets: two seeds, two times, the
     same network sample), or None when no two reruns share pages and offsets mode."""
-    metric = c.analysis.get("metric", "plt_ms")
     base = c.analysis.get("baseline", "all-hbc")
     t = Table(
         "Rerun pairs on the same pages: gain against "
         + base
-        + " in each (95% CI over pages), and how far the second moved from the first",
+        + " in each (95% CI over pages), and how far the second moved from the first"
+        " (paired per page, 95% CI over pages)",
         [
             "first",
             "second",
@@ -318,6 +350,7 @@ def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> 
             "first gain %",
             "second gain %",
             "moved (points)",
+            f"trials/page for ±{STABLE_POINTS:g}",
         ],
     )
     names = sorted(reruns)
@@ -328,9 +361,7 @@ def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> 
                 continue
             if _offsets_of(ra) != _offsets_of(rb):
                 continue
-            ga = an.paired_gains(ra, metric=metric, baseline=base)
-            gb = an.paired_gains(rb, metric=metric, baseline=base)
-            for cond, arm, a, b, moved in _moves(c, ga, gb):
+            for cond, arm, a, b, moved, need in _moves(c, ra, rb):
                 t.rows.append(
                     [
                         f"{a_name} ({_offsets_of(ra)}, seed {ra[0].get('seed')})",
@@ -340,6 +371,7 @@ def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> 
                         a.gain_pct.fmt(1, "%"),
                         b.gain_pct.fmt(1, "%"),
                         moved,
+                        need,
                     ]
                 )
     return t if t.rows else None
