@@ -318,3 +318,57 @@ def test_beyond_report_sets_the_candidate_beside_algorithm_1():
     assert cells[3].startswith("-23.0 ")  # -3 - 20 points
     assert cells[4] == "-8% / 50%"  # of the ideal's +400 ms: -30 ms, +200 ms
     assert cells[6] == "yes" and cells[7] == "2"  # 3% slower than all-hbc: more than 2%
+
+
+def test_hindsight_picks_each_pages_best_scheme_by_hand():
+    """Issue 19: the best of several schemes chosen per page after the fact (an optimistic
+    bound on choosing among them) — per page the largest gain, then the mean."""
+    from dchlab.experiments.analysis import hindsight_best
+
+    rows = [
+        # page a: base 1000; x 800 (+20%), y 700 (+30%) -> y wins, +30%, 300 ms
+        row("all-hbc", "a", 0, 1000.0),
+        row("x", "a", 0, 800.0),
+        row("y", "a", 0, 700.0),
+        # page b: base 500; x 400 (+20%), y 450 (+10%) -> x wins, +20%, 100 ms
+        row("all-hbc", "b", 0, 500.0),
+        row("x", "b", 0, 400.0),
+        row("y", "b", 0, 450.0),
+        # page c: y never loaded it -> left out (both must have measured a page)
+        row("all-hbc", "c", 0, 900.0),
+        row("x", "c", 0, 100.0),
+    ]
+    h = hindsight_best(rows, ["x", "y"])["c"]
+    assert h.pages == 2
+    assert h.gain_pct.mean == pytest.approx(25.0)
+    assert h.gain_ms == pytest.approx(200.0)
+    assert h.wins == {"x": 1, "y": 1}
+    assert hindsight_best(rows, ["x", "z"]) == {}  # z never measured: no bound
+
+
+def test_fig3_reports_the_hindsight_bound_beside_the_ideal():
+    from pathlib import Path
+
+    from dchlab.experiments.campaign import cell_key, load_campaign
+    from dchlab.experiments.summary import summarize
+
+    repo = Path(__file__).resolve().parents[2]
+    c = load_campaign(repo / "experiments" / "fig3.yaml", check_channels=False)
+    arms = c.analysis["hindsight"]
+    # every hindsight arm 900 ms but pkt-size:500 at 700 on page b; ideal 600
+    plts = {a: 900.0 for a in arms} | {"all-hbc": 1000.0, "ideal": 600.0}
+    rows = [
+        dict(row(a, p, 0, 700.0 if (a, p) == ("pkt-size:500", "b") else plt, cond="MM-S"))
+        | {"cell": cell_key("MM-S", p, 0, a)}
+        for a, plt in plts.items()
+        for p in ("a", "b")
+    ]
+    t = next(t for t in summarize(c, rows).tables if t.title.startswith("Hindsight"))
+    assert len(t.rows) == 1
+    cond, best, share, single, won, pages = t.rows[0]
+    assert (cond, pages) == ("MM-S", "2")
+    assert best.startswith("20.0%")  # (10 + 30) / 2
+    assert share == "50%"  # 200 ms of the ideal's 400 ms
+    assert single.startswith("pkt-size:500 20.0%")
+    # page a: an eight-way tie, won by the first listed; page b: pkt-size:500
+    assert won == "dchannel 1, pkt-size:500 1"

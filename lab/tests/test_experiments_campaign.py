@@ -394,3 +394,22 @@ def test_speed_index_is_the_campaign_files_choice(tmp_path):
     assert make_spec(on, g_on).speed_index is True
     # not asked: off, whatever $DCH_SPEED_INDEX says (a campaign is reproducible)
     assert make_spec(off, g_off).speed_index is False
+
+
+def test_hindsight_names_schemes_of_the_campaign(tmp_path):
+    import textwrap
+
+    text = """
+    name: h
+    schemes: [all-hbc, dchannel, asap]
+    conditions: [{name: c, hbc: embb, llc: urllc}]
+    workload: {kind: pageload, corpus: synthetic:1, pages: 1}
+    analysis: {kind: gain, baseline: all-hbc, hindsight: HINDSIGHT}
+    """
+    p = tmp_path / "h.yaml"
+    p.write_text(textwrap.dedent(text.replace("HINDSIGHT", "[dchannel, asap]")))
+    assert load_campaign(p, check_channels=False).analysis["hindsight"] == ["dchannel", "asap"]
+    for bad in ("[dchannel, ideal]", "[dchannel]", "dchannel"):
+        p.write_text(textwrap.dedent(text.replace("HINDSIGHT", bad)))
+        with pytest.raises(CampaignError, match=r"analysis.hindsight.*at least two scheme labels"):
+            load_campaign(p, check_channels=False)

@@ -328,6 +328,50 @@ def rerun_moves(
     return out
 
 
+@dataclass(frozen=True)
+class Hindsight:
+    """The best of several schemes chosen per page after the fact, under one condition."""
+
+    gain_pct: CI  # mean over pages of the largest gain on each page
+    gain_ms: float  # mean over pages of the chosen scheme's gain in ms
+    wins: dict[str, int]  # scheme -> pages on which it was the best
+    pages: int
+
+
+def hindsight_best(
+    rows: Iterable[dict[str, Any]],
+    arms: Sequence[str],
+    metric: str = "plt_ms",
+    baseline: str = "all-hbc",
+    n_boot: int = DEFAULT_BOOT,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, Hindsight]:
+    """Per condition: on every page that all `arms` loaded, the largest of their gains
+    over `baseline`, averaged over those pages. No policy knows in advance which scheme
+    wins a page, and the largest of noisy gains is biased up (the winner's curse), so
+    this is an optimistic bound on what choosing among `arms` could give (issue 19)."""
+    out: dict[str, Hindsight] = {}
+    for cond, by_arm in _by_condition(rows).items():
+        base = by_arm.get(baseline)
+        if base is None or any(a not in by_arm for a in arms):
+            continue
+        per_arm = {a: _page_gains(by_arm[a], base, metric) for a in arms}
+        pages = sorted(set.intersection(*(set(g) for g in per_arm.values())))
+        if not pages:
+            continue
+        wins: dict[str, int] = defaultdict(int)
+        best_pct, best_ms = [], []
+        for p in pages:
+            winner = max(arms, key=lambda a: per_arm[a][p].gain_pct)
+            wins[winner] += 1
+            best_pct.append(per_arm[winner][p].gain_pct)
+            best_ms.append(per_arm[winner][p].gain_ms)
+        out[cond] = Hindsight(
+            bootstrap_mean(best_pct, n_boot, seed), float(np.mean(best_ms)), dict(wins), len(pages)
+        )
+    return out
+
+
 def _with_share(g: Gain, share: float) -> Gain:
     from dataclasses import replace
 

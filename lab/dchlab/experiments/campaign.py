@@ -550,6 +550,7 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
             "singles",
             "llc_usage",
             "versus",
+            "hindsight",
         },
         "analysis",
     )
@@ -575,6 +576,14 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
                 raise v.err(
                     f"analysis.versus.{k}", f"{versus.get(k)!r} is not one of the schemes {labels}"
                 )
+    hindsight = analysis.get("hindsight", [])
+    if not isinstance(hindsight, list) or (
+        hindsight and (len(hindsight) < 2 or any(m not in labels for m in hindsight))
+    ):
+        raise v.err(
+            "analysis.hindsight",
+            f"expected a list of at least two scheme labels of {labels}, got {hindsight!r}",
+        )
     singles = analysis.get("singles", [])
     if akind == "heatmap":
         if (

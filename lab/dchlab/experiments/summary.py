@@ -411,6 +411,8 @@ def summarize(
             s.tables.append(_stats_table(c, rows))
         if c.analysis.get("versus"):
             s.tables.append(_versus_table(c, rows, gains, metric))
+        if c.analysis.get("hindsight"):
+            s.tables.append(_hindsight_table(c, rows, gains, metric))
         if reruns:
             s.tables.append(_rerun_table(c, rows, reruns))
             pairs = _rerun_pairs_table(c, reruns)
@@ -580,6 +582,46 @@ def _page_metrics_table(c: Campaign, rows: list[dict[str, Any]]) -> Table:
                 continue
             cells = [g.value.fmt(0) if g else "—" for g in got]
             t.rows.append([cond.name, sch.label, *cells, f"{got[0].loads} ({got[0].invalid})"])
+    return t
+
+
+def _hindsight_table(
+    c: Campaign, rows: list[dict[str, Any]], gains: dict[tuple[str, str], an.Gain], metric: str
+) -> Table:
+    """analysis.hindsight: on each page the best of the listed schemes, chosen after the
+    fact, beside the ideal: an optimistic bound on what choosing among them gives."""
+    arms = list(c.analysis["hindsight"])
+    base = c.analysis.get("baseline", "all-hbc")
+    best = an.hindsight_best(rows, arms, metric=metric, baseline=base)
+    t = Table(
+        f"Hindsight: on each page the best of {len(arms)} schemes ({', '.join(arms)}), "
+        f"gain against {base} (95% CI over pages); optimistic, since the largest of noisy "
+        "gains is biased up",
+        ["condition", "best per page", "of ideal", "the best single scheme", "won pages", "pages"],
+    )
+    for cond in c.conditions:
+        h = best.get(cond.name)
+        if h is None:
+            continue
+        ideal = gains.get((cond.name, "ideal"))
+        share = (
+            f"{100 * h.gain_ms / ideal.gain_ms.mean:.0f}%"
+            if ideal is not None and ideal.gain_ms.mean > 0
+            else "—"
+        )
+        singles = [(a, gains[(cond.name, a)]) for a in arms if (cond.name, a) in gains]
+        top = max(singles, key=lambda x: x[1].gain_pct.mean, default=None)
+        won = ", ".join(f"{a} {n}" for a, n in sorted(h.wins.items(), key=lambda x: (-x[1], x[0])))
+        t.rows.append(
+            [
+                cond.name,
+                h.gain_pct.fmt(1, "%"),
+                share,
+                "—" if top is None else f"{top[0]} {top[1].gain_pct.fmt(1, '%')}",
+                won,
+                str(h.pages),
+            ]
+        )
     return t
 
 
