@@ -1,6 +1,7 @@
-"""Stratified trace offsets (dchlab.experiments.offsets): every trial spreads a
-campaign's pages evenly over the trace, the same for every scheme of a (page, trial),
-and `dch run --offsets stratified --name ...` makes such a rerun."""
+"""Stratified and latin trace offsets (dchlab.experiments.offsets): every trial spreads
+a campaign's pages evenly over the trace, the same for every scheme of a (page, trial),
+and `dch run --offsets stratified --name ...` makes such a rerun; `latin` also rotates
+each page through every stratum and replays one trace realization for every load."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import pytest
 
 from dchlab.experiments import store
 from dchlab.experiments.campaign import CampaignError, load_campaign
-from dchlab.experiments.offsets import radical_inverse, stratified_fraction
+from dchlab.experiments.offsets import (
+    LATIN_TRACE_SEED,
+    latin_fraction,
+    radical_inverse,
+    stratified_fraction,
+)
 from dchlab.experiments.runner import plan, run_campaign
 from dchlab.traces import profiles
 
@@ -110,9 +116,56 @@ def test_offsets_flag_needs_a_name_and_a_known_mode(campaign, tmp_path):
         campaign.variant(offsets="random")
     v = campaign.variant(name="st-r", offsets="random")
     assert v.offsets == "random" and v.rerun_command().endswith("--offsets random --name st-r")
-    with pytest.raises(CampaignError, match="expected one of random, stratified"):
+    with pytest.raises(CampaignError, match="expected one of random, stratified, latin"):
         campaign.variant(name="st-x", offsets="even")
     bad = tmp_path / "bad.yaml"
     bad.write_text(textwrap.dedent(CAMPAIGN).replace("offsets: stratified", "offsets: even"))
     with pytest.raises(CampaignError, match=r"bad.yaml.*offsets.*expected one of random"):
         load_campaign(bad, check_channels=False)
+
+
+def _stratum(f: float, n: int) -> int:
+    """Which nth of the trace `f` falls in (latin offsets keep the shift inside it)."""
+    return math.floor(f * n + 1e-9)
+
+
+@pytest.mark.parametrize("seed", [1, 5, 6])
+@pytest.mark.parametrize("n", [1, 4, 10])
+def test_latin_rotates_every_page_through_every_stratum(seed, n):
+    grid = [[_stratum(latin_fraction(seed, n, i, t), n) for t in range(n)] for i in range(n)]
+    # every trial: one page per stratum (a row of the Latin square)
+    for t in range(n):
+        assert sorted(grid[i][t] for i in range(n)) == list(range(n))
+    # every page: every stratum once over n trials, one stratum further per trial
+    for i in range(n):
+        assert sorted(grid[i]) == list(range(n))
+        assert all(grid[i][t] == (grid[i][0] + t) % n for t in range(n))
+    # the second round of n trials starts each load half a stratum away (radical
+    # inverse), wrapping inside the same stratum
+    for i in range(n):
+        first, later = latin_fraction(seed, n, i, 0), latin_fraction(seed, n, i, n)
+        assert _stratum(later, n) == _stratum(first, n)
+        assert abs(later - first) == pytest.approx(0.5 / n)
+    with pytest.raises(ValueError):
+        latin_fraction(seed, n, 0, -1)
+
+
+def test_a_latin_campaign_replays_one_trace_realization_for_every_load(campaign):
+    from dchlab.experiments.runner import make_spec
+    from dchlab.testbed import channels as ch
+    from dchlab.workloads import api
+
+    latin = campaign.variant(name="st-latin", offsets="latin")
+    groups, _ = plan(latin, set())
+    specs = {(g.items[0], g.trial): make_spec(latin, g) for g in groups}
+    assert {s.trace_seed for s in specs.values()} == {LATIN_TRACE_SEED}
+    cfg_a = api.testbed_config(specs[("p1", 0)], "p1")
+    cfg_b = api.testbed_config(specs[("p2", 1)], "p2")
+    assert cfg_a.seed != cfg_b.seed and cfg_a.trace_seed == cfg_b.trace_seed == 1
+    assert cfg_a.describe()["trace_seed"] == 1
+    # what Testbed._check_inputs resolves: the same MM-S realization for both loads
+    # (by the trace seed), where a stratified or random campaign draws one per load
+    assert ch.resolve_channel("MM-S", cfg_a.trace_seed) == ch.resolve_channel("MM-S", 1)
+    assert ch.resolve_channel("MM-S", cfg_a.seed) != ch.resolve_channel("MM-S", cfg_b.seed)
+    stratified = {make_spec(campaign, g).trace_seed for g in plan(campaign, set())[0]}
+    assert stratified == {None}

@@ -174,8 +174,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--offsets",
         choices=MODES,
-        help="where loads start in the traces: `random` per (seed, page, trial), or "
-        "`stratified`: each trial spreads the pages evenly over the trace, so two seeds "
+        help="where loads start in the traces: `random` per (seed, page, trial); "
+        "`stratified`: each trial spreads the pages evenly over the trace; `latin`: "
+        "that, each page rotated through every stratum over n trials (n pages), and "
+        "one realization of each synthesized scenario for all loads, so two seeds "
         "sample the same network (docs/experiments.md); default: the file's `offsets:` "
         "(random). Another value than the file's needs --name",
     )

@@ -35,7 +35,7 @@ from dchlab import progress as progress_bar
 from dchlab.errors import EXIT_UNAVAILABLE, UserError
 from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
-from dchlab.experiments.offsets import stratified_fraction
+from dchlab.experiments.offsets import trace_seed, trial_fraction
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
 from dchlab.units import format_size
 
@@ -90,8 +90,8 @@ class Group:
     scheme: Scheme
     items: list[str]  # item keys (page name, url label, size)
     cells: list[str]
-    #: The trace start as a fraction of its period (a stratified campaign); None: the
-    #: workload layer derives it from (seed, item, trial).
+    #: The trace start as a fraction of its period (a stratified or latin campaign);
+    #: None: the workload layer derives it from (seed, item, trial).
     offset_fraction: float | None = None
 
 
@@ -157,9 +157,7 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
     for cond in c.conditions:
         for trial in range(c.trials):
             for i, it in enumerate(items):
-                frac = None
-                if c.offsets == "stratified":
-                    frac = stratified_fraction(c.seed, len(items), i, trial)
+                frac = trial_fraction(c.offsets, c.seed, len(items), i, trial)
                 k = (trial + i) % len(c.schemes)
                 for sch in c.schemes[k:] + c.schemes[:k]:
                     if c.workload.kind == "session":  # one group: every page of a session
@@ -216,6 +214,7 @@ def make_spec(c: Campaign, g: Group) -> Any:
         seed=c.seed,
         trial=g.trial,
         offset_fraction=g.offset_fraction,
+        trace_seed=trace_seed(c.offsets),
         cc=g.condition.cc,
         server_delay_ms=g.condition.server_delay_ms,
         agent_args=tuple(g.scheme.agent_args) + tuple(g.condition.agent_args),

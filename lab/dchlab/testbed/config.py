@@ -20,8 +20,12 @@ class TestbedConfig:
         `fixed:<rtt>ms/<rate>mbit`.
     cc: TCP congestion control in every namespace: `cubic` (default, as in the
         paper) or `bbr`.
-    seed: chooses the trace start offset (same seed → same offset for every scheme)
-        and seeds the emulators' random loss.
+    seed: chooses the trace start offset (same seed → same offset for every scheme),
+        draws the synthesized scenarios' traces (MM-S ... LB-D: a realization per
+        seed) and seeds the emulators' random loss.
+    trace_seed: if set, the synthesized scenarios are drawn with this seed instead
+        of `seed`, so runs with different seeds replay the same traces (a campaign's
+        latin offsets, dchlab.experiments.offsets).
     offset_fraction: if set, the trace start offset is this fraction of the trace's
         period instead of the seed's (a campaign's stratified offsets,
         dchlab.experiments.offsets); the seed still seeds random loss.
@@ -64,6 +68,7 @@ class TestbedConfig:
     cc: str = "cubic"
     seed: int = 1
     offset_fraction: float | None = None
+    trace_seed: int | None = None
     server_delay_ms: float = 0.0
     corpus: Path | str | None = None
     hosts: Sequence[str] | Mapping[str, str] | None = None
@@ -85,6 +90,7 @@ class TestbedConfig:
             "cc": self.cc,
             "seed": self.seed,
             "offset_fraction": self.offset_fraction,
+            "trace_seed": self.trace_seed,
             "server_delay_ms": self.server_delay_ms,
             "corpus": str(self.corpus) if self.corpus else None,
             "webreplay_args": list(self.webreplay_args),

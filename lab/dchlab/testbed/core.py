@@ -227,13 +227,15 @@ class Testbed:
         exes = {n: self._binary(n) for n in names}
         if shutil.which("dnsmasq") is None:
             raise TestbedError("dnsmasq not found: apt-get install dnsmasq-base")
+        tseed = cfg.seed if cfg.trace_seed is None else cfg.trace_seed
         self.channels = {
-            "hbc": ch.resolve_channel(cfg.hbc, cfg.seed),
-            "llc": ch.resolve_channel(cfg.llc, cfg.seed),
+            "hbc": ch.resolve_channel(cfg.hbc, tseed),
+            "llc": ch.resolve_channel(cfg.llc, tseed),
         }
+        # of the resolved profiles: the trace seed chose the traces, the seed the offset
         self.offsets = {
-            "hbc": ch.trace_offset_ms(cfg.hbc, cfg.seed, cfg.offset_fraction),
-            "llc": ch.trace_offset_ms(cfg.llc, cfg.seed, cfg.offset_fraction),
+            x: ch.trace_offset_ms(self.channels[x], cfg.seed, cfg.offset_fraction)
+            for x in ("hbc", "llc")
         }
         # The ideal link has one offset: the HBC's (its capacity trace), unless only the
         # LLC (its delay trace) is trace-driven.

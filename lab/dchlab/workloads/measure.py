@@ -61,6 +61,9 @@ class RunSpec:
     trial: int = 0
     # the trace start as a fraction of its period (stratified campaigns); None: from seed
     offset_fraction: float | None = None
+    # synthesize the scenario traces with this seed (one realization for every load, a
+    # latin campaign); None: with the per-(page, trial) testbed seed
+    trace_seed: int | None = None
     cc: str = "cubic"
     server_delay_ms: float = 0.0
     agent_args: tuple[str, ...] = field(default_factory=tuple)  # both agents
@@ -118,6 +121,7 @@ def testbed_config(spec: RunSpec, item: str, corpus: Path | None = None):  # typ
         cc=spec.cc,
         seed=paired_seed(spec.seed, item, spec.trial),
         offset_fraction=spec.offset_fraction,
+        trace_seed=spec.trace_seed,
         server_delay_ms=spec.server_delay_ms,
         corpus=corpus,
         agent_args=list(spec.agent_args),
