@@ -150,6 +150,20 @@ def test_latin_rotates_every_page_through_every_stratum(seed, n):
         latin_fraction(seed, n, 0, -1)
 
 
+def test_two_latin_seeds_sample_the_same_page_and_stretch_grid():
+    n = 10
+
+    def grid(seed: int) -> set[tuple[int, float]]:
+        return {(i, round(latin_fraction(seed, n, i, t), 9)) for i in range(n) for t in range(n)}
+
+    # every page at the middle of every tenth, whatever the seed: 0.05, 0.15, ... 0.95
+    assert grid(5) == grid(6) == {(i, round((k + 0.5) / n, 9)) for i in range(n) for k in range(n)}
+    # the seed decides only in which trial a page meets a stretch
+    assert [latin_fraction(5, n, 0, t) for t in range(n)] != [
+        latin_fraction(6, n, 0, t) for t in range(n)
+    ]
+
+
 def test_a_latin_campaign_replays_one_trace_realization_for_every_load(campaign):
     from dchlab.experiments.runner import make_spec
     from dchlab.testbed import channels as ch

@@ -22,12 +22,16 @@ still meet different networks.
 Every load replays one realization of each synthesized scenario (trace seed
 LATIN_TRACE_SEED, whatever the campaign's seed: a fixed trace per scenario, as the
 paper's recorded traces are), and the pages rotate through the strata like the rows of
-a Latin square: in trial t item i starts in stratum (π(i) + t) mod n, at
-(u + r(⌊t / n⌋)) of the stratum. Each trial still covers every stratum once; after n
-trials every page has met every stratum once, so the page × stretch pairing that the
-seed chooses averages out and two seeds sample the same network. What a seed still
-changes: where inside each stratum the loads start, the order, random loss, and the
-machine.
+a Latin square: in trial t item i starts in stratum (π(i) + t) mod n, at the fixed
+point LATIN_WITHIN + r(⌊t / n⌋) of the stratum (mid-stratum in the first n trials).
+Each trial still covers every stratum once; after n trials every page has met every
+stratum once at the same point, whatever the seed. So the network a full cycle of n
+trials samples — which page meets which stretch of which trace — is a function of the
+pages alone, and two seeds sample exactly the same (page, stretch) grid; the seed
+chooses in which trial each pair is measured (π: the order, so that machine drift
+does not line up with the trace), and seeds random loss. A rerun with another seed
+then moves by what the machine and the day add, not by a new network sample; how much
+a new sample moves a gain is what `random`/`stratified` reruns measure.
 
 The fraction depends on (seed, number of items, item index, trial) only — never on the
 scheme — so the paired design holds: every scheme of a (page, trial) meets the same
@@ -44,6 +48,10 @@ MODES = ("random", "stratified", "latin")
 
 #: The synthesized scenarios' trace seed in a `latin` campaign: one realization for all.
 LATIN_TRACE_SEED = 1
+
+#: Where in its stratum a `latin` load starts in the first n trials (then the radical
+#: inverse moves it half a stratum, a quarter, ...): the middle, for every seed.
+LATIN_WITHIN = 0.5
 
 
 def radical_inverse(k: int) -> float:
@@ -81,12 +89,12 @@ def stratified_fraction(seed: int, n_items: int, index: int, trial: int) -> floa
 
 def latin_fraction(seed: int, n_items: int, index: int, trial: int) -> float:
     """Start of item `index` in trial `trial` of a `latin` campaign (module doc): stratum
-    (π(index) + trial) mod n, at (u + r(trial // n)) of it."""
+    (π(index) + trial) mod n, at (LATIN_WITHIN + r(trial // n)) mod 1 of it."""
     if trial < 0:
         raise ValueError(f"trial must be non-negative, got {trial}")
     stratum = (_order(seed, n_items, index) + trial) % n_items
-    within = (_shift(seed) + radical_inverse(trial // n_items)) % 1.0
-    return ((stratum + within) / n_items) % 1.0
+    within = (LATIN_WITHIN + radical_inverse(trial // n_items)) % 1.0
+    return (stratum + within) / n_items
 
 
 def trial_fraction(mode: str, seed: int, n_items: int, index: int, trial: int) -> float | None:
