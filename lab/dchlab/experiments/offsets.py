@@ -2,9 +2,9 @@
 
 `random` (the default, and what every campaign before 2026-11-24 used): each (seed,
 page, trial) hashes to an offset anywhere in the trace (dchlab.traces.profiles). Two
-runs with different seeds then meet different minutes of a drive or walk, and on the
-mobility traces that alone moves a 10-page headline gain by up to ~10 points
-(docs/results.md, "Stability").
+runs with different seeds then meet different minutes of a drive or walk (and, for the
+synthesized scenarios, different realizations of it), and on the mobility traces that
+alone moves a 10-page headline gain by up to ~10 points (docs/results.md, "Stability").
 
 `stratified`: the loads of one trial are spread evenly over the trace — with n items
 (pages), item i starts at ((π(i) + u + r(t)) / n) of the trace's period, where π is a
