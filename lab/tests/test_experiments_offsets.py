@@ -183,3 +183,21 @@ def test_a_latin_campaign_replays_one_trace_realization_for_every_load(campaign)
     assert ch.resolve_channel("MM-S", cfg_a.seed) != ch.resolve_channel("MM-S", cfg_b.seed)
     stratified = {make_spec(campaign, g).trace_seed for g in plan(campaign, set())[0]}
     assert stratified == {None}
+
+
+def test_a_latin_run_short_of_a_full_cycle_says_so(campaign, tmp_path, capsys):
+    from dataclasses import replace
+
+    def run(c, g):  # TEST DATA ONLY
+        return [{"page": it, "plt_ms": 1000.0, "valid": True} for it in g.items]
+
+    def said() -> str:
+        out = capsys.readouterr()
+        return " ".join((out.out + out.err).split())  # the console wraps lines
+
+    latin = campaign.variant(name="st-latin", offsets="latin")  # 5 pages, 3 trials
+    run_campaign(latin, store_path=tmp_path / "s.duckdb", executor=run)
+    assert "only after a multiple of 5 trials (5 pages); 3 trials leave the grid partial" in said()
+    full = replace(campaign.variant(name="st-latin5", offsets="latin"), trials=5)
+    run_campaign(full, store_path=tmp_path / "s.duckdb", executor=run)
+    assert "multiple of" not in said()

@@ -385,6 +385,16 @@ def run_campaign(
         # long campaign resumes from the repository on any machine.
         done |= publish.published_cells(c.name, published)
     groups, total = plan(c, done)
+    if c.offsets == "latin" and groups:
+        n = len(workload_items(c))
+        if c.trials % n:
+            # a partial cycle leaves some (page, stretch) pairs unmeasured, so two seeds
+            # no longer sample the same grid (dchlab.experiments.offsets)
+            console.print(
+                f"[yellow]{c.name}: latin offsets pair every page with every stretch "
+                f"only after a multiple of {n} trials ({n} pages); {c.trials} trials "
+                "leave the grid partial[/]"
+            )
     pending = sum(len(g.items) for g in groups)
     summary = RunSummary(campaign=c.name, total_cells=total, skipped=total - pending)
     if summary.skipped:
