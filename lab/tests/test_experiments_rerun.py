@@ -202,6 +202,9 @@ def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points()
     assert move.mean == pytest.approx(-5.0) and move.n == 2
     assert move.lo == pytest.approx(-10.0) and move.hi == pytest.approx(0.0)
     assert trials == 2.0
+    # one trial against two: the effective trials are 2 / (1/1 + 1/2)
+    one = [r for r in a if r["trial"] == 0]
+    assert an.rerun_moves(one, b)[("embb", "dchannel")][1] == pytest.approx(4 / 3)
     # a page only one run loaded is not paired
     assert (
         an.rerun_moves(a, [r for r in b if r["item"] == "p1"])[("embb", "dchannel")][0].mean == 0.0

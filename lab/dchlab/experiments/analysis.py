@@ -304,10 +304,11 @@ def rerun_moves(
 ) -> dict[tuple[str, str], tuple[CI, float]]:
     """Per (condition, arm) measured in both runs: how far the second run's gain moved
     from the first's, in points, paired per page (each page's gain in the second run
-    minus its gain in the first) with a bootstrap CI over pages; and the mean number of
-    paired trials per page and run. Pairing by page cancels what differs between pages,
-    so the CI is what the trial-to-trial noise (trace position, machine) leaves: a move
-    whose CI holds 0 is noise, and the CI narrows as one over the root of the trials."""
+    minus its gain in the first) with a bootstrap CI over pages; and the runs' effective
+    trials per page, 2 / (1/Ta + 1/Tb) averaged over pages (Ta = Tb = T when both ran T).
+    Pairing by page cancels what differs between pages, so the CI is what the
+    trial-to-trial noise (trace position, machine) leaves: a move whose CI holds 0 is
+    noise, and the CI's square narrows as 1/Ta + 1/Tb."""
     a_by, b_by = _by_condition(first), _by_condition(second)
     out: dict[tuple[str, str], tuple[CI, float]] = {}
     for cond, a_arms in a_by.items():
@@ -323,7 +324,7 @@ def rerun_moves(
             if not both:
                 continue
             diffs = [gb[i].gain_pct - ga[i].gain_pct for i in both]
-            trials = float(np.mean([(ga[i].pairs + gb[i].pairs) / 2 for i in both]))
+            trials = float(np.mean([2 / (1 / ga[i].pairs + 1 / gb[i].pairs) for i in both]))
             out[(cond, arm)] = (bootstrap_mean(diffs, n_boot, seed), trials)
     return out
 

@@ -279,7 +279,8 @@ def _moves(
             move, trials = m
             half = (move.hi - move.lo) / 2
             # the CI's half-width shrinks as 1/sqrt(trials) (pairing by page removed the
-            # between-page part), so ±2 needs trials * (half / 2)^2 trials per page
+            # between-page part), so ±2 needs trials * (half / 2)^2 trials per page in
+            # each run (trials: the effective number, analysis.rerun_moves)
             need = (
                 "—"
                 if math.isnan(half)
