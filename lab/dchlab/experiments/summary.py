@@ -253,12 +253,16 @@ def _counts(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
 STABLE_POINTS = 2.0
 
 
+#: The cells _moves gives each row of the rerun tables, after the tables' own first columns.
+MOVE_COLUMNS = ["condition", "scheme", "first gain %", "second gain %", "moved (points)"]
+
+
 def _moves(
     c: Campaign, first: list[dict[str, Any]], second: list[dict[str, Any]]
-) -> Iterator[tuple[str, str, an.Gain, an.Gain, str, str]]:
-    """(condition, arm, first gain, second gain, points moved [95% CI over pages], trials
-    per page and run for a CI of ±STABLE_POINTS) of every cell both runs measured, on
-    the pages both loaded."""
+) -> Iterator[list[str]]:
+    """The table cells of every (condition, arm) both runs measured, on the pages both
+    loaded: MOVE_COLUMNS (the move with its 95% CI over pages) and the trials per page
+    and run for a CI of ±STABLE_POINTS."""
     metric = c.analysis.get("metric", "plt_ms")
     base = c.analysis.get("baseline", "all-hbc")
     pages = {str(r.get("item")) for r in first} & {str(r.get("item")) for r in second}
@@ -286,7 +290,14 @@ def _moves(
                 if math.isnan(half)
                 else str(max(1, math.ceil(trials * (half / STABLE_POINTS) ** 2)))
             )
-            yield cond.name, arm, a, b, move.fmt(1), need
+            yield [
+                cond.name,
+                arm,
+                a.gain_pct.fmt(1, "%"),
+                b.gain_pct.fmt(1, "%"),
+                move.fmt(1),
+                need,
+            ]
 
 
 def _rerun_table(
@@ -312,18 +323,7 @@ def _rerun_table(
     )
     for name, rr in sorted(reruns.items()):
         pages = {str(r.get("item")) for r in rr}
-        for cond, arm, a, b, moved, need in _moves(c, rows, rr):
-            t.rows.append(
-                [
-                    f"{name} ({len(pages)} pages)",
-                    cond,
-                    arm,
-                    a.gain_pct.fmt(1, "%"),
-                    b.gain_pct.fmt(1, "%"),
-                    moved,
-                    need,
-                ]
-            )
+        t.rows += [[f"{name} ({len(pages)} pages)", *cells] for cells in _moves(c, rows, rr)]
     return t
 
 
@@ -335,24 +335,15 @@ def _offsets_of(rows: list[dict[str, Any]]) -> str:
 
 def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> Table | None:
     """Reruns on the same pages, with offsets chosen the same way, set against each other
-    (the stability check of issue 18 with stratified offsets: two seeds, two times, the
-    same network sample), or None when no two reruns share pages and offsets mode."""
+    (the stability check of issue 18: two seeds, two days; with latin offsets the same
+    network sample), or None when no two reruns share pages and offsets mode."""
     base = c.analysis.get("baseline", "all-hbc")
     t = Table(
         "Rerun pairs on the same pages: gain against "
         + base
         + " in each (95% CI over pages), and how far the second moved from the first"
         " (paired per page, 95% CI over pages)",
-        [
-            "first",
-            "second",
-            "condition",
-            "scheme",
-            "first gain %",
-            "second gain %",
-            "moved (points)",
-            f"trials/page for ±{STABLE_POINTS:g}",
-        ],
+        ["first", "second", *MOVE_COLUMNS, f"trials/page for ±{STABLE_POINTS:g}"],
     )
     names = sorted(reruns)
     for i, a_name in enumerate(names):
@@ -362,19 +353,9 @@ def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> 
                 continue
             if _offsets_of(ra) != _offsets_of(rb):
                 continue
-            for cond, arm, a, b, moved, need in _moves(c, ra, rb):
-                t.rows.append(
-                    [
-                        f"{a_name} ({_offsets_of(ra)}, seed {ra[0].get('seed')})",
-                        f"{b_name} ({_offsets_of(rb)}, seed {rb[0].get('seed')})",
-                        cond,
-                        arm,
-                        a.gain_pct.fmt(1, "%"),
-                        b.gain_pct.fmt(1, "%"),
-                        moved,
-                        need,
-                    ]
-                )
+            first = f"{a_name} ({_offsets_of(ra)}, seed {ra[0].get('seed')})"
+            second = f"{b_name} ({_offsets_of(rb)}, seed {rb[0].get('seed')})"
+            t.rows += [[first, second, *cells] for cells in _moves(c, ra, rb)]
     return t if t.rows else None
 
 
