@@ -73,7 +73,19 @@ def main(argv: list[str] | None = None) -> int:
         # Ctrl-C: whatever was running has cleaned up on its way out; no traceback.
         print(f"dch {args.command}: interrupted", file=sys.stderr)
         return 130
-    return int(result or 0)
+    status = int(result or 0)
+    if argv is None:  # this process is `dch`, not a test calling main(argv)
+        _end_ray_driver(status)
+    return status
+
+
+def _end_ray_driver(status: int) -> None:
+    """A `dch run --ray` process ends here without Ray's teardown (its reason is in
+    ray_backend.end_driver_process); Ray is imported only by runs that use it."""
+    if "ray" in sys.modules:
+        from dchlab.experiments.ray_backend import end_driver_process
+
+        end_driver_process(status)
 
 
 if __name__ == "__main__":

@@ -69,7 +69,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         dispatch = local_dispatch
         if args.ray:
             rev = None if args.any_revision else store.code_revision()[0]
-            dispatch = RayDispatch(args.ray, slots=args.slots, revision=rev)
+            # keep_connection: cli.main ends the driver (ray_backend.end_driver_process)
+            dispatch = RayDispatch(args.ray, slots=args.slots, revision=rev, keep_connection=True)
         # A bad file (CampaignError, 2), a missing workload or cluster (WorkloadUnavailable,
         # RayClusterError, 3) go up to cli.main, which prints them with their exit status.
         if isinstance(dispatch, RayDispatch):

@@ -153,6 +153,28 @@ class Unit:
         return f"{g.condition.name}|{'+'.join(g.items)}|t{g.trial}"
 
 
+def end_driver_process(status: int) -> None:
+    """End this process with `status` at once if it is a connected Ray driver; return
+    otherwise.
+
+    Why: Ray's core worker can crash with SIGSEGV while `ray.shutdown()` (or the
+    atexit hook that calls it) destroys it (ray-project/ray#18857, #18995); a CI run
+    saw `dch run --ray` end with signal 11 after all its cells were measured and
+    stored. The CLI calls this after its store is closed and its summary printed,
+    when nothing is left in flight, so skipping the teardown loses nothing: the
+    cluster's GCS notices the driver's exit and ends its job.
+    """
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(status)
+
+
 class RayDispatch:
     """A runner dispatcher (`runner.Dispatcher`) that runs units on a Ray cluster.
 
@@ -160,6 +182,9 @@ class RayDispatch:
     `slots`: units per node at once (None: `default_slots` of each node's CPUs).
     `revision`: only nodes at this code revision get work (None: any).
     `needs_testbed`: nodes must be root and have the release binaries.
+    `keep_connection`: after a run that ends with nothing in flight, leave the
+    connection this dispatcher opened for `end_driver_process` (the CLI, whose process
+    ends right after) instead of tearing it down with `ray.shutdown()`.
     """
 
     def __init__(
@@ -168,6 +193,7 @@ class RayDispatch:
         slots: int | None = None,
         revision: str | None = None,
         needs_testbed: bool = True,
+        keep_connection: bool = False,
         max_attempts: int = 3,
         wait_for_nodes_s: float = 60.0,
         poll_s: float = 1.0,
@@ -178,6 +204,7 @@ class RayDispatch:
         self.slots = slots
         self.revision = revision
         self.needs_testbed = needs_testbed
+        self.keep_connection = keep_connection
         self.max_attempts = max_attempts
         self.wait_for_nodes_s = wait_for_nodes_s
         self.poll_s = poll_s
@@ -241,19 +268,24 @@ class RayDispatch:
         try:
             yield from self._run(ray, c, groups, executor, status)
         finally:
-            self._cancel_all()
-            if self._owns_connection:
+            cancelled = self._cancel_all()
+            # With tasks cancelled, shut down properly so the cancellations go out; a
+            # clean end may leave the connection to end_driver_process (see there).
+            if self._owns_connection and (cancelled or not self.keep_connection):
                 ray.shutdown()
 
-    def _cancel_all(self) -> None:
+    def _cancel_all(self) -> int:
+        """Cancel the units and node checks still running; how many were cancelled."""
         # cancel, not kill: the task gets KeyboardInterrupt and the testbed tears down
-        for ref in list(self._inflight) + list(self._checks):
+        refs = list(self._inflight) + list(self._checks)
+        for ref in refs:
             try:
                 self._ray.cancel(ref)
             except Exception as e:  # the node may be gone already
                 log.debug("cancel: %s", e)
         self._inflight.clear()
         self._checks.clear()
+        return len(refs)
 
     # -------------------------------------------------------------- nodes
 
