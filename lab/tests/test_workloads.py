@@ -292,6 +292,8 @@ def test_generated_page_loads_through_testbed(small_corpus) -> None:  # type: ig
     assert row["dns_ms"] >= 15 and row["connect_ms"] >= 15
     assert row["bytes_hbc"] > sum(o.size for o in small_corpus.objects_of(page)) * 0.5
     assert set(ROW_KEYS) <= set(row)
+    # Chromium ran during the load, so some CPU was busy; shares of the load's CPU time
+    assert 0 < row["host_cpu_busy"] <= 1 and 0 <= row["host_cpu_steal"] < 1, row
 
 
 @pytest.mark.chromium

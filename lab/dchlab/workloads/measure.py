@@ -48,6 +48,9 @@ ROW_KEYS = [
     "bytes_llc",
     "pkts_hbc",
     "pkts_llc",
+    # the machine's CPU over this load: busy and stolen shares (dchlab.workloads.hostcpu)
+    "host_cpu_busy",
+    "host_cpu_steal",
     "stats",
 ]
 
@@ -143,6 +146,7 @@ def measure(
     `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue hooks);
     `tb`: a prepared testbed (dchlab.workloads.ahead) to start instead of a new one."""
     from dchlab.testbed import Testbed, TestbedError, TestbedInterrupted
+    from dchlab.workloads import hostcpu
 
     tb = tb or Testbed(cfg)
     if prepare is not None:
@@ -150,7 +154,11 @@ def measure(
     try:
         with tb:
             row["trace_offset_ms"] = tb.offset_ms
-            body(tb)
+            cpu_before = hostcpu.read_cpu_times()
+            try:
+                body(tb)
+            finally:
+                row.update(hostcpu.shares(cpu_before, hostcpu.read_cpu_times()))
     except TestbedInterrupted:
         raise  # SIGTERM/SIGHUP: the owner stops, this is not an invalid load
     except TestbedError as e:

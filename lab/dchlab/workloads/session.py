@@ -236,6 +236,8 @@ def session_rows(
     for i, (url, name) in enumerate(zip(urls, names, strict=True)):
         row = new_row(spec, "session", name)
         row.update(session_id=session_id, page_index=i, trace_offset_ms=frame["trace_offset_ms"])
+        # the CPU shares cover the whole session (one testbed), not this page alone
+        row.update(host_cpu_busy=frame["host_cpu_busy"], host_cpu_steal=frame["host_cpu_steal"])
         entry = entries.get(url)
         row["missing_expected"] = entry.missing if entry else 0
         if i < len(reached):
