@@ -66,6 +66,14 @@ def test_curl_row_phases_table2() -> None:
     assert not bad["valid"] and "expected 100000" in bad["invalid_reason"]
 
 
+def test_chromium_env_keeps_its_temporary_files_beside_the_profile(tmp_path: Path) -> None:
+    from dchlab.workloads.browser import chromium_env
+
+    env = chromium_env(tmp_path / "home", tmp_path / "run" / "profile")
+    assert env == {"HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path / "run" / "profile-tmp")}
+    assert (tmp_path / "run" / "profile-tmp").is_dir()
+
+
 def test_channel_counters() -> None:
     st = {
         "interfaces": {
@@ -281,7 +289,10 @@ def test_generated_page_loads_through_testbed(small_corpus) -> None:  # type: ig
     from dchlab.workloads.api import pageload
 
     page = small_corpus.pages[0].name
+    singletons = set(Path("/tmp").glob("org.chromium.Chromium.*"))
     rows = pageload(RunSpec(HBC, "fixed:20ms/100mbit", "urllc"), str(small_corpus.root), [page], 60)
+    # the killed browser's singleton directory went away with the run (chromium_env)
+    assert set(Path("/tmp").glob("org.chromium.Chromium.*")) <= singletons
     assert len(rows) == 1
     row = rows[0]
     assert row["page"] == page and row["missing_expected"] == 0

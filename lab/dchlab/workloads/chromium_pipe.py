@@ -141,7 +141,7 @@ class PipeChromium:
                 self.proc = popen(
                     self.argv(child[0], child[1]),
                     pass_fds=tuple(child),
-                    env={"HOME": str(self.home)},
+                    env=B.chromium_env(self.home, self.profile),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
