@@ -1,4 +1,4 @@
-"""Per-load CPU accounting (dchlab.workloads.hostcpu) with /proc/stat lines by hand."""
+"""Per-load CPU accounting (dchlab.hostcpu) with /proc/stat lines by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dchlab.workloads.hostcpu import CpuTimes, parse_cpu_line, read_cpu_times, shares
+from dchlab.hostcpu import CpuTimes, parse_cpu_line, read_cpu_times, shares
 
 # proc(5): cpu user nice system idle iowait irq softirq steal guest guest_nice
 BEFORE = "cpu  1000 50 300 5000 20 5 25 100 40 0"

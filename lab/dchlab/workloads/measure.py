@@ -48,7 +48,7 @@ ROW_KEYS = [
     "bytes_llc",
     "pkts_hbc",
     "pkts_llc",
-    # the machine's CPU over this load: busy and stolen shares (dchlab.workloads.hostcpu)
+    # the machine's CPU over this load: busy and stolen shares (dchlab.hostcpu)
     "host_cpu_busy",
     "host_cpu_steal",
     "stats",
@@ -145,8 +145,8 @@ def measure(
     """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters.
     `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue hooks);
     `tb`: a prepared testbed (dchlab.workloads.ahead) to start instead of a new one."""
+    from dchlab import hostcpu
     from dchlab.testbed import Testbed, TestbedError, TestbedInterrupted
-    from dchlab.workloads import hostcpu
 
     tb = tb or Testbed(cfg)
     if prepare is not None:
