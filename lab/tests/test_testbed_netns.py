@@ -26,6 +26,8 @@ from dchlab.testbed import (
     Testbed,
     TestbedConfig,
     TestbedError,
+    TestbedInterrupted,
+    core,
     get_scheme,
     known_schemes,
     schemes,
@@ -306,6 +308,31 @@ def test_nothing_remains_after_signal(sig: int, rc: int) -> None:
     p.send_signal(sig)
     assert p.wait(20) == rc
     assert _wait_gone(prefix) == []
+
+
+@pytest.mark.parametrize(("sig", "raised"), [(signal.SIGTERM, TestbedInterrupted), (signal.SIGINT, KeyboardInterrupt)])  # fmt: skip
+def test_signal_during_teardown_is_held_then_raised(
+    sig: int, raised: type[BaseException], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal that lands while the testbed tears down lets the teardown finish and
+    then stops the owner; it used to be dropped, and a `dch run` measured on."""
+    _needs("hbc-only")
+    tb = Testbed(TestbedConfig(scheme="hbc-only"))
+    tb.start()
+    teardown = tb._teardown
+
+    def signalled_teardown() -> None:
+        os.kill(os.getpid(), sig)  # handled at the next bytecode: inside the teardown
+        time.sleep(0.05)
+        teardown()
+
+    monkeypatch.setattr(tb, "_teardown", signalled_teardown)
+    with pytest.raises(raised):
+        tb.close()
+    assert tb.stats()["prefix"] == tb.prefix  # the teardown ran to its end (stats written)
+    assert _leftovers(tb.prefix) == []
+    assert signal.getsignal(signal.SIGTERM) is not core._on_signal  # handlers restored
+    tb.close()  # closed: nothing held, nothing raised
 
 
 class _BrokenSetup(Scheme):

@@ -415,16 +415,22 @@ class Testbed:
             return
         self._closing = True
         atexit.unregister(self.close)
-        # A second Ctrl-C must not cut the teardown short (it takes well under a second).
+        # A Ctrl-C or SIGTERM must not cut the teardown short (it takes well under a
+        # second), nor be lost: it is held (_hold_signal) and acted on once the
+        # testbed is gone. A SIGINT ignored on entry (a background job) stays ignored.
         main = threading.current_thread() is threading.main_thread()
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        old_int = None
+        if main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            old_int = signal.signal(signal.SIGINT, _hold_signal)
         try:
             self._teardown()
         finally:
             self._closed = True
             self._restore_signal_handlers()
-            if main:
+            if old_int is not None:
                 signal.signal(signal.SIGINT, old_int)
+        if main:
+            _raise_held_signal()
 
     def _teardown(self) -> None:
         stats: dict[str, Any] = {
@@ -673,9 +679,32 @@ _LIVE: list[Testbed] = []
 _SAVED_HANDLERS: dict[int, Any] = {}
 
 
+#: Signals that arrived while a testbed was tearing down, raised when it is done.
+_HELD: list[int] = []
+
+
+def _hold_signal(signum: int, frame: FrameType | None) -> None:
+    _HELD.append(signum)
+
+
+def _raise_held_signal() -> None:
+    """After a teardown: stop the owner as the held signal would have (SIGINT as
+    KeyboardInterrupt, SIGTERM/SIGHUP as TestbedInterrupted). Dropping it instead let
+    a `dch run` that got SIGTERM between two loads measure on."""
+    if not _HELD:
+        return
+    signum = _HELD[0]
+    _HELD.clear()
+    log.info("acting on %s held during teardown", signal.Signals(signum).name)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise TestbedInterrupted(f"interrupted by {signal.Signals(signum).name} during teardown")
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     if any(tb._closing for tb in _LIVE):
-        return  # already tearing down: finish that
+        _hold_signal(signum, frame)  # tearing down: finish that, then stop
+        return
     for tb in _LIVE:
         if tb.failure:
             raise TestbedError(tb.failure)
