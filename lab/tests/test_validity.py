@@ -138,6 +138,10 @@ def test_report_counts_exclusions_by_reason() -> None:
     assert kinds == {"unexpected failed resources": 2, "timeout after N s": 1}
     assert expected_only == 1
     assert reason_kind("main document status 404") == "main document status N"
+    # a URL with parentheses, cut off before the closing one (as rows store it)
+    cut = "1 unexpected failed resources (first: https://a/b?x=8(s*t)9(f*g)11(3!2)&u"
+    assert reason_kind(cut) == "unexpected failed resources"
+    assert reason_kind("2 timeouts (and 3 more); then x") == "timeouts"
 
 
 def test_report_section_says_how_many_loads_were_excluded_and_why() -> None:

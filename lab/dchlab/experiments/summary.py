@@ -43,7 +43,9 @@ class Summary:
 def reason_kind(reason: str) -> str:
     """An invalid_reason without its particulars, for counting ("2 unexpected failed
     resources (first: https://x/y)" -> "unexpected failed resources")."""
-    r = re.sub(r"\s*\((first|and)\b[^)]*\)", "", reason or "unknown").split(";")[0]
+    # The particulars run to the next ";" or the end: a URL may hold parentheses, and
+    # the reason may be cut off before its closing one.
+    r = re.sub(r"\s*\((first|and)\b[^;]*", "", reason or "unknown").split(";")[0]
     r = re.sub(r"^\d+\s+", "", r)
     r = re.sub(r"\d+(\.\d+)?", "N", r)
     return r.strip()[:80] or "unknown"
