@@ -3,6 +3,7 @@ say what they rerun, and a report table of how far the headline gains moved."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 
 import pytest
@@ -209,3 +210,20 @@ def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points()
     assert (
         an.rerun_moves(a, [r for r in b if r["item"] == "p1"])[("embb", "dchannel")][0].mean == 0.0
     )
+
+
+def test_a_rerun_section_names_the_command_that_made_it(campaign, tmp_path):
+    """The report's rerun command for a rerun comes from its rows: what it measured
+    (schemes, pages, trials) and with what (seed, offsets), not the original's command."""
+    db = tmp_path / "s.duckdb"
+    rerun = campaign.variant(name="rr-lat", seed=5, pages=2, schemes=["dchannel"], offsets="latin")
+    run_campaign(dataclasses.replace(rerun, trials=3), store_path=db, executor=fake(700.0))
+    rows = store.load_rows("rr-lat", store=db)
+    cmd = campaign.as_rerun("rr-lat", rows).rerun_command()
+    assert cmd.endswith(
+        "rr.yaml --schemes dchannel --pages 2 --seed 5 --offsets latin --trials 3 --name rr-lat"
+    ), cmd
+    # a rerun of everything the file holds needs only its name
+    full = [dict(r, arm=a) for r in store.load_rows("rr-lat", store=db) for a in ("all-hbc", "dchannel")]  # fmt: skip
+    full = [dict(r, page=p, seed=1, offsets="random", trial=0) for r in full for p in ("p1", "p2", "p3")]  # fmt: skip
+    assert campaign.as_rerun("rr-all", full).rerun_command().endswith("rr.yaml --name rr-all")

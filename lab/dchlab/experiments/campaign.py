@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -166,16 +166,46 @@ class Campaign:
         flags = "".join(f" {f}" for f in self.variant_flags)
         return f"./dch run {rel}" + (" --quick" if self.is_quick else "") + flags
 
-    def as_rerun(self, name: str) -> Campaign:
+    def as_rerun(self, name: str, rows: Sequence[Mapping[str, Any]] = ()) -> Campaign:
         """This campaign's definition under a rerun's name (to summarise the rerun's
-        rows on their own: same schemes, conditions and analysis)."""
+        rows on their own: same schemes, conditions and analysis). Its rerun command
+        carries the flags the rows show the rerun was made with (`rerun_flags`)."""
         return replace(
             self,
             name=name,
             rerun_of=self.name,
             description=f"A rerun of {self.name} (its rows say how it differs: seed, pages, "
             f"machine, host_load1). {self.description}",
+            variant_flags=self.rerun_flags(name, rows),
         )
+
+    def rerun_flags(self, name: str, rows: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+        """The `dch run` flags that reproduce a rerun named `name` from its rows: the
+        schemes and conditions it measured (when fewer than the file's), its page count,
+        seed, offsets and trials (when they differ from the file's), in `variant`'s order."""
+        flags: list[str] = []
+
+        def subset(flag: str, known: list[str], seen: set[str]) -> None:
+            if seen and seen < set(known):
+                flags.append(f"{flag} {','.join(k for k in known if k in seen)}")
+
+        subset("--schemes", [s.label for s in self.schemes], {str(r["arm"]) for r in rows if r.get("arm")})  # fmt: skip
+        subset("--conditions", [c.name for c in self.conditions], {str(r["condition"]) for r in rows if r.get("condition")})  # fmt: skip
+        pages = {str(r["page"]) for r in rows if r.get("page")}
+        current = self.workload.pages
+        n_file = len(current) if isinstance(current, tuple) else current
+        if pages and self.workload.kind == "pageload" and (not n_file or len(pages) < n_file):
+            flags.append(f"--pages {len(pages)}")
+        seeds = {int(r["seed"]) for r in rows if r.get("seed") is not None}
+        if len(seeds) == 1 and seeds != {self.seed}:
+            flags.append(f"--seed {seeds.pop()}")
+        offsets = {str(r["offsets"]) for r in rows if r.get("offsets")}
+        if len(offsets) == 1 and offsets != {self.offsets}:
+            flags.append(f"--offsets {offsets.pop()}")
+        trials = max((int(r["trial"]) + 1 for r in rows if r.get("trial") is not None), default=0)
+        if trials and trials != self.trials:
+            flags.append(f"--trials {trials}")
+        return (*flags, f"--name {name}")
 
     def _pick(self, flag: str, what: str, names: Sequence[str], items: tuple) -> tuple:
         """The items (schemes by label, conditions by name) that `names` names, in

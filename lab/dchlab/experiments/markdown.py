@@ -56,7 +56,7 @@ def campaigns_markdown(
             continue
         reruns = store.reruns_of(c.name, store_path)
         todo.append((c, store.load_rows(c.name, store=store_path), reruns))
-        todo += [(c.as_rerun(n), rr, {}) for n, rr in sorted(reruns.items())]
+        todo += [(c.as_rerun(n, rr), rr, {}) for n, rr in sorted(reruns.items())]
     for c, rows, reruns in todo:
         if not rows:
             continue

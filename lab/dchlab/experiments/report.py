@@ -520,7 +520,7 @@ def build_report(
         rows = store.load_rows(c.name, store=store_path)
         sections.append(section(c, rows, with_channels, reruns))
         for name, rr in sorted(reruns.items()):
-            sections.append(section(c.as_rerun(name), rr, with_channels=False))
+            sections.append(section(c.as_rerun(name, rr), rr, with_channels=False))
     for name in store.campaigns(store_path):
         if name not in seen:
             orphan: dict[str, Any] = {
