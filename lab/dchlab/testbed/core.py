@@ -640,7 +640,9 @@ class Testbed:
             _terminate(p, grace=0.5)
         if self._handlers_installed() and self._active:
             # Wake the main thread wherever it is (our SIGTERM handler raises). A testbed
-            # only prepared ahead is not in use: start() reports its failure.
+            # only prepared ahead is not in use: start() reports its failure. Counted, so
+            # that the handler knows this SIGTERM is a wake-up, not the user's.
+            _WAKEUPS.append(signal.SIGTERM)
             _thread.interrupt_main(signal.SIGTERM)
 
     def _check_failure(self) -> None:
@@ -671,6 +673,7 @@ class Testbed:
                     with contextlib.suppress(ValueError, TypeError):
                         signal.signal(sig, old)
                 _SAVED_HANDLERS.clear()
+                _WAKEUPS.clear()
         self._old_handlers.clear()
 
 
@@ -701,9 +704,19 @@ def _raise_held_signal() -> None:
     raise TestbedInterrupted(f"interrupted by {signal.Signals(signum).name} during teardown")
 
 
+#: SIGTERMs a testbed sent its own main thread when a daemon died (_on_failure).
+_WAKEUPS: list[int] = []
+
+
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    wakeup = signum == signal.SIGTERM and bool(_WAKEUPS)
+    if wakeup:
+        _WAKEUPS.pop()
     if any(tb._closing for tb in _LIVE):
-        _hold_signal(signum, frame)  # tearing down: finish that, then stop
+        # Tearing down: finish that, then stop. A wake-up is not held: its failure is
+        # what the owner reports (`dch shell` exits 125, not 143).
+        if not wakeup:
+            _hold_signal(signum, frame)
         return
     for tb in _LIVE:
         if tb.failure:
