@@ -105,3 +105,47 @@ def test_sigterm_between_loads_stores_rows_and_resumes(campaign, tmp_path):
     assert stored == set(calls[:4])
     s = runner.run_campaign(campaign, store_path=db, executor=fake)
     assert (s.skipped, s.measured) == (4, 8)
+
+
+class _Prepared:
+    """Stands for a testbed prepared ahead (dchlab.workloads.ahead): records close()."""
+
+    prefix = "dchX"
+
+    def __init__(self):
+        self.closed = 0
+
+    def close(self):
+        self.closed += 1
+
+
+def _prepare_fake(monkeypatch):
+    import threading
+
+    from dchlab.workloads import ahead
+
+    tb = _Prepared()
+    monkeypatch.setitem(ahead._NEXT, threading.get_ident(), (tb, [], {}, ()))
+    return tb, ahead
+
+
+def test_campaign_end_closes_the_testbed_prepared_for_a_load_that_never_comes(
+    campaign, tmp_path, monkeypatch
+):
+    tb, ahead = _prepare_fake(monkeypatch)
+    s = runner.run_campaign(campaign, store_path=tmp_path / "s.duckdb", executor=fake)
+    assert s.measured == 12
+    assert tb.closed == 1
+    assert not ahead._NEXT
+
+
+def test_interrupted_campaign_closes_the_prepared_testbed_too(campaign, tmp_path, monkeypatch):
+    tb, ahead = _prepare_fake(monkeypatch)
+
+    def interrupted(c, g):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_campaign(campaign, store_path=tmp_path / "s.duckdb", executor=interrupted)
+    assert tb.closed == 1
+    assert not ahead._NEXT

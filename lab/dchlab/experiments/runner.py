@@ -343,11 +343,19 @@ def local_dispatch(
     c: Campaign, groups: list[Group], executor: Executor, status: Callable[[str], None]
 ) -> Iterator[tuple[Group, list[dict[str, Any]]]]:
     """Every group in this process, one after another, in plan order."""
-    for i, g in enumerate(groups):
-        status(f"{g.condition.name} t{g.trial} {g.scheme.label} ({len(g.items)})")
-        expect_next(groups[i + 1] if i + 1 < len(groups) else None)
-        yield g, run_group(c, g, executor)
-    expect_next(None)
+    from dchlab.workloads import ahead
+
+    try:
+        for i, g in enumerate(groups):
+            status(f"{g.condition.name} t{g.trial} {g.scheme.label} ({len(g.items)})")
+            expect_next(groups[i + 1] if i + 1 < len(groups) else None)
+            yield g, run_group(c, g, executor)
+    finally:
+        expect_next(None)
+        # The last load prepared a testbed (namespaces, a Chromium) for a load that
+        # will not come: close it now, not when the process exits (a test process or
+        # a `dch run` of several files would keep it idling until then).
+        ahead.discard()
 
 
 def expect_next(g: Group | None) -> None:

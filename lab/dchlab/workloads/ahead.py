@@ -20,9 +20,10 @@ otherwise the mptcp cell after an all-hbc cell would run a Chromium without mptc
 prepared browser launches its own and lets it settle before navigating
 (chromium_pipe.SETTLE_S), so it does not pay Chromium's start-up inside its PLT.
 
-A prepared testbed that is not taken (the process ends, the next load's scheme has
-another launch signature) is closed like any testbed: at interpreter exit at the
-latest (atexit), also after SIGTERM; `dch cleanup` removes it after a SIGKILL.
+A prepared testbed that is not taken (the campaign ends, the next load's scheme has
+another launch signature) is closed like any testbed: when its campaign ends
+(experiments.runner.local_dispatch calls discard()), at interpreter exit at the latest
+(atexit), also after SIGTERM; `dch cleanup` removes it after a SIGKILL.
 $DCH_PREPARE_AHEAD=0 turns this off.
 """
 
