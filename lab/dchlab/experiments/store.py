@@ -104,8 +104,10 @@ def resolve_path(store: str | os.PathLike[str] | None) -> Path:
 def code_revision() -> tuple[str, bool]:
     """(`git rev-parse HEAD`, working tree dirty?) of the repository; ("unknown", True) without git.
 
-    Dirty means a tracked file differs from HEAD: untracked files (a log, a scratch
-    script, a venv symlink) do not change what the committed code measures."""
+    Dirty means a tracked file outside results/ differs from HEAD: untracked files (a
+    log, a scratch script, a venv symlink) do not change what the committed code
+    measures, nor does results/ — the lab's own output: `dch run --publish` rewrites
+    results/published/*.parquet, which marked every later campaign of a queue dirty."""
     root = repo_root()
     try:
         rev = subprocess.run(
@@ -114,7 +116,7 @@ def code_revision() -> tuple[str, bool]:
         if rev.returncode != 0:
             return "unknown", True
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"],
             cwd=root,
             capture_output=True,
             text=True,
