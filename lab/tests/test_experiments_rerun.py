@@ -161,6 +161,49 @@ def test_rows_measured_on_a_busy_machine_are_counted():
     assert busy_text(rows[:1]) == ""
 
 
+def test_arms_measured_hours_from_their_baseline_are_named():
+    """An arm added to a campaign later pairs with baseline loads of another hour or
+    day (table5's alpha = 0.25-2 on pages 11-40: 27.6 h); the report must say so."""
+    from datetime import datetime, timedelta
+
+    from dchlab.experiments.summary import pairing_gap_text, pairing_gaps
+
+    t0 = datetime(2026, 11, 23, 12, 18)
+
+    def row(arm: str, page: str, trial: int, ts: datetime) -> dict:
+        cell = f"c/{page}/{trial}/{arm}"
+        return {
+            "cell": cell,
+            "condition": "c",
+            "item": page,
+            "trial": trial,
+            "arm": arm,
+            "ts": ts,
+            "valid": True,
+            "plt_ms": 1.0,
+        }
+
+    rows = []
+    for i, page in enumerate(["p1", "p2", "p3"]):
+        rows.append(row("all-hbc", page, 0, t0 + timedelta(minutes=i)))
+        rows.append(row("dchannel", page, 0, t0 + timedelta(minutes=i)))  # same run
+        # added a day later; p3 was re-measured beside its baseline
+        base_ts = t0 + timedelta(minutes=i)
+        late = base_ts + timedelta(hours=27, minutes=36) if page != "p3" else base_ts
+        rows.append(row("dchannel:alpha=2", page, 0, late))
+    # the same cell measured again later replaces the first (latest per cell)
+    rows.append(row("dchannel", "p1", 0, t0 + timedelta(hours=1)))
+    gaps = pairing_gaps(rows, "all-hbc")
+    assert gaps["dchannel"] == 0.0  # median of 3600, 0, 0
+    assert gaps["dchannel:alpha=2"] == pytest.approx(27.6 * 3600)  # median of 2 far, 1 near
+    text = pairing_gap_text(rows, "all-hbc")
+    assert text.startswith("1 arm ran apart from the all-hbc loads")
+    assert "dchannel:alpha=2 (27.6 h)" in text and "dchannel (" not in text
+    # within PAIR_GAP_S (30 min), or with no timestamps, nothing is said
+    assert pairing_gap_text([r for r in rows if r["arm"] != "dchannel:alpha=2"], "all-hbc") == ""
+    assert pairing_gap_text([{**r, "ts": None} for r in rows], "all-hbc") == ""
+
+
 def test_a_rerun_without_its_original_still_gets_its_tables(campaign, tmp_path):
     """Published as a rerun only (e.g. fig3-busy): summarised with the original's
     definition under its own name."""

@@ -29,7 +29,14 @@ import numpy as np
 from dchlab.experiments import store
 from dchlab.experiments.analysis import latest_per_cell, unpaired
 from dchlab.experiments.campaign import Campaign, CampaignError, load_campaign
-from dchlab.experiments.summary import Summary, busy_text, cost_text, exclusion_text, summarize
+from dchlab.experiments.summary import (
+    Summary,
+    busy_text,
+    cost_text,
+    exclusion_text,
+    pairing_gap_text,
+    summarize,
+)
 from dchlab.paths import repo_root
 
 log = logging.getLogger(__name__)
@@ -480,6 +487,9 @@ def section(
     busy = busy_text(rows)
     if busy:
         sec["counts"] += f" {busy}."
+    apart = pairing_gap_text(rows, c.analysis.get("baseline", "all-hbc"))
+    if apart:
+        sec["counts"] += f" {apart[0].upper()}{apart[1:]}."
     sec["status"] = f"{s.loads} measurements"
     if s.failed and not s.loads:
         errs = sorted({str(r.get("error")) for r in rows if r.get("error")})[:3]

@@ -13,7 +13,10 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+
+import numpy as np
 
 from dchlab.experiments import analysis as an
 from dchlab.experiments.campaign import Campaign, Condition
@@ -102,6 +105,64 @@ def busy_text(rows: list[dict[str, Any]]) -> str:
         f"average exceeded {BUSY_LOAD_PER_CPU:g} per core (up to {peak:.1f}): other work "
         "was running, and CPU contention slows the agent-based schemes more than the "
         "baseline (docs/results.md)"
+    )
+
+
+#: A campaign measures each cell's schemes back to back (one start time per page and
+#: trial), so a scheme and its baseline pair up minutes apart at most; an arm added to a
+#: campaign later pairs with baseline loads of another hour or day. Over hours this VM's
+#: speed drifts (docs/results.md, "Stability": the same loads 6-10% faster 2.7 h later),
+#: and a paired gain then carries the drift.
+PAIR_GAP_S = 30 * 60.0
+
+
+def _epoch_s(ts: Any) -> float | None:
+    if ts is None:
+        return None
+    if isinstance(ts, datetime):
+        return ts.timestamp()
+    try:
+        return datetime.fromisoformat(str(ts)).timestamp()
+    except ValueError:
+        return None
+
+
+def pairing_gaps(rows: list[dict[str, Any]], baseline: str) -> dict[str, float]:
+    """Per arm, the median time in seconds between each of its loads and the baseline
+    load it is paired with (same condition, item and trial); arms with no pairs or no
+    timestamps are left out."""
+    meas = an.latest_per_cell(rows)
+    base: dict[tuple[Any, Any, Any], float] = {}
+    for r in meas:
+        t = _epoch_s(r.get("ts"))
+        if r.get("arm") == baseline and t is not None:
+            base[(r.get("condition"), r.get("item"), r.get("trial"))] = t
+    gaps: dict[str, list[float]] = {}
+    for r in meas:
+        arm, t = r.get("arm"), _epoch_s(r.get("ts"))
+        b = base.get((r.get("condition"), r.get("item"), r.get("trial")))
+        if arm is None or arm == baseline or t is None or b is None:
+            continue
+        gaps.setdefault(str(arm), []).append(abs(t - b))
+    return {arm: float(np.median(g)) for arm, g in gaps.items()}
+
+
+def _duration(s: float) -> str:
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
+
+
+def pairing_gap_text(rows: list[dict[str, Any]], baseline: str) -> str:
+    """Which arms were measured far in time from the baseline loads they are compared
+    with (see PAIR_GAP_S); empty when every arm ran beside its baseline."""
+    far = {a: g for a, g in pairing_gaps(rows, baseline).items() if g > PAIR_GAP_S}
+    if not far:
+        return ""
+    listed = ", ".join(f"{a} ({_duration(g)})" for a, g in sorted(far.items()))
+    return (
+        f"{len(far)} arm{'s' if len(far) > 1 else ''} ran apart from the {baseline} loads "
+        f"they are paired with (median gap: {listed}): the machine's speed drifts over "
+        "hours, so their gains carry that drift besides the scheme's effect; compare arms "
+        "measured in one run (docs/results.md)"
     )
 
 
