@@ -166,7 +166,8 @@ def test_arms_measured_hours_from_their_baseline_are_named():
     day (table5's alpha = 0.25-2 on pages 11-40: 27.6 h); the report must say so."""
     from datetime import datetime, timedelta
 
-    from dchlab.experiments.summary import pairing_gap_text, pairing_gaps
+    from dchlab.experiments.analysis import pairing_gaps
+    from dchlab.experiments.summary import pairing_gap_text
 
     t0 = datetime(2026, 11, 23, 12, 18)
 

@@ -25,6 +25,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -184,6 +185,34 @@ def _by_condition(
     for r in latest_per_cell(rows):
         table[condition_of(r)][arm_of(r)][item_of(r)][int(r.get("trial") or 0)] = r
     return table
+
+
+def _epoch_s(ts: Any) -> float | None:
+    if isinstance(ts, datetime):
+        return ts.timestamp()
+    try:
+        return datetime.fromisoformat(str(ts)).timestamp() if ts is not None else None
+    except ValueError:
+        return None
+
+
+def pairing_gaps(rows: Iterable[dict[str, Any]], baseline: str) -> dict[str, float]:
+    """Per arm, the median time in seconds between each of its loads and the baseline
+    load it is paired with (the pairing of `paired_gains`: same condition, item and
+    trial); arms with no pairs or no timestamps are left out."""
+    gaps: dict[str, list[float]] = defaultdict(list)
+    for arms in _by_condition(rows).values():
+        base = arms.get(baseline, {})
+        for arm, items in arms.items():
+            if arm == baseline:
+                continue
+            for item, trials in items.items():
+                for trial, r in trials.items():
+                    t = _epoch_s(r.get("ts"))
+                    b = _epoch_s(base.get(item, {}).get(trial, {}).get("ts"))
+                    if t is not None and b is not None:
+                        gaps[arm].append(abs(t - b))
+    return {arm: float(np.median(g)) for arm, g in gaps.items()}
 
 
 @dataclass(frozen=True)

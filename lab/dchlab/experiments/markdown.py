@@ -19,10 +19,9 @@ from dchlab.experiments import store
 from dchlab.experiments.campaign import Campaign, CampaignError, load_campaign
 from dchlab.experiments.summary import (
     Table,
-    busy_text,
+    cautions,
     cost_text,
     exclusion_text,
-    pairing_gap_text,
     summarize,
 )
 
@@ -83,12 +82,8 @@ def campaigns_markdown(
             f"Rerun: `{c.rerun_command()}`.",
             "",
         ]
-        busy = busy_text(rows)
-        if busy:
-            out += [f"**Caution:** {busy}.", ""]
-        apart = pairing_gap_text(rows, c.analysis.get("baseline", "all-hbc"))
-        if apart:
-            out += [f"**Caution:** {apart}.", ""]
+        for caution in cautions(c, rows):
+            out += [f"**Caution:** {caution}.", ""]
         for t in s.tables:
             if t.rows:
                 out += [table_markdown(t), ""]

@@ -31,10 +31,9 @@ from dchlab.experiments.analysis import latest_per_cell, unpaired
 from dchlab.experiments.campaign import Campaign, CampaignError, load_campaign
 from dchlab.experiments.summary import (
     Summary,
-    busy_text,
+    cautions,
     cost_text,
     exclusion_text,
-    pairing_gap_text,
     summarize,
 )
 from dchlab.paths import repo_root
@@ -484,12 +483,8 @@ def section(
     cost = cost_text(rows)
     if cost:
         sec["counts"] += f" {cost[0].upper()}{cost[1:]}."
-    busy = busy_text(rows)
-    if busy:
-        sec["counts"] += f" {busy}."
-    apart = pairing_gap_text(rows, c.analysis.get("baseline", "all-hbc"))
-    if apart:
-        sec["counts"] += f" {apart[0].upper()}{apart[1:]}."
+    for caution in cautions(c, rows):
+        sec["counts"] += f" {caution[0].upper()}{caution[1:]}."
     sec["status"] = f"{s.loads} measurements"
     if s.failed and not s.loads:
         errs = sorted({str(r.get("error")) for r in rows if r.get("error")})[:3]

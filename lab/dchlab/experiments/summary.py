@@ -13,10 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
-
-import numpy as np
 
 from dchlab.experiments import analysis as an
 from dchlab.experiments.campaign import Campaign, Condition
@@ -116,37 +113,6 @@ def busy_text(rows: list[dict[str, Any]]) -> str:
 PAIR_GAP_S = 30 * 60.0
 
 
-def _epoch_s(ts: Any) -> float | None:
-    if ts is None:
-        return None
-    if isinstance(ts, datetime):
-        return ts.timestamp()
-    try:
-        return datetime.fromisoformat(str(ts)).timestamp()
-    except ValueError:
-        return None
-
-
-def pairing_gaps(rows: list[dict[str, Any]], baseline: str) -> dict[str, float]:
-    """Per arm, the median time in seconds between each of its loads and the baseline
-    load it is paired with (same condition, item and trial); arms with no pairs or no
-    timestamps are left out."""
-    meas = an.latest_per_cell(rows)
-    base: dict[tuple[Any, Any, Any], float] = {}
-    for r in meas:
-        t = _epoch_s(r.get("ts"))
-        if r.get("arm") == baseline and t is not None:
-            base[(r.get("condition"), r.get("item"), r.get("trial"))] = t
-    gaps: dict[str, list[float]] = {}
-    for r in meas:
-        arm, t = r.get("arm"), _epoch_s(r.get("ts"))
-        b = base.get((r.get("condition"), r.get("item"), r.get("trial")))
-        if arm is None or arm == baseline or t is None or b is None:
-            continue
-        gaps.setdefault(str(arm), []).append(abs(t - b))
-    return {arm: float(np.median(g)) for arm, g in gaps.items()}
-
-
 def _duration(s: float) -> str:
     return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.0f} min"
 
@@ -154,7 +120,7 @@ def _duration(s: float) -> str:
 def pairing_gap_text(rows: list[dict[str, Any]], baseline: str) -> str:
     """Which arms were measured far in time from the baseline loads they are compared
     with (see PAIR_GAP_S); empty when every arm ran beside its baseline."""
-    far = {a: g for a, g in pairing_gaps(rows, baseline).items() if g > PAIR_GAP_S}
+    far = {a: g for a, g in an.pairing_gaps(rows, baseline).items() if g > PAIR_GAP_S}
     if not far:
         return ""
     listed = ", ".join(f"{a} ({_duration(g)})" for a, g in sorted(far.items()))
@@ -164,6 +130,13 @@ def pairing_gap_text(rows: list[dict[str, Any]], baseline: str) -> str:
         "hours, so their gains carry that drift besides the scheme's effect; compare arms "
         "measured in one run (docs/results.md)"
     )
+
+
+def cautions(c: Campaign, rows: list[dict[str, Any]]) -> list[str]:
+    """The sentences a reader must see before a campaign's tables (busy machine, arms
+    measured apart from their baseline); empty when there is nothing to warn about."""
+    found = [busy_text(rows), pairing_gap_text(rows, c.analysis.get("baseline", "all-hbc"))]
+    return [t for t in found if t]
 
 
 def cost_text(rows: list[dict[str, Any]]) -> str:
