@@ -119,6 +119,41 @@ def test_two_reruns_on_the_same_pages_are_set_against_each_other(campaign, tmp_p
     ]
 
 
+def test_two_latin_runs_are_compared_on_the_stretches_both_measured(campaign, tmp_path):
+    """A latin run of one trial meets each page on one of its three stretches; set
+    against a run of three trials it is compared on those stretches only, where the two
+    runs measured the same network: here the same PLTs, so the move is exactly 0."""
+
+    def by_stretch(c, g):  # TEST DATA ONLY: dchannel 800 ms on stretch 0, else 600 ms
+        frac = g.offset_fraction
+        assert frac is not None
+        ms = 1000.0 if g.scheme.label == "all-hbc" else (800.0 if frac < 1 / 3 else 600.0)
+        off = round(frac * 3000)
+        return [{"page": it, "plt_ms": ms, "valid": True, "trace_offset_ms": off} for it in g.items]
+
+    db = tmp_path / "s.duckdb"
+    run_campaign(campaign, store_path=db, executor=fake(800.0))
+    a = dataclasses.replace(campaign.variant(name="rr-a", seed=3, offsets="latin"), trials=3)
+    b = campaign.variant(name="rr-b", seed=4, offsets="latin")
+    run_campaign(a, store_path=db, executor=by_stretch)
+    run_campaign(b, store_path=db, executor=by_stretch)
+    assert len(store.load_rows("rr-a", store=db)) == 18  # 3 pages x 3 stretches x 2 schemes
+    s = summarize(campaign, store.load_rows("rr", store=db), store.reruns_of("rr", db))
+    (t,) = [t for t in s.tables if t.title.startswith("Rerun pairs")]
+    assert t.rows == [
+        [
+            "rr-a (latin, seed 3)",
+            "rr-b (latin, seed 4); 3 (page, stretch) pairs in common",
+            "embb",
+            "dchannel",
+            "33.3% [20.0, 40.0]",
+            "33.3% [20.0, 40.0]",
+            "0.0 [0.0, 0.0]",
+            "1",
+        ]
+    ]
+
+
 def test_report_does_not_list_a_rerun_as_an_orphan(campaign, tmp_path):
     from dchlab.experiments.report import build_report
 

@@ -369,6 +369,25 @@ def _offsets_of(rows: list[dict[str, Any]]) -> str:
     return "/".join(modes)
 
 
+def _shared_stretches(
+    ra: list[dict[str, Any]], rb: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """The loads of two latin runs on the (condition, page, trace offset) stretches both
+    measured, and how many such stretches there are per condition (the most of any).
+
+    With latin offsets a (page, offset) is one stretch of one network, so two runs agree
+    only on the stretches they share: a run of 5 trials against one of 10 would otherwise
+    compare each page on 5 stretches with the same page on 10, a different sample."""
+
+    def key(r: dict[str, Any]) -> tuple[str, str, Any]:
+        return (an.condition_of(r), an.item_of(r), r.get("trace_offset_ms"))
+
+    shared = {key(r) for r in ra} & {key(r) for r in rb}
+    per_cond = Counter(k[0] for k in shared)
+    n = max(per_cond.values(), default=0)
+    return [r for r in ra if key(r) in shared], [r for r in rb if key(r) in shared], n
+
+
 def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> Table | None:
     """Reruns on the same pages, with offsets chosen the same way, set against each other
     (the stability check of issue 18: two seeds, two days; with latin offsets the same
@@ -391,6 +410,9 @@ def _rerun_pairs_table(c: Campaign, reruns: dict[str, list[dict[str, Any]]]) -> 
                 continue
             first = f"{a_name} ({_offsets_of(ra)}, seed {ra[0].get('seed')})"
             second = f"{b_name} ({_offsets_of(rb)}, seed {rb[0].get('seed')})"
+            if _offsets_of(ra) == "latin":
+                ra, rb, shared = _shared_stretches(ra, rb)
+                second += f"; {shared} (page, stretch) pairs in common"
             t.rows += [[first, second, *cells] for cells in _moves(c, ra, rb)]
     return t if t.rows else None
 
