@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -257,3 +258,33 @@ def test_run_spec_passes_a_stratified_offset_to_the_testbed() -> None:
         "MM-S", 12345, 0.5
     )
     assert api.testbed_config(api.RunSpec("dchannel", "MM-S", "urllc"), "x").offset_fraction is None
+
+
+def test_chanemu_argv_keeps_the_oracle_and_the_pcap_together(monkeypatch, tmp_path) -> None:
+    """Both --oracle and --pcap set: a list named for the pcap once replaced the
+    oracle's arguments, so an agent run with `--hbc-owd-oracle auto` and a capture
+    waited for an oracle file the HBC emulator was never told to write."""
+    from dchlab.testbed.links import chanemu_argv
+
+    oracle, pcap = tmp_path / "hbc.oracle", tmp_path / "pcaps" / "hbc"
+    argv = chanemu_argv(
+        Path("/bin/chanemu"), "urllc", ns_a="p-ue", dev_a="hbc", ns_b="p-gw", dev_b="hbc",
+        seed=7, offset_ms=1234, stats=tmp_path / "chanemu-hbc.json",
+        oracle_file=oracle, pcap_prefix=pcap,
+    )  # fmt: skip
+    assert argv == [
+        "/bin/chanemu", "--profile", "urllc", "--ns-a", "p-ue", "--dev-a", "hbc",
+        "--ns-b", "p-gw", "--dev-b", "hbc", "--seed", "7", "--offset-ms", "1234",
+        "--stats", str(tmp_path / "chanemu-hbc.json"),
+        "--oracle", str(oracle), "--pcap", str(pcap),
+    ]  # fmt: skip
+    plain = chanemu_argv(
+        Path("/bin/chanemu"), "urllc", ns_a="a", dev_a="llc", ns_b="b", dev_b="llc",
+        seed=1, offset_ms=0, stats=tmp_path / "s.json",
+    )  # fmt: skip
+    assert "--oracle" not in plain and "--pcap" not in plain
+    # and the agents, run in the same testbed, point their oracle flag at that file
+    agents = _agent_argvs(
+        monkeypatch, tmp_path, oracle_file=oracle, agent_args=["--hbc-owd-oracle", "auto"]
+    )
+    assert all(cmd[-2:] == ["--hbc-owd-oracle", str(oracle)] for cmd in agents.values())

@@ -38,6 +38,7 @@ from dchlab.testbed.ca import ensure_ca
 from dchlab.testbed.cc import allowing, set_netns_cc
 from dchlab.testbed.config import TestbedConfig
 from dchlab.testbed.errors import TestbedError
+from dchlab.testbed.links import chanemu_argv
 from dchlab.testbed.procs import Daemon, Supervisor
 from dchlab.testbed.schemes import Scheme, get_scheme
 from dchlab.testbed.schemes.agent import wants_oracle
@@ -394,19 +395,17 @@ class Testbed:
     def _spawn_chanemu(self, exe: Path, name: str, profile: str, ns_a: str, dev_a: str,
                        ns_b: str, dev_b: str, offset: int) -> None:  # fmt: skip
         stats = self.expect_stats("links", name, f"chanemu-{name}.json")
-        pcap: list[str] = []
-        if name == "hbc" and self.oracle_file is not None:
-            pcap += ["--oracle", str(self.oracle_file)]
+        pcap_prefix = None
         if self.cfg.pcap_dir:
             pcap_dir = Path(self.cfg.pcap_dir).resolve()
             pcap_dir.mkdir(parents=True, exist_ok=True)
-            pcap = ["--pcap", str(pcap_dir / name)]  # <name>-uplink.pcap, <name>-downlink.pcap
-        self.spawn(
-            f"link-{name}",
-            [str(exe), "--profile", profile, "--ns-a", self.netns[ns_a], "--dev-a", dev_a,
-             "--ns-b", self.netns[ns_b], "--dev-b", dev_b, "--seed", str(self.cfg.seed),
-             "--offset-ms", str(offset), "--stats", str(stats), *pcap],
+            pcap_prefix = pcap_dir / name  # <name>-uplink.pcap, <name>-downlink.pcap
+        argv = chanemu_argv(
+            exe, profile, ns_a=self.netns[ns_a], dev_a=dev_a, ns_b=self.netns[ns_b],
+            dev_b=dev_b, seed=self.cfg.seed, offset_ms=offset, stats=stats,
+            oracle_file=self.oracle_file if name == "hbc" else None, pcap_prefix=pcap_prefix,
         )  # fmt: skip
+        self.spawn(f"link-{name}", argv)
 
     def close(self) -> None:
         """Stop everything in order, collect stats, remove every trace of the run.
