@@ -18,6 +18,7 @@ from typing import Any
 from dchlab.commands import add_command
 from dchlab.pages.corpus import CorpusError, summary, tier_mix, verify_bodies
 from dchlab.pages.litter import litter_reason
+from dchlab.workloads.probe import probe_corpus
 
 log = logging.getLogger(__name__)
 
@@ -152,53 +153,6 @@ def replay_check(corpus) -> list[str]:  # type: ignore[no-untyped-def]
         return []
     msg = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
     return [f"webreplay refuses {corpus.root}: {msg.removeprefix('webreplay: error: ')}"]
-
-
-def probe_corpus(corpus, pages: list[str] | None = None):  # type: ignore[no-untyped-def]
-    """Set each page's `missing` to the failed requests of a real Chromium load over a local
-    webreplay (what static analysis of HTML/CSS cannot see: script-made requests, CSS
-    rules that match nothing); details go to <corpus>/probe.json."""
-    from rich.progress import Progress
-
-    from dchlab.pages.corpus import save
-    from dchlab.workloads.localreplay import LocalReplay
-
-    names = pages or [p.name for p in corpus.pages]
-    details = {}
-    from rich.console import Console
-
-    # Progress on stderr: stdout carries the --json rows.
-    with LocalReplay(corpus) as lr, Progress(transient=True, console=Console(stderr=True)) as prog:
-        task = prog.add_task("probing pages", total=len(names))
-        for name in names:
-            page = corpus.page(name)
-            res = lr.load(page.entry_url)
-            before = page.missing_urls
-            if res.get("document_error"):
-                # The document itself did not load: its failures say nothing about what
-                # the corpus lacks. Keep the importer's record and say so.
-                log.warning(
-                    "%s: probe load failed (%s); missing URLs left as imported",
-                    name,
-                    res["document_error"],
-                )
-            else:
-                page.missing_urls = sorted({str(u) for u, _ in res.get("failed") or []})
-                page.missing = len(page.missing_urls)
-            details[name] = {
-                "missing_before_probe": before,
-                "missing": page.missing,
-                "missing_urls": page.missing_urls,
-                "failed": res.get("failed", []),
-                "valid": res.get("valid"),
-                "invalid_reason": res.get("invalid_reason"),
-                "plt_ms": res.get("plt_ms"),
-                "resources_loaded": res.get("resources_loaded"),
-            }
-            prog.advance(task)
-    save(corpus)
-    (corpus.root / "probe.json").write_text(json.dumps(details, indent=1) + "\n")
-    return corpus
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

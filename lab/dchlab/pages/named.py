@@ -147,7 +147,7 @@ def _import(name: str, src: Path, dest: Path) -> None:
     corpus = _import_source(name, src, tmp)
     why = _probe_possible()
     if why is None:
-        from dchlab.commands.corpus import probe_corpus
+        from dchlab.workloads.probe import probe_corpus
 
         log.warning(
             "probing %d pages with Chromium (what each page cannot load)", len(corpus.pages)
