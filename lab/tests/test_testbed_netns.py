@@ -150,6 +150,26 @@ def test_server_delay_adds_to_rtt() -> None:
     assert tb.stats()["links"]["srvpath"]["uplink"]["pkts_out"] >= 7
 
 
+def test_oracle_and_pcap_together(tmp_path: Path) -> None:
+    """`--hbc-owd-oracle auto` and a capture in one run: the HBC emulator gets both
+    --oracle and --pcap (the capture's arguments once replaced the oracle's, and the
+    agents then failed to open a file no emulator wrote)."""
+    _needs("dchannel")
+    cfg = TestbedConfig(
+        scheme="dchannel", llc=FAST_LLC, agent_args=["--hbc-owd-oracle", "auto"], pcap_dir=tmp_path
+    )
+    n = 200_000
+    with Testbed(cfg) as tb:
+        sha, err = _curl_sha(tb, f"https://server.test/bytes/{n}")
+        assert sha == hashlib.sha256(bytes(i % 251 for i in range(n))).hexdigest(), err
+        assert tb.oracle_file is not None and tb.oracle_file.stat().st_size == 16
+    for link in ("hbc", "llc"):
+        for direction in ("uplink", "downlink"):
+            assert (tmp_path / f"{link}-{direction}.pcap").stat().st_size > 24  # header + packets
+    for role in ("client", "gateway"):
+        assert "channels" in tb.stats()["agents"][role]
+
+
 def test_two_testbeds_at_once_with_extra_hosts_and_cc() -> None:
     _needs("hbc-only")
     allowed = allowed_list()
