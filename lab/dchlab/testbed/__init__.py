@@ -12,8 +12,8 @@ Public API:
 from dchlab.testbed.ca import copy_nss_db, ensure_ca, make_nss_db
 from dchlab.testbed.channels import known_channels, resolve_channel
 from dchlab.testbed.config import TestbedConfig
-from dchlab.testbed.core import Testbed, TestbedInterrupted
-from dchlab.testbed.errors import TestbedError
+from dchlab.testbed.core import Testbed
+from dchlab.testbed.errors import TestbedError, TestbedInterrupted
 from dchlab.testbed.runrecord import cleanup_dead_runs
 from dchlab.testbed.schemes import Scheme, get_scheme, known_schemes, register
 

@@ -1,4 +1,4 @@
-"""The one exception type the testbed raises: messages a user can act on."""
+"""The testbed's exceptions: messages a user can act on, and the interruption."""
 
 from __future__ import annotations
 
@@ -11,3 +11,14 @@ class TestbedError(UserError, RuntimeError):
     exit_code = EXIT_TESTBED
 
     __test__ = False  # not a pytest test class despite the name
+
+
+class TestbedInterrupted(TestbedError):
+    """The run was stopped by SIGTERM/SIGHUP (SIGINT raises KeyboardInterrupt).
+
+    Not a failed measurement: whoever owns the run (a workload, the campaign runner)
+    lets it through so the process stops, instead of recording it and going on.
+    Exit status 143 (128 + SIGTERM), as a process killed by SIGTERM would have.
+    """
+
+    exit_code = 143

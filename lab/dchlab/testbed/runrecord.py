@@ -70,6 +70,16 @@ class RunRecord:
     etc_netns: list[str] = field(default_factory=list)
     created: float = field(default_factory=time.time)
 
+    @classmethod
+    def for_this_process(
+        cls, prefix: str, run_dir: Path, keep_logs: bool, netns: list[str], *, etc_netns: list[str]
+    ) -> RunRecord:
+        """The record of a run this process owns (not yet saved)."""
+        pid = os.getpid()
+        return cls(
+            prefix, pid, proc_start_time(pid), str(run_dir), keep_logs, netns, etc_netns=etc_netns
+        )
+
     @property
     def path(self) -> Path:
         return RUN_DIR / f"{self.prefix}.json"
