@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 
@@ -288,3 +289,82 @@ def test_chanemu_argv_keeps_the_oracle_and_the_pcap_together(monkeypatch, tmp_pa
         monkeypatch, tmp_path, oracle_file=oracle, agent_args=["--hbc-owd-oracle", "auto"]
     )
     assert all(cmd[-2:] == ["--hbc-owd-oracle", str(oracle)] for cmd in agents.values())
+
+
+def test_host_table_numbers_origins_then_extra_hosts(tmp_path) -> None:
+    from dchlab.testbed.hosts import host_table
+
+    origins = [{"host": "www.a.test"}, {"host": "cdn.b.test"}]
+    (tmp_path / "manifest.json").write_text(json.dumps({"origins": origins}))
+    assert host_table(tmp_path, ["x.test", "CDN.B.TEST"]) == {
+        "server.test": "198.19.128.1",
+        "www.a.test": "198.19.128.2",
+        "cdn.b.test": "198.19.128.3",
+        "x.test": "198.19.128.4",
+    }
+    # an explicit mapping keeps its addresses; the origins skip the names it gives
+    table = host_table(tmp_path, {"WWW.A.TEST": "198.19.200.7"})
+    assert table == {
+        "server.test": "198.19.128.1",
+        "cdn.b.test": "198.19.128.2",
+        "www.a.test": "198.19.200.7",
+    }
+    with pytest.raises(TestbedError, match=r"outside 198\.19\.128\.0/17"):
+        host_table(None, {"a.test": "10.0.0.1"})
+    with pytest.raises(TestbedError, match="origins"):
+        host_table(tmp_path / "no-such-corpus", None)
+
+
+def test_server_argvs(tmp_path) -> None:
+    from dchlab.testbed.servers import dnsmasq_argv, webreplay_argv
+
+    dns = dnsmasq_argv(tmp_path / "hosts", tmp_path)
+    assert dns[dns.index("--addn-hosts") + 1] == str(tmp_path / "hosts")
+    assert dns[dns.index("--listen-address") + 1] == A.DNS_SERVER
+    wr = webreplay_argv(
+        Path("/bin/webreplay"), hosts_file=tmp_path / "hosts", ca_cert=tmp_path / "ca.pem",
+        ca_key=tmp_path / "ca.key", run_dir=tmp_path, corpus=tmp_path / "c",
+        extra=["--cdn-hit-ratio", "0.9"],
+    )  # fmt: skip
+    assert wr == [
+        "/bin/webreplay", "--hosts", str(tmp_path / "hosts"), "--ca-cert", str(tmp_path / "ca.pem"),
+        "--ca-key", str(tmp_path / "ca.key"), "--access-log", str(tmp_path / "access.log"),
+        "--grace-ms", "0", "--corpus", str(tmp_path / "c"), "--cdn-hit-ratio", "0.9",
+    ]  # fmt: skip
+    bare = webreplay_argv(
+        Path("/bin/webreplay"), hosts_file=tmp_path / "hosts", ca_cert=tmp_path / "ca.pem",
+        ca_key=tmp_path / "ca.key", run_dir=tmp_path, corpus=None, extra=[],
+    )  # fmt: skip
+    assert "--corpus" not in bare and bare[-2:] == ["--grace-ms", "0"]
+
+
+def test_channel_plan_offsets() -> None:
+    from dchlab.testbed import TestbedConfig
+    from dchlab.testbed.links import plan_channels
+
+    fixed = plan_channels(TestbedConfig(hbc="fixed:40ms/200mbit", llc="urllc"))
+    assert fixed.channels == {"hbc": "fixed:40ms/200mbit", "llc": "urllc"}
+    assert fixed.offsets == {"hbc": 0, "llc": 0, "ideal": 0}  # no trace, no offset
+    cfg = TestbedConfig(hbc="MM-S", llc="urllc", seed=3, offset_fraction=0.5)
+    plan = plan_channels(cfg)
+    assert plan.offsets["hbc"] == ch.trace_offset_ms(plan.channels["hbc"], 3, 0.5) > 0
+    assert plan.offsets["ideal"] == plan.offsets["hbc"]  # the HBC's capacity trace
+    # a trace seed draws the traces; the seed alone still picks the offset
+    assert (
+        plan_channels(TestbedConfig(hbc="MM-S", seed=3, trace_seed=9)).channels["hbc"]
+        == (plan_channels(TestbedConfig(hbc="MM-S", seed=4, trace_seed=9)).channels["hbc"])
+    )
+
+
+def test_ue_base_env_points_every_tls_stack_at_the_ca(tmp_path) -> None:
+    from dchlab.testbed.ue import CA_VARIABLES, base_env
+
+    env = base_env(tmp_path / "ca.pem", prefix="dtb1", scheme="asap", run_dir=tmp_path, ue_netns="dtb1-ue")  # fmt: skip
+    assert {env[v] for v in CA_VARIABLES} == {str(tmp_path / "ca.pem")}
+    assert "SSL_CERT_FILE" in CA_VARIABLES and "NODE_EXTRA_CA_CERTS" in CA_VARIABLES
+    assert (env["DCH_PREFIX"], env["DCH_SCHEME"], env["DCH_NETNS_UE"]) == (
+        "dtb1",
+        "asap",
+        "dtb1-ue",
+    )
+    assert env["DCH_RUN_DIR"] == str(tmp_path)
