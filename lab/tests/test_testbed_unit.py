@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 import tomllib
 from pathlib import Path
 
@@ -368,3 +371,52 @@ def test_ue_base_env_points_every_tls_stack_at_the_ca(tmp_path) -> None:
         "dtb1-ue",
     )
     assert env["DCH_RUN_DIR"] == str(tmp_path)
+
+
+class _OpenTestbed:
+    """What signals.py reads of an open testbed."""
+
+    def __init__(self) -> None:
+        self.prefix = "dtbsig0"
+        self.failure: str | None = None
+        self.closing = False
+
+
+def _wait_for_signal() -> None:
+    for _ in range(100):  # the handler runs in the main thread at its next bytecode
+        time.sleep(0.01)
+
+
+def test_signals_interrupt_hold_during_teardown_and_restore() -> None:
+    from dchlab.testbed import TestbedInterrupted, signals
+
+    before = signal.getsignal(signal.SIGTERM)
+    tb = _OpenTestbed()
+    assert signals.install(tb)
+    try:
+        with pytest.raises(TestbedInterrupted, match="testbed dtbsig0 interrupted by SIGTERM"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            _wait_for_signal()
+        # a daemon died: the wake-up raises its failure, not an interruption
+        tb.failure = "link-hbc exited unexpectedly"
+        with pytest.raises(TestbedError, match="link-hbc exited") as e:
+            signals.wake_main()
+            _wait_for_signal()
+        assert not isinstance(e.value, TestbedInterrupted)
+        tb.failure = None
+        # while it tears down, SIGTERM and SIGINT wait until the teardown is done
+        tb.closing = True
+        with signals.holding():
+            os.kill(os.getpid(), signal.SIGTERM)
+            _wait_for_signal()
+        with pytest.raises(TestbedInterrupted, match="SIGTERM during teardown"):
+            signals.raise_held()
+        with signals.holding():
+            os.kill(os.getpid(), signal.SIGINT)
+            _wait_for_signal()
+        with pytest.raises(KeyboardInterrupt):
+            signals.raise_held()
+        signals.raise_held()  # nothing held any more
+    finally:
+        signals.uninstall(tb)
+    assert signal.getsignal(signal.SIGTERM) is before
