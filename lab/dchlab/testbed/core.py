@@ -68,7 +68,7 @@ class Testbed:
       ue_env    environment for programs on ue (DCH_CA, SSL_CERT_FILE, CURL_CA_BUNDLE, ...)
       channels  {"hbc": resolved profile, "llc": resolved profile} (chanemu --profile values)
       offset_ms trace start offset of the HBC (offsets: per link)
-      scheme    the Scheme object
+      scheme    the Scheme object; namespaces, servers, ue: the parts (their modules)
     """
 
     __test__ = False

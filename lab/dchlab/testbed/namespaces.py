@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -73,10 +73,6 @@ class Namespaces:
         # replace: idempotent when a prepared testbed added them already
         lines = [f"addr replace {a}/32 dev lo" for a in svc]
         sh.ip_batch(self.names["srv"], lines, "add service addresses in srv")
-
-    def ip(self, role: str | None, args: Sequence[str], step: str) -> str:
-        """`ip -n <ns of role> ARGS` (role None = root namespace); raises naming `step`."""
-        return sh.ip(self.names[role] if role else None, args, step)
 
     def address(self, links: Iterable[str]) -> None:
         """Point-to-point addresses on every link and the gw-srv path; srv and gw routes
