@@ -3,9 +3,17 @@
 Saved pages always miss a few subresources, the same ones on every load; the corpus
 lists them per page (`Page.missing_urls`: the importer's static analysis, replaced by
 what `dch corpus probe` saw Chromium fail). A load is valid when the document loaded
-(the driver's `document_error` is empty) and every failed request is in that set. Any
-other failed request — an object the replay should have served, a reset connection, a
-request the recording never saw — makes it invalid: it is not the page as recorded.
+(the driver's `document_error` is empty) and every failed request is in that set or
+was answered 404. Any other failed request — an object the replay holds but did not
+deliver (a reset connection, a timeout, a truncated body) — makes it invalid: it is
+not the page as recorded.
+
+A 404 (`HTTP 404` in the driver's `failed`) is the replay's answer for a URL the
+corpus lacks: a gap of the recording, answered at once and the same under every
+scheme, so it never invalidates a load. Pages make some requests only on some loads
+(a random ad slot, a beacon with a random path), which the probe may not have seen:
+those are counted (`missing_unrecorded`: 404s outside the record) instead. A scheme
+cannot turn a delivered object into a 404 (objproxy answers its own failures 502).
 
 URLs are compared the way webreplay matches them: http and https alike (it serves both
 from the same objects; other schemes, like a saver's `httpdisabled://`, stay distinct),
@@ -38,6 +46,7 @@ from urllib.parse import unquote, urlsplit
 CANCELLED = "net::ERR_ABORTED"  # Chromium: the request was cancelled (by the page)
 NOT_SENT = "net::ERR_UNKNOWN_URL_SCHEME"  # refused in the browser: nothing went out
 EXCUSED = frozenset({CANCELLED, NOT_SENT})
+MISSING = "HTTP 404"  # the replay's answer for a URL the corpus does not hold
 
 
 @dataclass
@@ -45,7 +54,10 @@ class Verdict:
     valid: bool
     invalid_reason: str
     failed: int  # failed requests (every one, expected or not)
-    unexpected: list[str] = field(default_factory=list)  # failed URLs outside the record
+    # failed URLs outside the record that invalidate the load (not excused, not a 404)
+    unexpected: list[str] = field(default_factory=list)
+    # URLs answered 404 that the record does not list: gaps of the recording (valid)
+    unrecorded: list[str] = field(default_factory=list)
 
 
 # Row column <- browser result key (`total_ms` is the PLT, `size_bytes` what arrived).
@@ -55,6 +67,20 @@ _ROW_FROM_RESULT = (
     ("total_ms", "plt_ms"),
     ("size_bytes", "bytes_received"),
 )
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """`text`'s first non-empty line, at most `limit` characters, marking what was cut:
+    an invalid_reason is one line (an error's first line names it; what follows, such
+    as a browser's log tail, is detail for the log file, not a reason)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    more = len(lines) - 1
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    return f"{first} (+{more} more lines)" if more else first
 
 
 def url_match_key(url: str, with_query: bool = True) -> str:
@@ -88,21 +114,24 @@ def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Ver
         errors = [""] * n_failed
     record = {url_match_key(u) for u in expected_missing or ()}
     record |= {url_match_key(u, with_query=False) for u in expected_missing or ()}
-    unexpected = sorted(
-        u
-        for u, err in zip(failed, errors, strict=True)
-        if err not in EXCUSED
-        and url_match_key(u) not in record
-        and url_match_key(u, with_query=False) not in record
-    )
+    unexpected: list[str] = []
+    unrecorded: list[str] = []
+    for u, err in zip(failed, errors, strict=True):
+        if err in EXCUSED or url_match_key(u) in record:
+            continue
+        if url_match_key(u, with_query=False) in record:
+            continue
+        (unrecorded if err == MISSING else unexpected).append(u)
+    unexpected.sort()
+    unrecorded.sort()
     if doc_error:
-        return Verdict(False, str(doc_error), n_failed, unexpected)
+        return Verdict(False, one_line(str(doc_error)), n_failed, unexpected, unrecorded)
     if unexpected:
         why = f"{len(unexpected)} unexpected failed resources (first: {unexpected[0]})"
         if expected_missing is None:
             why += "; the corpus records no missing URLs (re-run `dch corpus probe`)"
-        return Verdict(False, why, n_failed, unexpected)
-    return Verdict(True, "", n_failed, [])
+        return Verdict(False, why, n_failed, unexpected, unrecorded)
+    return Verdict(True, "", n_failed, [], unrecorded)
 
 
 def fill_page_row(row: dict[str, Any], res: dict[str, Any], missing_urls: Any) -> None:
@@ -116,4 +145,5 @@ def fill_page_row(row: dict[str, Any], res: dict[str, Any], missing_urls: Any) -
         invalid_reason=verdict.invalid_reason,
         resources_failed=verdict.failed,
         resources_failed_unexpected=len(verdict.unexpected),
+        missing_unrecorded=len(verdict.unrecorded),
     )
