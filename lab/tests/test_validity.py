@@ -260,3 +260,28 @@ def test_error_answers_chromium_dropped_are_reported_as_the_answer() -> None:
     )
     assert answered_error("net::ERR_CONNECTION_RESET", 200) == "net::ERR_CONNECTION_RESET"
     assert answered_error("net::ERR_BLOCKED_BY_ORB", 200) == "net::ERR_BLOCKED_BY_ORB"
+
+
+def test_a_name_outside_the_corpus_that_does_not_resolve_is_a_gap_too() -> None:
+    """Measured on published fig3_warc rows: reddit asks for
+    pagead2.googlesyndication.com (no origin of the corpus: the testbed's DNS answers
+    no) on some loads. With the corpus' hosts known that is a gap of the recording; a
+    corpus host that did not resolve is a failure (its DNS crossed the channels)."""
+    hosts = ["www.reddit.com", "WWW.REDDITSTATIC.COM"]
+    rum = "https://pagead2.googlesyndication.com/pagead/js/rum.js"
+    own = "https://www.redditstatic.com/x.js"
+    v = judge(_res([(rum, "net::ERR_NAME_NOT_RESOLVED")]), [], hosts)
+    assert v.valid and v.unrecorded == [rum] and v.unexpected == []
+    v = judge(_res([(own, "net::ERR_NAME_NOT_RESOLVED")]), [], hosts)
+    assert not v.valid and v.unexpected == [own] and v.unrecorded == []
+    # without the corpus' hosts nothing tells the two apart: not excused (as before)
+    v = judge(_res([(rum, "net::ERR_NAME_NOT_RESOLVED")]), [])
+    assert not v.valid and v.unexpected == [rum]
+    # another error on a foreign host is no DNS gap
+    v = judge(_res([(rum, "net::ERR_CONNECTION_RESET")]), [], hosts)
+    assert not v.valid and v.unexpected == [rum]
+    from dchlab.workloads.validity import fill_page_row
+
+    row: dict = {}  # type: ignore[type-arg]
+    fill_page_row(row, _res([(rum, "net::ERR_NAME_NOT_RESOLVED"), (GONE, "HTTP 404")]), [], hosts)
+    assert row["valid"] and row["missing_unrecorded"] == 2 and row["resources_failed"] == 2

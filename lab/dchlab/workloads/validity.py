@@ -9,8 +9,11 @@ deliver (a reset connection, a timeout, a truncated body) — makes it invalid: 
 not the page as recorded.
 
 A 404 (`HTTP 404` in the driver's `failed`) is the replay's answer for a URL the
-corpus lacks: a gap of the recording, answered at once and the same under every
-scheme, so it never invalidates a load. Pages make some requests only on some loads
+corpus lacks, and a name that does not resolve (`net::ERR_NAME_NOT_RESOLVED`) on a
+host outside the corpus (the testbed's DNS and the local replay's resolver rules know
+only the corpus' hosts; `corpus_hosts`) is the same gap one level up: answered at once
+and the same under every scheme, so neither invalidates a load (a corpus host that
+does not resolve does: its DNS went over the channels). Pages make some requests only on some loads
 (a random ad slot, a beacon with a random path), which the probe may not have seen:
 those are counted (`missing_unrecorded`: 404s outside the record) instead. A scheme
 cannot turn a delivered object into a 404 (objproxy answers its own failures 502).
@@ -47,6 +50,7 @@ CANCELLED = "net::ERR_ABORTED"  # Chromium: the request was cancelled (by the pa
 NOT_SENT = "net::ERR_UNKNOWN_URL_SCHEME"  # refused in the browser: nothing went out
 EXCUSED = frozenset({CANCELLED, NOT_SENT})
 MISSING = "HTTP 404"  # the replay's answer for a URL the corpus does not hold
+NAME_NOT_RESOLVED = "net::ERR_NAME_NOT_RESOLVED"  # a host the testbed's DNS does not know
 
 
 @dataclass
@@ -56,7 +60,8 @@ class Verdict:
     failed: int  # failed requests (every one, expected or not)
     # failed URLs outside the record that invalidate the load (not excused, not a 404)
     unexpected: list[str] = field(default_factory=list)
-    # URLs answered 404 that the record does not list: gaps of the recording (valid)
+    # gaps of the recording the record does not list: URLs answered 404, names outside
+    # the corpus that did not resolve (valid)
     unrecorded: list[str] = field(default_factory=list)
 
 
@@ -96,11 +101,17 @@ def url_match_key(url: str, with_query: bool = True) -> str:
     return f"{key}?{unquote(parts.query)}" if parts.query and with_query else key
 
 
-def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Verdict:
+def judge(
+    result: dict[str, Any],
+    expected_missing: Iterable[str] | None,
+    corpus_hosts: Iterable[str] | None = None,
+) -> Verdict:
     """Verdict for one driver result (dchlab.workloads.browser.LoadResult as a dict).
 
     `expected_missing`: the page's record; None when the corpus only has a count (a
-    manifest from before the record existed), in which case every failure is unexpected.
+    manifest from before the record existed), in which case every failure but a gap of
+    the recording is unexpected. `corpus_hosts`: the corpus' hosts (Corpus.all_hosts);
+    None: a name that did not resolve is never taken for a gap.
     """
     failed = [str(f[0]) for f in result.get("failed") or []]
     errors = [str(f[1]) if len(f) > 1 else "" for f in result.get("failed") or []]
@@ -114,6 +125,7 @@ def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Ver
         errors = [""] * n_failed
     record = {url_match_key(u) for u in expected_missing or ()}
     record |= {url_match_key(u, with_query=False) for u in expected_missing or ()}
+    hosts = None if corpus_hosts is None else {h.lower() for h in corpus_hosts}
     unexpected: list[str] = []
     unrecorded: list[str] = []
     for u, err in zip(failed, errors, strict=True):
@@ -121,7 +133,7 @@ def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Ver
             continue
         if url_match_key(u, with_query=False) in record:
             continue
-        (unrecorded if err == MISSING else unexpected).append(u)
+        (unrecorded if _recording_gap(u, err, hosts) else unexpected).append(u)
     unexpected.sort()
     unrecorded.sort()
     if doc_error:
@@ -134,12 +146,30 @@ def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Ver
     return Verdict(True, "", n_failed, [], unrecorded)
 
 
-def fill_page_row(row: dict[str, Any], res: dict[str, Any], missing_urls: Any) -> None:
+def _recording_gap(url: str, error: str, corpus_hosts: set[str] | None) -> bool:
+    """Is this failure the corpus lacking the request (the same under every scheme)?"""
+    if error == MISSING:
+        return True
+    if error != NAME_NOT_RESOLVED or corpus_hosts is None:
+        return False
+    try:
+        host = (urlsplit(url.strip()).hostname or "").lower()
+    except ValueError:
+        return False
+    return bool(host) and host not in corpus_hosts
+
+
+def fill_page_row(
+    row: dict[str, Any],
+    res: dict[str, Any],
+    missing_urls: Any,
+    corpus_hosts: Iterable[str] | None = None,
+) -> None:
     """Copy one page load's browser result (`browser.LoadResult` as a dict) into its
-    row and judge it against the page's record (`missing_urls`, `judge`): the
-    one mapping `dch pageload` and `dch session` rows share."""
+    row and judge it against the page's record (`missing_urls`, `judge`; `corpus_hosts`
+    as there): the one mapping `dch pageload` and `dch session` rows share."""
     row.update({col: res.get(key) for col, key in _ROW_FROM_RESULT})
-    verdict = judge(res, missing_urls)
+    verdict = judge(res, missing_urls, corpus_hosts)
     row.update(
         valid=verdict.valid,
         invalid_reason=verdict.invalid_reason,
