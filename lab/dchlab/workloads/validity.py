@@ -4,19 +4,20 @@ Saved pages always miss a few subresources, the same ones on every load; the cor
 lists them per page (`Page.missing_urls`: the importer's static analysis, replaced by
 what `dch corpus probe` saw Chromium fail). A load is valid when the document loaded
 (the driver's `document_error` is empty) and every failed request is in that set or
-was answered 404. Any other failed request — an object the replay holds but did not
-deliver (a reset connection, a timeout, a truncated body) — makes it invalid: it is
-not the page as recorded.
+is a gap of the recording (below). Any other failed request — an object the replay
+holds but did not deliver (a reset connection, a timeout, a truncated body) — makes it
+invalid: it is not the page as recorded.
 
-A 404 (`HTTP 404` in the driver's `failed`) is the replay's answer for a URL the
-corpus lacks, and a name that does not resolve (`net::ERR_NAME_NOT_RESOLVED`) on a
-host outside the corpus (the testbed's DNS and the local replay's resolver rules know
-only the corpus' hosts; `corpus_hosts`) is the same gap one level up: answered at once
-and the same under every scheme, so neither invalidates a load (a corpus host that
-does not resolve does: its DNS went over the channels). Pages make some requests only on some loads
-(a random ad slot, a beacon with a random path), which the probe may not have seen:
-those are counted (`missing_unrecorded`: 404s outside the record) instead. A scheme
+Gaps of the recording: a 404 (`HTTP 404` in the driver's `failed`), the replay's
+answer for a URL the corpus lacks, and a name that does not resolve
+(`net::ERR_NAME_NOT_RESOLVED`) on a host outside the corpus (the testbed's DNS and the
+local replay's resolver rules know only the corpus' hosts: `corpus_hosts`). Both are
+answered at once and the same under every scheme, so neither invalidates a load; a
+corpus host that does not resolve does (its DNS crossed the channels), and a scheme
 cannot turn a delivered object into a 404 (objproxy answers its own failures 502).
+Pages make some requests on some loads only (an ad slot, a beacon with a random path),
+which the probe may not have seen (issue 36: "3 unexpected failed resources" on one
+trial of every scheme): those outside the record are counted, `missing_unrecorded`.
 
 URLs are compared the way webreplay matches them: http and https alike (it serves both
 from the same objects; other schemes, like a saver's `httpdisabled://`, stay distinct),
