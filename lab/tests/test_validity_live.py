@@ -37,6 +37,44 @@ def test_litter_tree_imports_and_replays(tmp_path: Path) -> None:
     assert browser["images_broken"] == 1  # gone.png, and only it
 
 
+@needs_testbed()
+def test_requests_the_recording_never_saw_are_counted_not_held_against_the_load(
+    tmp_path: Path,
+) -> None:
+    """Issue 36, through the testbed: a page whose record lists nothing asks for an
+    object its origin's recording lacks (webreplay: 404) and for one on a host outside
+    the corpus (the testbed's DNS: no such name). Both are gaps of the recording, the
+    same under every scheme: valid, counted as missing_unrecorded."""
+    import numpy as np
+
+    from dchlab.pages.media import png
+    from dchlab.pages.tp5n import import_tp5n
+
+    www = tmp_path / "src" / "ex.com" / "www.ex.com"
+    www.mkdir(parents=True)
+    (www / "index.html").write_text(
+        '<html><body><img src="a.png"><img src="gone.png">'
+        '<img src="https://elsewhere.test/beacon.gif"></body></html>'
+    )
+    (www / "a.png").write_bytes(png(3000, np.random.default_rng(5)))
+    corpus, _ = import_tp5n(tmp_path / "src", tmp_path / "out")
+    man = json.loads((corpus.root / "manifest.json").read_text())
+    man["pages"][0].update(missing=0, missing_urls=[])  # a probe that saw none of them
+    (corpus.root / "manifest.json").write_text(json.dumps(man))
+    corpus = load(corpus.root)
+    assert "elsewhere.test" not in corpus.all_hosts()
+    row = load_one(RunSpec("hbc-only", *LINK), corpus, "ex.com", 60)
+    failed = sorted(row["stats"]["browser"]["failed"])
+    assert failed == [
+        ["https://elsewhere.test/beacon.gif", "net::ERR_NAME_NOT_RESOLVED"],
+        ["https://www.ex.com/gone.png", "HTTP 404"],
+    ], failed
+    assert row["valid"], row["invalid_reason"]
+    assert row["missing_unrecorded"] == 2 and row["resources_failed_unexpected"] == 0
+    assert row["resources_failed"] == 2 and row["missing_expected"] == 0
+    assert row["resources_loaded"] == 2  # index.html, a.png
+
+
 def _drop_object(corpus, url: str, dest: Path):  # type: ignore[no-untyped-def]
     """A copy of `corpus` without the object at `url` (bodies shared by symlink): webreplay
     answers it 404, as if the saved page had lost one more file."""
