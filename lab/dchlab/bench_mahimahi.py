@@ -538,7 +538,7 @@ def mahimahi_plt(
             # The lab's verdict, as `dch pageload` gives it: failing the requests the page's
             # record lists as missing is the page as recorded.
             r = json.loads(lines[-1])
-            v = judge(r, page.missing_urls)
+            v = judge(r, page.missing_urls, corpus.all_hosts())
             rows.append(
                 plt_row("mahimahi", setup, page.name, r.get("plt_ms"), v.valid, v.invalid_reason)
             )

@@ -45,6 +45,7 @@ STALL_BOUND_MS = REORDER_TIMEOUT_MS + RTO_MS + SLACK_MS
 KEEP_LLC = ["--agent-arg=--llc-probe-slack-ms", "--agent-arg=0"]
 # back on the link before its next outage starts
 RETURN_BOUND_MS = PERIOD_MS - (DOWN_MS[1] - DOWN_MS[0])
+ROLES = ("client", "gateway")  # the agents whose decision logs each window reads
 
 
 def _run(link: str, tmp: Path) -> FaultRun:
@@ -72,12 +73,16 @@ def test_llc_outage_download_completes_byte_exact(llc_down: FaultRun) -> None:
 
 
 def test_llc_outage_fails_over_within_one_probe_interval(llc_down: FaultRun) -> None:
+    assert llc_down.windows, "no whole outage window inside the transfer"
     for w in llc_down.windows:
+        # both agents' decisions were read for every window (an empty dict passes nothing)
+        assert set(w.failover_ms) == set(ROLES), w.failover_ms
         for role, ms in w.failover_ms.items():
             assert ms <= PROBE_MS, f"{role} still steered onto the dead LLC {ms:.0f} ms in"
 
 
 def test_llc_outage_no_flow_stalls_beyond_reorder_timeout_plus_rto(llc_down: FaultRun) -> None:
+    assert llc_down.stall_ms, "no TCP flow carried data from the server"
     worst = max(llc_down.stall_ms.values())
     assert worst <= STALL_BOUND_MS, (
         f"stall {worst:.0f} ms > {STALL_BOUND_MS:.0f}: {llc_down.as_dict()}"
@@ -85,7 +90,9 @@ def test_llc_outage_no_flow_stalls_beyond_reorder_timeout_plus_rto(llc_down: Fau
 
 
 def test_llc_used_again_after_outage(llc_down: FaultRun) -> None:
+    assert llc_down.windows, "no whole outage window inside the transfer"
     for w in llc_down.windows:
+        assert set(w.return_ms) == set(ROLES), w.return_ms
         back = w.return_ms["gateway"]
         assert back is not None and back <= RETURN_BOUND_MS, llc_down.as_dict()
 
@@ -94,6 +101,7 @@ def test_hbc_outage_llc_carries_and_transfer_resumes(hbc_down: FaultRun) -> None
     assert hbc_down.ok, hbc_down.error
     assert hbc_down.windows, "no whole outage window inside the transfer"
     for w in hbc_down.windows:
+        assert set(w.return_ms) == set(ROLES), w.return_ms
         assert w.carried_bytes > 0, f"nothing arrived over the LLC while the HBC was down: {hbc_down.as_dict()}"  # fmt: skip
         back = w.return_ms["gateway"]
         assert back is not None and back <= RETURN_BOUND_MS, hbc_down.as_dict()
@@ -134,6 +142,7 @@ def test_shell_outage_option_stops_the_link_on_schedule(tmp_path: Path) -> None:
     late = 20_000_000  # a packet released just before the outage may be written a bit later
     for d in ("uplink", "downlink"):
         phases = [(t - start) % period for t, _ in read_pcap(cap / f"llc-{d}.pcap")]
+        assert phases, f"llc {d}: the pcap holds no packet"
         inside = [p / 1e6 for p in phases if lo + late <= p]
         assert not inside, f"llc {d}: packets left the dead link at {inside[:10]} ms into a period"
         assert sum(p < lo for p in phases) >= 10, f"llc {d}: too few packets while up"

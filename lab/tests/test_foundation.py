@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -78,6 +79,98 @@ def test_lint_failure_counts_as_failed_test() -> None:
     tally.check("ruff check", False)
     tally.check("cargo fmt --check", True)
     assert (tally.passed, tally.failed, tally.failures) == (1, 1, ["ruff check"])
+
+
+CARGO_OUTPUT = """\
+     Running unittests src/lib.rs (target/release/deps/chanemu-0a)
+running 3 tests
+test a ... ok
+test b ... ignored, needs root
+test c ... FAILED
+failures:
+
+---- stats::tests::c stdout ----
+thread 'c' panicked
+test result: FAILED. 1 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out
+     Running tests/netns.rs (target/release/deps/netns-0b)
+test result: ok. 4 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out
+"""
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest">
+<testcase classname="tests.test_a" name="test_ok" time="0.1"/>
+<testcase classname="tests.test_a" name="test_ok2" time="0.1"/>
+<testcase classname="tests.test_a" name="test_bad" time="0.1"><failure message="x"/></testcase>
+<testcase classname="tests.test_a" name="test_err" time="0.1"><error message="y"/></testcase>
+<testcase classname="tests.test_b" name="test_root" time="0.0">
+<skipped type="pytest.skip" message="needs root (network namespaces)"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_tally_counts_lint_apart_from_tests_and_skips_apart_from_passes(
+    tmp_path: Path,
+) -> None:
+    """Hand-counted: cargo 1+4 passed, 1 failed, 1+2 ignored (skipped); pytest 2
+    passed, 2 failed (failure, error), 1 skipped; five lint steps, one failed."""
+    tally = test_cmd.Tally()
+    for name, ok in [("cargo fmt --check", True), ("cargo clippy", True), ("ruff check", False),
+                     ("ruff format --check", True), ("mypy dchlab", True)]:  # fmt: skip
+        tally.lint(name, ok)
+    test_cmd.tally_cargo(CARGO_OUTPUT, 101, tally)
+    junit = tmp_path / "junit.xml"
+    junit.write_text(JUNIT)
+    test_cmd.tally_pytest(junit, 1, tally)
+    assert (tally.passed, tally.failed, tally.skipped) == (7, 3, 4)
+    assert (tally.lint_passed, tally.lint_failed) == (4, 1)
+    assert tally.failures == [
+        "lint: ruff check",
+        "cargo: stats::tests::c",
+        "pytest: tests.test_a::test_bad",
+        "pytest: tests.test_a::test_err",
+    ]
+    assert not tally.ok
+    assert tally.summary(2.04) == [
+        "lint: 4 passed, 1 failed",
+        "tests: 7 passed, 3 failed, 4 skipped (2.0 min)",
+        "7 passed, 4 failed",  # the parsed last line: every failure, no lint step as a pass
+    ]
+
+
+def test_lint_steps_alone_fail_the_run_but_pass_no_test() -> None:
+    tally = test_cmd.Tally()
+    tally.lint("mypy dchlab", False)
+    assert (tally.passed, tally.failed, tally.lint_failed) == (0, 0, 1)
+    assert not tally.ok and tally.summary(0)[-1] == "0 passed, 1 failed"
+    clean = test_cmd.Tally()
+    for _ in range(5):
+        clean.lint("step", True)
+    assert clean.ok and clean.summary(0)[0] == "lint: 5 passed, 0 failed"
+    assert clean.summary(0)[-1] == "0 passed, 0 failed"  # lint passes are not tests
+
+
+def test_pytest_collecting_nothing_is_a_failure(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.xml"
+    empty.write_text('<testsuites><testsuite name="pytest" tests="0"/></testsuites>')
+    tally = test_cmd.Tally()
+    test_cmd.tally_pytest(empty, test_cmd.PYTEST_NO_TESTS, tally)
+    assert (tally.passed, tally.failed) == (0, 1) and not tally.ok
+    assert tally.failures == ["pytest (exit status 5: no tests collected)"]
+    # all skipped, exit 0: skips, no failure, no pass
+    skipped = tmp_path / "skipped.xml"
+    skipped.write_text(
+        '<testsuites><testsuite name="pytest"><testcase classname="t" name="test_root">'
+        '<skipped message="needs root (network namespaces)"/></testcase></testsuite></testsuites>'
+    )
+    tally = test_cmd.Tally()
+    test_cmd.tally_pytest(skipped, 0, tally)
+    assert (tally.passed, tally.failed, tally.skipped) == (0, 0, 1) and tally.ok
+    # pytest killed before writing its XML
+    tally = test_cmd.Tally()
+    test_cmd.tally_pytest(tmp_path / "absent.xml", -9, tally)
+    assert tally.failures == ["pytest (did not finish: killed by SIGKILL, no absent.xml)"]
+    # a cargo build error: no result line to count by
+    tally = test_cmd.Tally()
+    test_cmd.tally_cargo("error: could not compile `x`\n", 101, tally)
+    assert tally.failures == ["cargo test (build or harness failure)"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="setup.sh installs apt packages: needs root")

@@ -39,9 +39,15 @@ def test_expected_failures_are_valid_others_are_not() -> None:
     assert v.invalid_reason.startswith("1 unexpected failed resources")
     v = judge(_res([("httpdisabled://ads.ex.com/x.gif", "net::ERR_UNKNOWN_URL_SCHEME")]), record)
     assert v.valid
-    # a saver's disabled scheme is not the https request of the same path
+    # a saver's disabled scheme is not the https request of the same path: a failure
+    # there is outside the record (invalid when the replay failed to deliver it; a 404
+    # is a gap of the recording, counted as unrecorded)
+    v = judge(_res([("https://ads.ex.com/x.gif", "net::ERR_CONNECTION_RESET")]), record)
+    assert not v.valid and v.unexpected == ["https://ads.ex.com/x.gif"]
     v = judge(_res([("https://ads.ex.com/x.gif", "HTTP 404")]), record)
-    assert not v.valid
+    assert v.valid and v.unrecorded == ["https://ads.ex.com/x.gif"] and v.unexpected == []
+    # a recorded URL answered 404 is neither unexpected nor unrecorded
+    assert judge(_res([(GONE, "HTTP 404")]), record).unrecorded == []
 
 
 def test_query_variants_of_a_recorded_url_are_excused() -> None:
@@ -52,8 +58,11 @@ def test_query_variants_of_a_recorded_url_are_excused() -> None:
     again = "https://www.ex.com/__utm.gif?utmwv=1.4&utmn=4410224"
     assert judge(_res([(again, "HTTP 404")]), record).valid
     other = "https://www.ex.com/ga.js?utmn=1"
-    v = judge(_res([(other, "HTTP 404")]), record)
+    v = judge(_res([(other, "net::ERR_CONNECTION_RESET")]), record)
     assert not v.valid and v.unexpected == [other]
+    v = judge(_res([(other, "HTTP 404")]), record)
+    assert v.valid and v.unrecorded == [other]
+    assert judge(_res([(again, "HTTP 404")]), record).unrecorded == []
 
 
 def test_requests_the_page_cancels_are_not_failures_of_the_replay() -> None:
@@ -74,8 +83,10 @@ def test_document_errors_and_count_only_records() -> None:
     v = judge(_res([], "main document status 404"), [GONE])
     assert not v.valid and v.invalid_reason == "main document status 404"
     # a manifest that only knows a count excuses nothing, and says how to fix it
-    v = judge(_res([(GONE, "HTTP 404")]), None)
+    v = judge(_res([(GONE, "net::ERR_CONNECTION_RESET")]), None)
     assert not v.valid and "dch corpus probe" in v.invalid_reason and v.unexpected == [GONE]
+    v = judge(_res([(GONE, "HTTP 404")]), None)  # but a 404 is the recording's gap
+    assert v.valid and v.unrecorded == [GONE]
     # a driver that crashed reports no document_error field: invalid with its reason
     v = judge({"valid": False, "invalid_reason": "driver exited 1: boom"}, [GONE])
     assert not v.valid and v.invalid_reason == "driver exited 1: boom"
@@ -163,3 +174,114 @@ def test_report_section_says_how_many_loads_were_excluded_and_why() -> None:
     counts = section(c, rows, with_channels=False)["counts"]
     assert "1 of 6 loads excluded as invalid (1 unexpected failed resources)" in counts
     assert "5 valid loads failed only requests their corpus records as missing" in counts
+
+
+def test_a_404_is_a_gap_of_the_recording_a_failed_delivery_is_not() -> None:
+    """Issue 36: a page asking, on some loads only, for URLs the corpus lacks gets 404s
+    from the replay on every scheme alike: counted (`missing_unrecorded`), never
+    invalid. What the corpus holds but did not arrive invalidates the load."""
+    beacon = "https://ads.ex.net/slot?r=1"
+    v = judge(_res([(GONE, "HTTP 404"), (beacon, "HTTP 404"), (GONE + "2", "HTTP 404")]), [GONE])
+    assert v.valid and v.invalid_reason == "" and v.failed == 3
+    assert v.unrecorded == [beacon, GONE + "2"] and v.unexpected == []
+    for delivery_failure in (
+        "net::ERR_CONNECTION_RESET",
+        "net::ERR_TIMED_OUT",
+        "net::ERR_CONTENT_LENGTH_MISMATCH",  # a truncated body
+        "net::ERR_HTTP2_PROTOCOL_ERROR",
+        "HTTP 502",  # objproxy's answer when its fetch failed
+    ):
+        v = judge(_res([(beacon, "HTTP 404"), ("https://www.ex.com/a.js", delivery_failure)]), [])
+        assert not v.valid, delivery_failure
+        assert v.unexpected == ["https://www.ex.com/a.js"] and v.unrecorded == [beacon]
+        assert v.invalid_reason == "1 unexpected failed resources (first: https://www.ex.com/a.js)"
+    # the document's own failure stays invalid whatever its subresources did
+    v = judge(_res([(beacon, "HTTP 404")], "main document status 404"), [])
+    assert not v.valid and v.invalid_reason == "main document status 404"
+
+
+def test_row_counts_unrecorded_missing_apart_from_unexpected_failures() -> None:
+    from dchlab.workloads.validity import fill_page_row
+
+    row: dict = {}  # type: ignore[type-arg]
+    res = _res(
+        [(GONE, "HTTP 404"), ("https://x.test/a", "HTTP 404"), ("https://x.test/b", "HTTP 404")]
+    )
+    res.update(plt_ms=812.5, resources_loaded=40, bytes_received=1000)
+    fill_page_row(row, res, [GONE])
+    assert row["valid"] is True and row["invalid_reason"] == ""
+    assert (row["resources_failed"], row["resources_failed_unexpected"]) == (3, 0)
+    assert row["missing_unrecorded"] == 2
+    assert (row["plt_ms"], row["total_ms"], row["size_bytes"]) == (812.5, 812.5, 1000)
+
+
+def test_invalid_reason_is_one_line() -> None:
+    """A driver error followed by the browser's log tail (D-Bus chatter) is reported by
+    its first line; the log stays in its file."""
+    from dchlab.workloads.browser import LoadResult, finish
+    from dchlab.workloads.validity import one_line
+
+    dbus = "\n".join(
+        f"[1126/061{i}:ERROR:bus.cc(407)] Failed to connect to the bus: Could not parse server address"
+        for i in range(8)
+    )
+    reason = "driver error: Expecting property name enclosed in double quotes\n" + dbus
+    assert one_line(reason) == (
+        "driver error: Expecting property name enclosed in double quotes (+8 more lines)"
+    )
+    assert one_line("x" * 400) == "x" * 299 + "…"
+    assert one_line("\n\n  only \n") == "only" and one_line("") == ""
+    res = LoadResult("https://a.test/", invalid_reason=reason)
+    finish(res)
+    assert not res.valid and "\n" not in res.invalid_reason and "\n" not in res.document_error
+    assert res.invalid_reason.startswith("driver error: Expecting property name")
+    v = judge({"document_error": reason, "failed": [], "resources_failed": 0}, [])
+    assert not v.valid and v.invalid_reason == one_line(reason)
+
+
+def test_error_answers_chromium_dropped_are_reported_as_the_answer() -> None:
+    """Measured (Chromium 156): a cross-origin 404 image/script/stylesheet ends in
+    loadingFailed net::ERR_BLOCKED_BY_ORB with no responseReceived (its status only in
+    responseReceivedExtraInfo); a same-origin 404 script in net::ERR_ABORTED after a
+    404 responseReceived. Both are the server's 404."""
+    from dchlab.workloads.browser import answered_error
+
+    assert answered_error("net::ERR_BLOCKED_BY_ORB", 404) == "HTTP 404"
+    assert answered_error("net::ERR_BLOCKED_BY_RESPONSE", 404) == "HTTP 404"
+    assert answered_error("net::ERR_ABORTED", 404) == "HTTP 404"
+    assert answered_error("net::ERR_BLOCKED_BY_ORB", 502) == "HTTP 502"  # still a failure
+    # the page cancelled it: stays excused as before whatever the status
+    assert answered_error("net::ERR_ABORTED", 502) == "net::ERR_ABORTED"
+    assert answered_error("net::ERR_ABORTED", 0) == "net::ERR_ABORTED"
+    # the answer began and then broke: a failed delivery, not the server's answer
+    assert (
+        answered_error("net::ERR_CONTENT_LENGTH_MISMATCH", 404)
+        == "net::ERR_CONTENT_LENGTH_MISMATCH"
+    )
+    assert answered_error("net::ERR_CONNECTION_RESET", 200) == "net::ERR_CONNECTION_RESET"
+    assert answered_error("net::ERR_BLOCKED_BY_ORB", 200) == "net::ERR_BLOCKED_BY_ORB"
+
+
+def test_a_name_outside_the_corpus_that_does_not_resolve_is_a_gap_too() -> None:
+    """Measured on published fig3_warc rows: reddit asks for
+    pagead2.googlesyndication.com (no origin of the corpus: the testbed's DNS answers
+    no) on some loads. With the corpus' hosts known that is a gap of the recording; a
+    corpus host that did not resolve is a failure (its DNS crossed the channels)."""
+    hosts = ["www.reddit.com", "WWW.REDDITSTATIC.COM"]
+    rum = "https://pagead2.googlesyndication.com/pagead/js/rum.js"
+    own = "https://www.redditstatic.com/x.js"
+    v = judge(_res([(rum, "net::ERR_NAME_NOT_RESOLVED")]), [], hosts)
+    assert v.valid and v.unrecorded == [rum] and v.unexpected == []
+    v = judge(_res([(own, "net::ERR_NAME_NOT_RESOLVED")]), [], hosts)
+    assert not v.valid and v.unexpected == [own] and v.unrecorded == []
+    # without the corpus' hosts nothing tells the two apart: not excused (as before)
+    v = judge(_res([(rum, "net::ERR_NAME_NOT_RESOLVED")]), [])
+    assert not v.valid and v.unexpected == [rum]
+    # another error on a foreign host is no DNS gap
+    v = judge(_res([(rum, "net::ERR_CONNECTION_RESET")]), [], hosts)
+    assert not v.valid and v.unexpected == [rum]
+    from dchlab.workloads.validity import fill_page_row
+
+    row: dict = {}  # type: ignore[type-arg]
+    fill_page_row(row, _res([(rum, "net::ERR_NAME_NOT_RESOLVED"), (GONE, "HTTP 404")]), [], hosts)
+    assert row["valid"] and row["missing_unrecorded"] == 2 and row["resources_failed"] == 2

@@ -1,11 +1,18 @@
 """`dch test`: run the whole test suite (lint habits, cargo test, pytest).
 
-Run cargo fmt --check, cargo clippy -D warnings, ruff, mypy, cargo test and pytest.
-Needs root for the namespace tests. Ends with `N passed, N failed`.
+Runs the habits (cargo fmt, cargo clippy -D warnings, ruff lint + format, mypy) as
+lint steps, then `cargo test` and `pytest`, shows each runner's own output and ends
+with a summary reported apart:
 
-Runs the habits (cargo fmt, cargo clippy -D warnings, ruff lint + format, mypy)
-as checks that pass or fail like tests, then `cargo test` and `pytest`, shows
-each runner's own output and ends with one line: `N passed, N failed`.
+    lint: 5 passed, 0 failed
+    tests: N passed, N failed, N skipped
+    N passed, N failed
+
+The last line stays last (scripts parse it): tests passed, and everything that failed
+(tests, lint steps, a runner that did not finish). A test that cannot run here (no
+root, a binary not built) is a skip with its reason (pytest `-rs`; Rust `ignored`),
+never a pass. pytest's "no tests collected" (exit status 5) is a failure: a suite or
+a `-k` that selects nothing has tested nothing. Needs root for the namespace tests.
 """
 
 from __future__ import annotations
@@ -26,17 +33,43 @@ from dchlab.paths import repo_root
 
 @dataclass
 class Tally:
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
+    """What ran: lint steps and tests counted apart, and the names of what failed."""
+
+    passed: int = 0  # tests
+    failed: int = 0  # tests, and a runner that failed without naming a test
+    skipped: int = 0  # tests that could not run here (pytest skips, Rust `ignored`)
+    lint_passed: int = 0
+    lint_failed: int = 0
     failures: list[str] = field(default_factory=list)
 
     def check(self, name: str, ok: bool) -> None:
+        """One test-like outcome without a per-test report (a runner's exit status)."""
         if ok:
             self.passed += 1
         else:
             self.failed += 1
             self.failures.append(name)
+
+    def lint(self, name: str, ok: bool) -> None:
+        """One lint step (formatting, clippy, ruff, mypy): never counted as a test."""
+        if ok:
+            self.lint_passed += 1
+        else:
+            self.lint_failed += 1
+            self.failures.append(f"lint: {name}")
+
+    def summary(self, minutes: float) -> list[str]:
+        """The closing lines; the last one (`N passed, N failed`) is what scripts parse."""
+        return [
+            f"lint: {self.lint_passed} passed, {self.lint_failed} failed",
+            f"tests: {self.passed} passed, {self.failed} failed, {self.skipped} skipped"
+            f" ({minutes:.1f} min)",
+            f"{self.passed} passed, {self.failed + self.lint_failed} failed",
+        ]
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0 and self.lint_failed == 0
 
 
 def _run(cmd: list[str], cwd: Path, capture: bool = False) -> subprocess.CompletedProcess[str]:
@@ -56,11 +89,12 @@ def _run(cmd: list[str], cwd: Path, capture: bool = False) -> subprocess.Complet
     return subprocess.CompletedProcess(cmd, proc.returncode, "".join(lines), None)
 
 
+PYTEST_NO_TESTS = 5  # pytest's exit status when it collected no test
 _CARGO_RESULT = re.compile(r"test result: (\w+)\. (\d+) passed; (\d+) failed; (\d+) ignored")
 
 
 def run_rust(root: Path, tally: Tally) -> None:
-    tally.check(
+    tally.lint(
         "cargo fmt --check", _run(["cargo", "fmt", "--all", "--check"], root).returncode == 0
     )
     clippy = [
@@ -73,41 +107,58 @@ def run_rust(root: Path, tally: Tally) -> None:
         "-D",
         "warnings",
     ]
-    tally.check("cargo clippy -D warnings", _run(clippy, root).returncode == 0)
+    tally.lint("cargo clippy -D warnings", _run(clippy, root).returncode == 0)
     proc = _run(["cargo", "test", "--release", "--workspace", "--no-fail-fast"], root, capture=True)
+    tally_cargo(proc.stdout, proc.returncode, tally)
+
+
+def tally_cargo(output: str, returncode: int, tally: Tally) -> None:
+    """Count `cargo test`'s per-binary `test result:` lines (ignored = skipped) and name
+    its failed tests; a build error or crashed harness without such lines is a failure."""
     found = False
-    for m in _CARGO_RESULT.finditer(proc.stdout):
+    for m in _CARGO_RESULT.finditer(output):
         found = True
         tally.passed += int(m.group(2))
         tally.failed += int(m.group(3))
         tally.skipped += int(m.group(4))
-    if proc.returncode != 0 and (not found or "error:" in proc.stdout):
+    if returncode != 0 and (not found or "error:" in output):
         # A build error or a crashed test binary: no per-test line to count it by.
         tally.check("cargo test (build or harness failure)", False)
-    failed_names = re.findall(r"^---- (\S+) stdout ----$", proc.stdout, re.M)
+    failed_names = re.findall(r"^---- (\S+) stdout ----$", output, re.M)
     tally.failures.extend(f"cargo: {n}" for n in failed_names)
 
 
 def run_python(root: Path, tally: Tally, pytest_args: list[str]) -> None:
     lab = root / "lab"
     py = sys.executable
-    tally.check("ruff check", _run([py, "-m", "ruff", "check", "."], lab).returncode == 0)
-    tally.check(
+    tally.lint("ruff check", _run([py, "-m", "ruff", "check", "."], lab).returncode == 0)
+    tally.lint(
         "ruff format --check",
         _run([py, "-m", "ruff", "format", "--check", "."], lab).returncode == 0,
     )
-    tally.check("mypy dchlab", _run([py, "-m", "mypy", "dchlab"], lab).returncode == 0)
+    tally.lint("mypy dchlab", _run([py, "-m", "mypy", "dchlab"], lab).returncode == 0)
     junit = root / "target" / "pytest-junit.xml"
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
     proc = _run([py, "-m", "pytest", "-rs", f"--junitxml={junit}", *pytest_args], lab)
+    tally_pytest(junit, proc.returncode, tally)
+
+
+def tally_pytest(junit: Path, returncode: int, tally: Tally) -> None:
+    """Count pytest's results from its JUnit XML (skipped apart from passed). No XML
+    (pytest was killed) or a non-zero exit status no failed test explains — 5, "no
+    tests collected", included — is one failure named after it."""
     if not junit.exists():
         # pytest itself died (a signal, or a library that ends the process): say how,
         # since the test it was running printed nothing
-        rc = proc.returncode
-        how = f"killed by {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}"
+        how = (
+            f"killed by {signal.Signals(-returncode).name}"
+            if returncode < 0
+            else f"exit status {returncode}"
+        )
         tally.check(f"pytest (did not finish: {how}, no {junit.name})", False)
         return
+    failed_before = tally.failed
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
         if case.find("failure") is not None or case.find("error") is not None:
@@ -117,8 +168,9 @@ def run_python(root: Path, tally: Tally, pytest_args: list[str]) -> None:
             tally.skipped += 1
         else:
             tally.passed += 1
-    if proc.returncode not in (0, 5) and tally.failed == 0:
-        tally.check("pytest (exit status)", False)
+    if returncode != 0 and tally.failed == failed_before:
+        why = "no tests collected" if returncode == PYTEST_NO_TESTS else "no failed test"
+        tally.check(f"pytest (exit status {returncode}: {why})", False)
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -135,9 +187,9 @@ def cmd_test(args: argparse.Namespace) -> int:
         print("failed:")
         for name in tally.failures:
             print(f"  - {name}")
-    print(f"({tally.skipped} skipped, {minutes:.1f} min)")
-    print(f"{tally.passed} passed, {tally.failed} failed")
-    return 0 if tally.failed == 0 else 1
+    for line in tally.summary(minutes):
+        print(line)
+    return 0 if tally.ok else 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:

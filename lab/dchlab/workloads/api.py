@@ -146,7 +146,7 @@ def load_one(
             timing["nss_db"] = _ms(t1 - t0)
             res = run_browser(tb, entry.entry_url, timeout_s, home)
         timing["driver"] = _ms(time.monotonic() - t1)
-        fill_page_row(row, res, entry.missing_urls)
+        fill_page_row(row, res, entry.missing_urls, corpus.all_hosts())
         row["_browser"] = res
 
     try:

@@ -19,8 +19,13 @@ would for a user). Measured:
   connectStart, tls = connectEnd − secureConnectionStart, ttfb = responseStart −
   requestStart;
 - resources loaded/failed from Network.* events (failed: Network.loadingFailed or HTTP
-  status ≥ 400), counted until the network has been quiet for 500 ms after `load`
+  status ≥ 400; an error answer Chromium dropped is reported as `HTTP <status>`, see
+  `answered_error`), counted until the network has been quiet for 500 ms after `load`
   (scripts may fetch after `load`).
+
+Values are read from the page in an isolated world of our own
+(dchlab.workloads.isolated): pages replace JSON.stringify, Array.prototype.map or
+toJSON, and the read-out must not run on them.
 
 valid = the main document loaded with 2xx/3xx, no certificate error, no failed
 resource, no timeout; invalid_reason says why not. The driver knows no corpus: it
@@ -49,7 +54,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dchlab.workloads import pagemetrics
+from dchlab.workloads import isolated, pagemetrics
+from dchlab.workloads.validity import one_line
 
 CHROMIUM = os.environ.get("DCH_CHROMIUM", "/usr/lib/chromium/chromium")
 FLAGS = [
@@ -184,41 +190,53 @@ def chromium_env(home: Path, profile: Path) -> dict[str, str]:
 
 
 def launch_chromium(
-    profile: Path, home: Path, extra: list[str] | None = None
+    profile: Path, home: Path, extra: list[str] | None = None, log_path: Path | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
+    """Start Chromium with a new profile; returns it and its DevTools websocket URL.
+    Its stdout and stderr (D-Bus and GPU chatter, crash messages) go to `log_path`
+    (default: `<profile>.log` beside the profile), never into a load's result: the
+    DevTools line is read from there."""
     env = {**os.environ, **chromium_env(home, profile)}
     prepare_profile(profile)
-    proc = subprocess.Popen(
-        # DCH_CHROMIUM_EXTRA_FLAGS: for debugging the driver outside the testbed only.
-        [
-            CHROMIUM,
-            *FLAGS,
-            *shlex.split(os.environ.get("DCH_CHROMIUM_EXTRA_FLAGS", "")),
-            *(extra or []),
-            f"--user-data-dir={profile}",
-            "about:blank",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,  # its own process group: we stop all of it by pgid
-    )
-    assert proc.stderr is not None
+    log_path = log_path or profile.with_name(profile.name + ".log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        start = log.tell()
+        proc = subprocess.Popen(
+            # DCH_CHROMIUM_EXTRA_FLAGS: for debugging the driver outside the testbed only.
+            [
+                CHROMIUM,
+                *FLAGS,
+                *shlex.split(os.environ.get("DCH_CHROMIUM_EXTRA_FLAGS", "")),
+                *(extra or []),
+                f"--user-data-dir={profile}",
+                "about:blank",
+            ],
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,  # its own process group: we stop all of it by pgid
+        )
     deadline = time.monotonic() + 20
-    buf = b""
-    os.set_blocking(proc.stderr.fileno(), False)
+    text = ""
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"chromium exited with {proc.returncode}: {buf.decode()[-800:]}")
-        chunk = proc.stderr.read() or b""
-        buf += chunk
-        m = _WS_RE.search(buf.decode(errors="replace"))
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+        m = _WS_RE.search(text)
         if m:
             return proc, m.group(1)
+        if proc.poll() is not None:
+            raise RuntimeError(f"chromium exited with {proc.returncode}: {_last_line(text)}")
         time.sleep(0.02)
     stop_chromium(proc)
-    raise RuntimeError(f"chromium did not open DevTools within 20 s: {buf.decode()[-800:]}")
+    raise RuntimeError(f"chromium did not open DevTools within 20 s: {_last_line(text)}")
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return lines[-1][-300:] if lines else "(no output)"
 
 
 def prepare_profile(profile: Path) -> None:
@@ -251,6 +269,27 @@ def _browser_initiated(p: dict[str, Any]) -> bool:
     if p.get("type") == "Manifest":
         return True
     return p.get("type") == "Other" and (p.get("initiator") or {}).get("type") == "other"
+
+
+# Errors with which Chromium drops a response that did arrive: cross-origin bodies
+# blocked by ORB (a 404's text/plain "not found" as an <img> or <script>) or by a
+# response header.
+BLOCKED_RESPONSE = frozenset({"net::ERR_BLOCKED_BY_ORB", "net::ERR_BLOCKED_BY_RESPONSE"})
+NOT_FOUND = 404
+
+
+def answered_error(error: str, http_status: int) -> str:
+    """How a failed request is reported: `HTTP <status>` when the server answered with
+    an error status and Chromium then dropped the answer (blocked it, or, for a 404, let
+    the loader abort it: a 404 script), else the network error itself. The server's
+    answer is what the validity rules judge (a 404 is the replay saying the corpus
+    lacks the URL); a failure after the answer began (reset, truncated body) keeps its
+    net:: error."""
+    if http_status >= 400 and (
+        error in BLOCKED_RESPONSE or (http_status == NOT_FOUND and error == "net::ERR_ABORTED")
+    ):
+        return f"HTTP {http_status}"
+    return error
 
 
 async def _load(ws_url: str, url: str, res: LoadResult, timeout_s: float) -> None:
@@ -303,6 +342,9 @@ async def navigate(
     `speed_index`: record the screencast (pagemetrics.screencast_enabled)."""
     requests: dict[str, str] = {}  # requestId -> url
     status: dict[str, int] = {}
+    # HTTP status as the network service saw it: also for responses the renderer never
+    # got (a cross-origin 404 blocked by ORB has no responseReceived, only this)
+    wire_status: dict[str, int] = {}
     done: set[str] = set()
     failed: dict[str, str] = {}
     main_id: str | None = None
@@ -367,6 +409,8 @@ async def navigate(
                 res.protocol = r.get("protocol")
             if p["requestId"] in requests:
                 last_activity = time.monotonic()
+        elif method == "Network.responseReceivedExtraInfo":
+            wire_status[p["requestId"]] = int(p.get("statusCode") or 0)
         elif method == "Network.loadingFinished":
             if p["requestId"] in requests:
                 done.add(p["requestId"])
@@ -397,46 +441,17 @@ async def navigate(
         res.timing["tail"] = round((t_tail_end - load_at) * 1000, 1)
     else:
         res.timing["load"] = round((t_tail_end - t_nav) * 1000, 1)
-    # Timing of the main document (PerformanceNavigationTiming, ms since navigationStart).
+    # Timing of the main document (PerformanceNavigationTiming, ms since navigationStart),
+    # read in a world of our own: the page's builtins may be replaced (dchlab.workloads.isolated).
     if loaded:
-        for _ in range(50):
-            ev = await cdp.send(
-                "Runtime.evaluate",
-                {
-                    "expression": "JSON.stringify({t: performance.timing.toJSON(), "
-                    "n: (performance.getEntriesByType('navigation')[0]||{toJSON(){return {}}}).toJSON(), "
-                    "u: location.href, "
-                    "f: [...document.fonts].map(f => f.status), "
-                    "b: [...document.images].filter(i => i.complete && !i.naturalWidth).length})",
-                    "returnByValue": True,
-                },
-                sid,
-            )
-            timing = json.loads(ev["result"]["value"])
-            if timing["t"].get("loadEventEnd", 0) > 0:
-                break
-            await asyncio.sleep(0.05)
-        t, n = timing["t"], timing["n"]
-        for fstate in timing["f"]:
-            res.fonts[fstate] = res.fonts.get(fstate, 0) + 1
-        res.images_broken = int(timing["b"])
-        if t.get("loadEventEnd", 0) > 0:
-            res.plt_ms = float(t["loadEventEnd"] - t["navigationStart"])
-        if n:
-            res.dns_ms = n["domainLookupEnd"] - n["domainLookupStart"]
-            sec = n.get("secureConnectionStart") or 0
-            if sec > 0:
-                res.connect_ms = sec - n["connectStart"]
-                res.tls_ms = n["connectEnd"] - sec
-            else:
-                res.connect_ms = n["connectEnd"] - n["connectStart"]
-                res.tls_ms = 0.0
-            res.ttfb_ms = n["responseStart"] - n["requestStart"]
-        if timing["u"].startswith("chrome-error://"):
-            res.invalid_reason = (
-                res.invalid_reason or "error page shown (certificate or network error)"
-            )
-    bad = {rid: err for rid, err in failed.items()}
+        try:
+            await _read_timing(cdp, sid, nav.get("frameId"), res)
+        except (RuntimeError, KeyError, TypeError, ValueError) as e:
+            res.invalid_reason = res.invalid_reason or f"timing not read: {one_line(str(e))}"
+    bad = {
+        rid: answered_error(err, status.get(rid) or wire_status.get(rid, 0))
+        for rid, err in failed.items()
+    }
     for rid, st in status.items():
         if st >= 400 and rid not in bad and rid in requests:
             bad[rid] = f"HTTP {st}"
@@ -448,7 +463,7 @@ async def navigate(
     res.timing["timing"] = round((time.monotonic() - t_tail_end) * 1000, 1)
     if loaded:
         t0 = time.monotonic()
-        await _page_metrics(cdp, sid, res, screencast, t_nav)
+        await _page_metrics(cdp, sid, res, screencast, t_nav, nav.get("frameId"))
         res.timing["metrics"] = round((time.monotonic() - t0) * 1000, 1)
     res.failed_urls = sorted(f"{requests[r]} ({e})" for r, e in bad.items())[:50]
     res.failed = [[requests[r], e] for r, e in bad.items()]
@@ -457,15 +472,80 @@ async def navigate(
         cdp.reader.cancel()
 
 
+# Navigation Timing read field by field (no toJSON, no Array.prototype.map: in the
+# isolated world they are pristine anyway, but the read-out needs none of them).
+TIMING_FIELDS = ("navigationStart", "loadEventEnd")
+NAV_FIELDS = (
+    "domainLookupStart",
+    "domainLookupEnd",
+    "connectStart",
+    "connectEnd",
+    "secureConnectionStart",
+    "requestStart",
+    "responseStart",
+)
+READOUT_JS = f"""(() => {{
+  const out = {{t: {{}}, n: null, u: String(location.href), f: {{}}, b: 0}};
+  const t = performance.timing, tk = {list(TIMING_FIELDS)!r};
+  for (let i = 0; i < tk.length; i++) out.t[tk[i]] = Number(t[tk[i]]);
+  const nav = performance.getEntriesByType('navigation');
+  if (nav.length) {{
+    const n = nav[0], nk = {list(NAV_FIELDS)!r};
+    out.n = {{}};
+    for (let i = 0; i < nk.length; i++) out.n[nk[i]] = Number(n[nk[i]]);
+  }}
+  for (const face of document.fonts) out.f[face.status] = (out.f[face.status] || 0) + 1;
+  const im = document.images;
+  for (let i = 0; i < im.length; i++) if (im[i].complete && !im[i].naturalWidth) out.b++;
+  return out;
+}})()"""
+
+
+async def _read_timing(cdp: CDP, sid: str, frame_id: str | None, res: LoadResult) -> None:
+    """Fill plt_ms, the document's phases, fonts and broken images from the page
+    (polled briefly: loadEventEnd is set just after the load event is reported)."""
+    timing: dict[str, Any] = {}
+    for _ in range(50):
+        timing = await isolated.evaluate(cdp, sid, READOUT_JS, frame_id)
+        if timing["t"].get("loadEventEnd", 0) > 0:
+            break
+        await asyncio.sleep(0.05)
+    t, n = timing["t"], timing["n"]
+    for fstate, count in timing["f"].items():
+        res.fonts[str(fstate)] = res.fonts.get(str(fstate), 0) + int(count)
+    res.images_broken = int(timing["b"])
+    if t.get("loadEventEnd", 0) > 0:
+        res.plt_ms = float(t["loadEventEnd"] - t["navigationStart"])
+    if n:
+        res.dns_ms = n["domainLookupEnd"] - n["domainLookupStart"]
+        sec = n.get("secureConnectionStart") or 0
+        if sec > 0:
+            res.connect_ms = sec - n["connectStart"]
+            res.tls_ms = n["connectEnd"] - sec
+        else:
+            res.connect_ms = n["connectEnd"] - n["connectStart"]
+            res.tls_ms = 0.0
+        res.ttfb_ms = n["responseStart"] - n["requestStart"]
+    if str(timing["u"]).startswith("chrome-error://"):
+        res.invalid_reason = res.invalid_reason or "error page shown (certificate or network error)"
+
+
 async def _page_metrics(
-    cdp: CDP, sid: str, res: LoadResult, screencast: pagemetrics.Screencast | None, t_nav: float
+    cdp: CDP,
+    sid: str,
+    res: LoadResult,
+    screencast: pagemetrics.Screencast | None,
+    t_nav: float,
+    frame_id: str | None = None,
 ) -> None:
     """FCP and LCP from the page; Speed Index and atf_ms from the screencast frames
     (also those still queued: the final frame may arrive just as the tail ends). A
     metric that cannot be had stays None: the load's validity is the PLT's business."""
     paint: dict[str, float | None] = {"o": None, "fcp": None, "lcp": None}
     try:  # a page whose main thread never yields must not hold the load
-        paint = await asyncio.wait_for(pagemetrics.paint_timing(cdp, sid), METRICS_TIMEOUT_S)
+        paint = await asyncio.wait_for(
+            pagemetrics.paint_timing(cdp, sid, frame_id), METRICS_TIMEOUT_S
+        )
     except (TimeoutError, RuntimeError, ValueError) as e:
         res.metrics_error = f"paint timing not read: {e!r}"[:300]
     res.fcp_ms, res.lcp_ms = paint["fcp"], paint["lcp"]
@@ -497,7 +577,8 @@ def load_page(
     try:
         extra = [f"--host-resolver-rules={host_rules}"] if host_rules else []
         t0 = time.monotonic()
-        proc, ws_url = launch_chromium(work / "profile", home, extra)
+        # beside the NSS db of a given home (in a testbed's run directory), else thrown away
+        proc, ws_url = launch_chromium(work / "profile", home, extra, home / "chromium.log")
         res.timing["launch"] = round((time.monotonic() - t0) * 1000, 1)
         try:
             asyncio.run(asyncio.wait_for(_load(ws_url, url, res, timeout_s), timeout_s + 15))
@@ -519,7 +600,9 @@ def load_page(
 
 
 def finish(res: LoadResult) -> None:
-    """The driver's verdict on a finished load (document_error, invalid_reason, valid)."""
+    """The driver's verdict on a finished load (document_error, invalid_reason, valid).
+    The reason is one line: a browser's log belongs in its log file."""
+    res.invalid_reason = one_line(res.invalid_reason)
     if not res.invalid_reason:
         if res.plt_ms is None:
             res.invalid_reason = "no load event"

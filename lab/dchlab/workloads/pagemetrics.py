@@ -30,7 +30,6 @@ import asyncio
 import base64
 import contextlib
 import io
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -40,6 +39,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from PIL import Image, ImageChops
+
+from dchlab.workloads import isolated
 
 WHITE = 249  # a pixel with R, G and B all >= this is background (speedline's rule)
 LCP_WAIT_MS = 250  # how long the page may take to hand over buffered LCP entries
@@ -52,12 +53,14 @@ _NON_WHITE = [255 if v < WHITE else 0 for v in range(256)]
 # FCP from the paint entries; LCP through a buffered observer (LCP entries are not in
 # the performance timeline's getEntries*), whose first callback gets every buffered
 # entry; resolved after LCP_WAIT_MS when the page never had a contentful paint.
+# Evaluated in an isolated world (dchlab.workloads.isolated): the page's own Promise,
+# setTimeout or PerformanceObserver replacements are not these.
 PAINT_JS = f"""new Promise(resolve => {{
   const out = {{o: performance.timeOrigin, fcp: null, lcp: null}};
   const p = performance.getEntriesByName('first-contentful-paint')[0];
   if (p) out.fcp = p.startTime;
   let done = false;
-  const finish = () => {{ if (!done) {{ done = true; resolve(JSON.stringify(out)); }} }};
+  const finish = () => {{ if (!done) {{ done = true; resolve(out); }} }};
   try {{
     const po = new PerformanceObserver(list => {{
       const es = list.getEntries();
@@ -230,12 +233,8 @@ class Screencast:
         return visual_metrics(frames)
 
 
-async def paint_timing(cdp: Any, sid: str) -> dict[str, float | None]:
-    """{'o': performance.timeOrigin (ms since the epoch), 'fcp', 'lcp'} of the page."""
-    ev = await cdp.send(
-        "Runtime.evaluate",
-        {"expression": PAINT_JS, "awaitPromise": True, "returnByValue": True},
-        sid,
-    )
-    got = json.loads((ev.get("result") or {}).get("value") or "{}")
+async def paint_timing(cdp: Any, sid: str, frame_id: str | None = None) -> dict[str, float | None]:
+    """{'o': performance.timeOrigin (ms since the epoch), 'fcp', 'lcp'} of the page
+    (main frame `frame_id`, else looked up), read in an isolated world."""
+    got = await isolated.evaluate(cdp, sid, PAINT_JS, frame_id, await_promise=True) or {}
     return {k: (float(got[k]) if got.get(k) is not None else None) for k in ("o", "fcp", "lcp")}

@@ -242,7 +242,8 @@ def session_rows(
         row["missing_expected"] = entry.missing if entry else 0
         if i < len(reached):
             res, tally = reached[i]
-            _fill(row, asdict(res), tally.summary(), entry.missing_urls if entry else [])
+            missing = entry.missing_urls if entry else []
+            _fill(row, asdict(res), tally.summary(), missing, corpus.all_hosts())
         else:
             why = frame.get("_session_error") or frame.get("invalid_reason") or "not reached"
             row.update(valid=False, invalid_reason=f"session ended before this page: {why}")
@@ -257,9 +258,13 @@ def session_rows(
 
 
 def _fill(
-    row: dict[str, Any], res: dict[str, Any], tally: dict[str, Any], missing: list[str] | None
+    row: dict[str, Any],
+    res: dict[str, Any],
+    tally: dict[str, Any],
+    missing: list[str] | None,
+    corpus_hosts: list[str] | None = None,
 ) -> None:
-    fill_page_row(row, res, missing)
+    fill_page_row(row, res, missing, corpus_hosts)
     row.update(tally)
     row["stats"] = {"browser": res}
 

@@ -3,9 +3,21 @@
 Saved pages always miss a few subresources, the same ones on every load; the corpus
 lists them per page (`Page.missing_urls`: the importer's static analysis, replaced by
 what `dch corpus probe` saw Chromium fail). A load is valid when the document loaded
-(the driver's `document_error` is empty) and every failed request is in that set. Any
-other failed request — an object the replay should have served, a reset connection, a
-request the recording never saw — makes it invalid: it is not the page as recorded.
+(the driver's `document_error` is empty) and every failed request is in that set or
+is a gap of the recording (below). Any other failed request — an object the replay
+holds but did not deliver (a reset connection, a timeout, a truncated body) — makes it
+invalid: it is not the page as recorded.
+
+Gaps of the recording: a 404 (`HTTP 404` in the driver's `failed`), the replay's
+answer for a URL the corpus lacks, and a name that does not resolve
+(`net::ERR_NAME_NOT_RESOLVED`) on a host outside the corpus (the testbed's DNS and the
+local replay's resolver rules know only the corpus' hosts: `corpus_hosts`). Both are
+answered at once and the same under every scheme, so neither invalidates a load; a
+corpus host that does not resolve does (its DNS crossed the channels), and a scheme
+cannot turn a delivered object into a 404 (objproxy answers its own failures 502).
+Pages make some requests on some loads only (an ad slot, a beacon with a random path),
+which the probe may not have seen (issue 36: "3 unexpected failed resources" on one
+trial of every scheme): those outside the record are counted, `missing_unrecorded`.
 
 URLs are compared the way webreplay matches them: http and https alike (it serves both
 from the same objects; other schemes, like a saver's `httpdisabled://`, stay distinct),
@@ -38,6 +50,8 @@ from urllib.parse import unquote, urlsplit
 CANCELLED = "net::ERR_ABORTED"  # Chromium: the request was cancelled (by the page)
 NOT_SENT = "net::ERR_UNKNOWN_URL_SCHEME"  # refused in the browser: nothing went out
 EXCUSED = frozenset({CANCELLED, NOT_SENT})
+MISSING = "HTTP 404"  # the replay's answer for a URL the corpus does not hold
+NAME_NOT_RESOLVED = "net::ERR_NAME_NOT_RESOLVED"  # a host the testbed's DNS does not know
 
 
 @dataclass
@@ -45,7 +59,11 @@ class Verdict:
     valid: bool
     invalid_reason: str
     failed: int  # failed requests (every one, expected or not)
-    unexpected: list[str] = field(default_factory=list)  # failed URLs outside the record
+    # failed URLs outside the record that invalidate the load (not excused, not a 404)
+    unexpected: list[str] = field(default_factory=list)
+    # gaps of the recording the record does not list: URLs answered 404, names outside
+    # the corpus that did not resolve (valid)
+    unrecorded: list[str] = field(default_factory=list)
 
 
 # Row column <- browser result key (`total_ms` is the PLT, `size_bytes` what arrived).
@@ -55,6 +73,20 @@ _ROW_FROM_RESULT = (
     ("total_ms", "plt_ms"),
     ("size_bytes", "bytes_received"),
 )
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """`text`'s first non-empty line, at most `limit` characters, marking what was cut:
+    an invalid_reason is one line (an error's first line names it; what follows, such
+    as a browser's log tail, is detail for the log file, not a reason)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    first = lines[0]
+    more = len(lines) - 1
+    if len(first) > limit:
+        first = first[: limit - 1] + "…"
+    return f"{first} (+{more} more lines)" if more else first
 
 
 def url_match_key(url: str, with_query: bool = True) -> str:
@@ -70,11 +102,17 @@ def url_match_key(url: str, with_query: bool = True) -> str:
     return f"{key}?{unquote(parts.query)}" if parts.query and with_query else key
 
 
-def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Verdict:
+def judge(
+    result: dict[str, Any],
+    expected_missing: Iterable[str] | None,
+    corpus_hosts: Iterable[str] | None = None,
+) -> Verdict:
     """Verdict for one driver result (dchlab.workloads.browser.LoadResult as a dict).
 
     `expected_missing`: the page's record; None when the corpus only has a count (a
-    manifest from before the record existed), in which case every failure is unexpected.
+    manifest from before the record existed), in which case every failure but a gap of
+    the recording is unexpected. `corpus_hosts`: the corpus' hosts (Corpus.all_hosts);
+    None: a name that did not resolve is never taken for a gap.
     """
     failed = [str(f[0]) for f in result.get("failed") or []]
     errors = [str(f[1]) if len(f) > 1 else "" for f in result.get("failed") or []]
@@ -88,32 +126,55 @@ def judge(result: dict[str, Any], expected_missing: Iterable[str] | None) -> Ver
         errors = [""] * n_failed
     record = {url_match_key(u) for u in expected_missing or ()}
     record |= {url_match_key(u, with_query=False) for u in expected_missing or ()}
-    unexpected = sorted(
-        u
-        for u, err in zip(failed, errors, strict=True)
-        if err not in EXCUSED
-        and url_match_key(u) not in record
-        and url_match_key(u, with_query=False) not in record
-    )
+    hosts = None if corpus_hosts is None else {h.lower() for h in corpus_hosts}
+    unexpected: list[str] = []
+    unrecorded: list[str] = []
+    for u, err in zip(failed, errors, strict=True):
+        if err in EXCUSED or url_match_key(u) in record:
+            continue
+        if url_match_key(u, with_query=False) in record:
+            continue
+        (unrecorded if _recording_gap(u, err, hosts) else unexpected).append(u)
+    unexpected.sort()
+    unrecorded.sort()
     if doc_error:
-        return Verdict(False, str(doc_error), n_failed, unexpected)
+        return Verdict(False, one_line(str(doc_error)), n_failed, unexpected, unrecorded)
     if unexpected:
         why = f"{len(unexpected)} unexpected failed resources (first: {unexpected[0]})"
         if expected_missing is None:
             why += "; the corpus records no missing URLs (re-run `dch corpus probe`)"
-        return Verdict(False, why, n_failed, unexpected)
-    return Verdict(True, "", n_failed, [])
+        return Verdict(False, why, n_failed, unexpected, unrecorded)
+    return Verdict(True, "", n_failed, [], unrecorded)
 
 
-def fill_page_row(row: dict[str, Any], res: dict[str, Any], missing_urls: Any) -> None:
+def _recording_gap(url: str, error: str, corpus_hosts: set[str] | None) -> bool:
+    """Is this failure the corpus lacking the request (the same under every scheme)?"""
+    if error == MISSING:
+        return True
+    if error != NAME_NOT_RESOLVED or corpus_hosts is None:
+        return False
+    try:
+        host = (urlsplit(url.strip()).hostname or "").lower()
+    except ValueError:
+        return False
+    return bool(host) and host not in corpus_hosts
+
+
+def fill_page_row(
+    row: dict[str, Any],
+    res: dict[str, Any],
+    missing_urls: Any,
+    corpus_hosts: Iterable[str] | None = None,
+) -> None:
     """Copy one page load's browser result (`browser.LoadResult` as a dict) into its
-    row and judge it against the page's record (`missing_urls`, `judge`): the
-    one mapping `dch pageload` and `dch session` rows share."""
+    row and judge it against the page's record (`missing_urls`, `judge`; `corpus_hosts`
+    as there): the one mapping `dch pageload` and `dch session` rows share."""
     row.update({col: res.get(key) for col, key in _ROW_FROM_RESULT})
-    verdict = judge(res, missing_urls)
+    verdict = judge(res, missing_urls, corpus_hosts)
     row.update(
         valid=verdict.valid,
         invalid_reason=verdict.invalid_reason,
         resources_failed=verdict.failed,
         resources_failed_unexpected=len(verdict.unexpected),
+        missing_unrecorded=len(verdict.unrecorded),
     )
