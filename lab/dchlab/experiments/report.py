@@ -26,6 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from dchlab.experiments import scorecard as sc
 from dchlab.experiments import store
 from dchlab.experiments.analysis import latest_per_cell, unpaired
 from dchlab.experiments.campaign import Campaign, CampaignError, load_campaign
@@ -391,8 +392,23 @@ td,th{border:1px solid #ccc;padding:3px 7px;text-align:right} th{background:#f3f
 td:first-child,td:nth-child(2){text-align:left} code{background:#f3f3f3;padding:1px 4px}
 .warn{background:#fff3cd;padding:.5em;border-left:4px solid #e0a800} .muted{color:#777}
 img{max-width:100%} .prov td{text-align:left}
+.top{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start} .card table{font-size:12px}
+.card td{padding:1px 5px} .card td.why{text-align:left;max-width:34em;font-size:11px}
+.featured{max-width:34em} tr.differs td:nth-child(6) a{color:#a33} tr.reproduced td:nth-child(6) a{color:#262}
 </style></head><body>
 <h1>dchannel — our numbers beside the NSDI'23 paper</h1>
+{% if card %}<div class="top"><div class="card" id="scorecard">
+<p><b>Scorecard: {{ card_tally }}.</b> <span class="muted">{{ card_rule }}</span></p>
+<table><tr>{% for c in card_columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for r in card %}<tr class="{{ r.cls }}">{% for v in r.cells %}<td>{{ v }}</td>{% endfor %}<td><a href="#{{ r.campaign }}">{{ r.verdict }}</a></td><td class="why">{{ r.why }}{% if r.why %} <a href="{{ r.doc }}">§</a>{% endif %}</td></tr>{% endfor %}
+</table></div>
+{% for s in featured %}<div class="featured"><h3>This run: {{ s.name }}</h3>
+{% if s.png %}<img alt="{{ s.name }} plot" src="data:image/png;base64,{{ s.png }}">{% endif %}
+{% for t in s.tables[:1] %}<table><caption>{{ t.title }}</caption>
+<tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for r in t.rows %}<tr>{% for v in r %}<td>{{ v }}</td>{% endfor %}</tr>{% endfor %}
+</table>{% endfor %}<p class="muted">{{ s.counts }}</p></div>{% endfor %}
+</div>{% endif %}
 <p class="muted">Generated {{ generated }} from <code>{{ store_path }}</code>.
 Gains are paired: per page and trial every scheme ran over the same trace sub-sequence;
 the headline is the mean over pages of each page's mean difference against the baseline,
@@ -497,18 +513,45 @@ def section(
     return sec
 
 
+def scorecard_rows(scores: Sequence[sc.Score], out_path: Path) -> list[dict[str, Any]]:
+    """The scorecard's rows for the page: cells, the verdict linking to the campaign's
+    section, the reason linking to the docs/results.md section that measures it."""
+    import os
+
+    docs = Path(os.path.relpath(repo_root() / "docs" / "results.md", out_path.parent))
+    return [
+        {
+            "cells": cells[:5],
+            "verdict": cells[5],
+            "why": cells[6],
+            "cls": s.verdict.replace(" ", "-"),
+            "campaign": s.claim.campaign,
+            "doc": f"{docs.as_posix()}#{s.claim.section}",
+        }
+        for s, cells in zip(scores, sc.table_rows(scores), strict=True)
+    ]
+
+
 def build_report(
     store_path: str | Path | None = None,
     out: str | Path | None = None,
     files: Sequence[Path] | None = None,
     with_channels: bool = True,
     source: str | None = None,
+    scores: Sequence[sc.Score] | None = None,
+    featured: Sequence[str] = (),
 ) -> Path:
     """Write the HTML report; returns its path. `source` names where the rows came
-    from when that is not the store file itself (e.g. the published Parquet files)."""
+    from when that is not the store file itself (e.g. the published Parquet files).
+
+    The page opens on the scorecard (`scores`, by default computed from the same
+    store); the sections of the campaigns named in `featured` (the demo's) are shown
+    beside it as well as in their place."""
     from dchlab.experiments.analysis import DEFAULT_SEED
 
     out_path = Path(out) if out else default_output()
+    if scores is None:
+        scores = sc.store_scorecard(store_path)
     sections: list[dict[str, Any]] = []
     seen: set[str] = set()
     for f in files if files is not None else campaign_files():
@@ -543,6 +586,11 @@ def build_report(
         store_path=source or store.resolve_path(store_path),
         boot_seed=DEFAULT_SEED,
         sections=sections,
+        featured=[s for s in sections if s["name"] in featured and s.get("tables")],
+        card=scorecard_rows(scores, out_path),
+        card_tally=sc.tally(scores),
+        card_rule=sc.RULE,
+        card_columns=sc.COLUMNS,
     )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_suffix(".tmp")
