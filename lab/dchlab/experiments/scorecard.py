@@ -68,18 +68,13 @@ class Claim:
 
 
 _FIG3 = "fig3-after-the-fix-all-six-scenarios-40-pages-each"
-_MMW = (
-    "MM-W's channels match MM-S's in the paper's Table 1, and every scheme gains the same "
-    "on both here; the paper's 37% would take 100% of our ideal"
-)
+_MMW = "MM-W's channels are MM-S's (Table 1); 37% would be 100% of our ideal"
 _TABLE3 = "fig-5--table-3-the-reorder-buffer-fig5_table3-40-pages-one-trial"
 _TABLE4 = "table-4-random-loss-table4-40-pages"
+_LOSS = "loss slows the paper's dchannel more than its baseline; ours alike"
 _TABLE5 = "table-5-α-and-the-embb-rtt-table5-α--075-on-40-pages"
-_FLOOR_RTT = (
-    "likeliest (not split per load): our lighter pages, on which the machine's fixed "
-    "floor weighs more at short RTTs and less at long ones"
-)
-_ORDER = "of the paper's order; the difference is not explained"
+_FLOOR_RTT = "likeliest: the machine's floor on our lighter pages (not split per load)"
+_ORDER = "of the paper's order; not explained"
 
 CLAIMS: tuple[Claim, ...] = (
     *(
@@ -100,8 +95,7 @@ CLAIMS: tuple[Claim, ...] = (
         "dchannel",
         "total_ms",
         "mean",
-        "TLS 1.3 (one round trip) and a 100 KB object; dchannel cuts the total to 38% of "
-        "all-hbc's (paper 54%)",
+        "TLS 1.3, a 100 KB object: 38% of all-hbc's total (paper 54%)",
         "table-2-one-fetch-phase-by-phase-table2",
     ),
     *(
@@ -120,8 +114,7 @@ CLAIMS: tuple[Claim, ...] = (
         "dchannel",
         "gain_pct",
         "gain",
-        "our apps are network and server time only; the paper's real apps add on-device "
-        "work no channel shortens (not measured)",
+        "our apps are network time; the paper's add on-device work (not measured)",
         "fig-611-and-fig3-on-the-warc-pages-first-full-runs-2026-11-23-fourth-sitting",
     ),
     Claim(
@@ -147,7 +140,7 @@ CLAIMS: tuple[Claim, ...] = (
         )
         for s, r in (
             ("cov0", ""),
-            ("cov2", "our LLC delay is a normal cut at 0: at CoV 2 its mean is 14 ms, not 10"),
+            ("cov2", "our LLC delay, a normal cut at 0, has a 14 ms mean at CoV 2"),
         )
     ),
     *(
@@ -161,17 +154,17 @@ CLAIMS: tuple[Claim, ...] = (
             r,
             "fig-611-and-fig3-on-the-warc-pages-first-full-runs-2026-11-23-fourth-sitting",
         )
-        for s, r in (("MM-S", ""), ("MM-D", "measured, not explained: ours is better on MM-D"))
+        for s, r in (("MM-S", ""), ("MM-D", "measured, not explained"))
     ),
     *(
         Claim("table4", "Table 4", s, "dchannel", "plt_ms", "ratio", r, _TABLE4)
         for s, r in (
             ("MM-S-loss0", ""),
-            ("MM-S-loss0.1", "loss slows the paper's dchannel more than its baseline, not ours"),
+            ("MM-S-loss0.1", _LOSS),
             ("MM-S-loss1", ""),
             ("MM-D-loss0", ""),
-            ("MM-D-loss0.1", "loss slows the paper's dchannel more than its baseline, not ours"),
-            ("MM-D-loss1", "1% loss multiplies the paper's dchannel PLT by 2.8, ours by 2.2"),
+            ("MM-D-loss0.1", _LOSS),
+            ("MM-D-loss1", "1% loss: the paper's dchannel PLT ×2.8, ours ×2.2"),
         )
     ),
     *(
@@ -188,7 +181,7 @@ CLAIMS: tuple[Claim, ...] = (
             "pkt-state",
             "gain_pct",
             "gain",
-            "not explained; the paper's value is a median of 5 loads on its own pages",
+            "not explained (the paper: a median of 5 loads)",
             "hotmobile21s-setting-on-all-40-pages-hotmobile-issue-17",
         )
         for s in ("embb30", "embb150")
@@ -214,7 +207,7 @@ class Score:
         c = self.claim
         what = {
             "gain": "gain",
-            "ratio": "gain (1 − mean/mean)",
+            "ratio": "gain, 1 − mean/mean",
             "mean": c.key.removesuffix("_ms"),
             "p50": c.key.removesuffix("_p50_bytes").replace("occ_", "") + " p50",
             "p90": "p90",
@@ -316,7 +309,7 @@ def _score(c: Campaign, cl: Claim, rows: list[dict[str, Any]]) -> Score:
         else:
             ours = ratio_gain(page_means(rows, cl.condition, cl.arm, base, cl.key))
             if g is not None:
-                note = f"mean of per-page ratios {g.gain_pct.fmt(1, '%')}"
+                note = f"per-page mean {g.gain_pct.fmt(1, '%')}"
     elif cl.measure == "mean":
         m = an.means(rows, [cl.key]).get((cl.condition, cl.arm, cl.key))
         ours, unit = (m.value if m is not None else an.NAN_CI), "ms"
