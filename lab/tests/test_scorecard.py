@@ -290,3 +290,20 @@ def test_markdown_puts_the_scorecard_under_the_title_and_replaces_it(tmp_path: P
     again = doc.read_text()
     assert "card one" not in again and again.count("card two") == 1
     assert "tables two" in again and "tables\n" not in again and "Prose kept." in again
+
+
+def test_markdown_writes_the_tables_to_the_tables_page_when_only_it_has_markers(
+    tmp_path: Path,
+) -> None:
+    from dchlab.experiments.markdown import BEGIN, END, tables_page, write_markdown
+
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n\nShort answers.\n")
+    side = tables_page(doc)
+    assert side == tmp_path / "results" / "tables.md"
+    side.parent.mkdir()
+    side.write_text(f"# Tables\n\n{BEGIN}\nold\n{END}\n")
+    write_markdown(doc, f"{BEGIN}\nnew tables\n{END}", "the card")
+    assert side.read_text() == f"# Tables\n\n{BEGIN}\nnew tables\n{END}\n"
+    text = doc.read_text()
+    assert "new tables" not in text and "the card" in text and "Short answers." in text

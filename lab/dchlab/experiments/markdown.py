@@ -7,7 +7,10 @@ the explanations of each difference — is written by hand and kept). A file wit
 the markers gets the generated part appended with them.
 
 The scorecard (experiments/scorecard.py) opens the page: it is generated too, between
-its own pair of markers, which a file without them gets right under its title.
+its own pair of markers, which a file without them gets right under its title. The
+campaigns' tables may live on the page's own tables page (docs/results.md ->
+docs/results/tables.md, `tables_page`): when the page lacks their markers and that file
+holds them, they are written there, so the page itself stays short.
 """
 
 from __future__ import annotations
@@ -111,12 +114,34 @@ def _replace(text: str, begin: str, end: str, generated: str) -> str | None:
     return head + generated + tail
 
 
+def tables_page(path: Path) -> Path:
+    """The page that may hold `path`'s generated tables: docs/results.md ->
+    docs/results/tables.md."""
+    return path.parent / path.stem / "tables.md"
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def write_markdown(path: Path, generated: str, card: str | None = None) -> Path:
-    """Replace the generated part of `path` (between the markers), or append it; with
-    `card`, replace the scorecard between its markers too, or put it under the title."""
+    """Replace the generated part of `path` (between the markers; or of its tables page
+    when only that holds them), or append it to `path`; with `card`, replace the
+    scorecard between its markers too, or put it under the title."""
     text = path.read_text() if path.exists() else ""
     got = _replace(text, BEGIN, END, generated)
-    text = got if got is not None else (text.rstrip() + "\n\n" if text else "") + generated + "\n"
+    side = tables_page(path)
+    side_text = side.read_text() if got is None and side.exists() else ""
+    side_got = _replace(side_text, BEGIN, END, generated)
+    if side_got is not None:
+        _write(side, side_got)
+    elif got is not None:
+        text = got
+    else:
+        text = (text.rstrip() + "\n\n" if text else "") + generated + "\n"
     if card is not None:
         block = scorecard_block(card)
         got = _replace(text, SCORECARD_BEGIN, SCORECARD_END, block)
@@ -124,8 +149,5 @@ def write_markdown(path: Path, generated: str, card: str | None = None) -> Path:
             title, nl, body = text.partition("\n") if text.startswith("# ") else ("", "", text)
             got = f"{title}{nl}\n{block}\n\n{body.lstrip()}" if title else f"{block}\n\n{text}"
         text = got
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    _write(path, text)
     return path
