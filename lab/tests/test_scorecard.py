@@ -307,3 +307,23 @@ def test_markdown_writes_the_tables_to_the_tables_page_when_only_it_has_markers(
     assert side.read_text() == f"# Tables\n\n{BEGIN}\nnew tables\n{END}\n"
     text = doc.read_text()
     assert "new tables" not in text and "the card" in text and "Short answers." in text
+
+
+def _github_anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces
+    to hyphens (letters, digits, "_" and "-" kept)."""
+    import re
+
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_claim_links_to_a_section_of_results_md() -> None:
+    text = (repo_root() / "docs" / "results.md").read_text()
+    anchors = {
+        _github_anchor(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")
+    }
+    assert _github_anchor("Table 5: α and the eMBB RTT (table5; α = 0.75 on 40 pages)") == (
+        "table-5-α-and-the-embb-rtt-table5-α--075-on-40-pages"
+    )
+    for cl in scorecard.CLAIMS:
+        assert cl.section in anchors, (cl.campaign, cl.section)

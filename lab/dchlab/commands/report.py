@@ -65,6 +65,7 @@ def _report_published(args: argparse.Namespace, files: list[Path]) -> int:
             with_channels=not args.no_channels,
             source=source,
             scores=scores,
+            scores_source=f"{shown}/",
         )
         if args.markdown:
             from dchlab.experiments.markdown import campaigns_markdown, write_markdown
