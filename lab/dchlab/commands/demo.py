@@ -166,7 +166,7 @@ def demo_report(store_path: str | None, output: str | None) -> Any:
         scores=scores,
         featured=["demo"],
         only_run=True,
-        scores_source="results/published (`./dch report --published` shows every campaign)",
+        scores_source="results/published/ (every campaign: ./dch report --published)",
     )
 
 

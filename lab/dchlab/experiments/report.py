@@ -431,7 +431,7 @@ td:first-child,td:nth-child(2){text-align:left} code{background:#f3f3f3;padding:
 img{max-width:100%} .prov td{text-align:left}
 .top{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start} .card table{font-size:12px}
 .card td{padding:1px 5px;white-space:nowrap} .card td.why{text-align:left;font-size:11px;white-space:normal;min-width:22em;max-width:30em}
-.card{flex:1 1 0;min-width:0} .featured{flex:0 0 28em;max-width:28em} .featured table{font-size:11px} tr.differs td:nth-child(6) a{color:#a33} tr.reproduced td:nth-child(6) a{color:#262}
+.card{flex:1 1 0;min-width:0} .featured{flex:0 0 28em;max-width:28em;overflow-x:auto} .featured table{font-size:11px} tr.differs td:nth-child(6) a{color:#a33} tr.reproduced td:nth-child(6) a{color:#262}
 </style></head><body>
 <h1>dchannel — our numbers beside the NSDI'23 paper</h1>
 {% if card %}<div class="top"><div class="card" id="scorecard">

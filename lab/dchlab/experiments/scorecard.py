@@ -31,7 +31,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -45,6 +45,8 @@ from dchlab.paths import repo_root
 RELATIVE_TOLERANCE = 0.10
 
 REPRODUCED, WITHIN_CI, DIFFERS, NOT_RUN = "reproduced", "within CI", "differs", "not run"
+
+Measure = Literal["gain", "ratio", "mean", "p50", "p90"]
 
 
 @dataclass(frozen=True)
@@ -62,13 +64,15 @@ class Claim:
     condition: str
     arm: str
     key: str  # the paper value's key in paper.values (for "ratio": the metric)
-    measure: str
+    measure: Measure
     reason: str  # the measured reason when ours differs from the paper (docs/results.md)
     section: str  # docs/results.md section (GitHub anchor) that measures it
 
 
+# docs/results.md sections (GitHub anchors) and the reasons several claims share
 _FIG3 = "fig3-after-the-fix-all-six-scenarios-40-pages-each"
-_MMW = "MM-W's channels are MM-S's (Table 1); 37% would be 100% of our ideal"
+_FIG6_11 = "fig-611-and-fig3-on-the-warc-pages-first-full-runs-2026-11-23-fourth-sitting"
+_MMW = "Table 1 gives MM-W MM-S's channels, and ours gain alike; 37% is 100% of our ideal"
 _TABLE3 = "fig-5--table-3-the-reorder-buffer-fig5_table3-40-pages-one-trial"
 _TABLE4 = "table-4-random-loss-table4-40-pages"
 _LOSS = "loss slows the paper's dchannel more than its baseline; ours alike"
@@ -115,7 +119,7 @@ CLAIMS: tuple[Claim, ...] = (
         "gain_pct",
         "gain",
         "our apps are network time; the paper's add on-device work (not measured)",
-        "fig-611-and-fig3-on-the-warc-pages-first-full-runs-2026-11-23-fourth-sitting",
+        _FIG6_11,
     ),
     Claim(
         "fig8",
@@ -125,7 +129,7 @@ CLAIMS: tuple[Claim, ...] = (
         "gain_pct",
         "gain",
         _FLOOR_RTT,
-        "fig-611-and-fig3-on-the-warc-pages-first-full-runs-2026-11-23-fourth-sitting",
+        _FIG6_11,
     ),
     *(
         Claim(
@@ -136,7 +140,7 @@ CLAIMS: tuple[Claim, ...] = (
             "gain_pct",
             "gain",
             r,
-            "fig-611-and-fig3-on-the-warc-pages-first-full-runs-2026-11-23-fourth-sitting",
+            _FIG6_11,
         )
         for s, r in (
             ("cov0", ""),
@@ -152,7 +156,7 @@ CLAIMS: tuple[Claim, ...] = (
             "reward_error_p90_ms",
             "p90",
             r,
-            "fig-611-and-fig3-on-the-warc-pages-first-full-runs-2026-11-23-fourth-sitting",
+            _FIG6_11,
         )
         for s, r in (("MM-S", ""), ("MM-D", "measured, not explained"))
     ),
