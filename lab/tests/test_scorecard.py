@@ -235,9 +235,10 @@ def test_published_scorecard_renders_every_row_with_its_numbers(
     body = [line for line in md.splitlines() if line.startswith("| ") and "figure" not in line]
     assert len(body) == len(published_scores)
     for line, s in zip(body, published_scores, strict=True):
-        assert scorecard.fmt_ours(s) in line and f"| {s.verdict} |" in line
+        assert scorecard.fmt_ours(s) in line
+        assert f"| [{s.verdict}](#{s.claim.section}) |" in line  # linked to its section
         if s.verdict == DIFFERS:
-            assert f"(#{s.claim.section})" in line  # the reason links to its section
+            assert s.reason() and s.reason() in line  # with its measured reason
     assert (
         Path(repo_root() / "docs" / "results.md")
         .read_text()

@@ -420,7 +420,7 @@ RULE = (
 
 
 def scorecard_markdown(scores: Sequence[Score]) -> str:
-    """The scorecard as a Markdown table; "why" links to the section that measures it."""
+    """The scorecard as a Markdown table; each verdict links to the section that measures it."""
     lines = [
         f"**Scorecard: {tally(scores)}.** {RULE}",
         "",
@@ -428,7 +428,6 @@ def scorecard_markdown(scores: Sequence[Score]) -> str:
         "|" + "---|" * len(COLUMNS),
     ]
     for s, row in zip(scores, table_rows(scores), strict=True):
-        if row[-1]:
-            row[-1] += f" ([§](#{s.claim.section}))"
+        row[5] = f"[{row[5]}](#{s.claim.section})"
         lines.append("| " + " | ".join(x.replace("|", "\\|") for x in row) + " |")
     return "\n".join(lines)
