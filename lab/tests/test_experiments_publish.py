@@ -154,7 +154,10 @@ def test_markdown_tables_replace_only_the_generated_part(campaign, tmp_path, pub
     args += ["--markdown", str(doc), str(tmp_path / "publish-test.yaml")]
     assert cli.main(args) == 0
     text = doc.read_text()
-    assert text.startswith("# Results\n\nHand-written reason.\n\n")
+    # the scorecard opens the page, under the title; the hand-written prose follows it
+    head, _, rest = text.partition(markdown.SCORECARD_BEGIN)
+    assert head == "# Results\n\n"
+    assert rest.partition(markdown.SCORECARD_END)[2].startswith("\n\nHand-written reason.\n\n")
     assert text.rstrip().endswith("Tail.") and "old numbers" not in text
     assert "### publish-test" in text and "4 measurements" in text
     assert "| condition |" in text  # a table, in Markdown

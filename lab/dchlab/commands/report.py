@@ -1,8 +1,9 @@
 """`dch report`: write the HTML report (our numbers beside the paper's).
 
-Write one self-contained HTML page: for each campaign under experiments/, plots and
-tables with our numbers and 95% CIs beside the paper's, the channel profiles, the
-provenance of the rows and the command that reruns it.
+Write one self-contained HTML page that opens on the scorecard (each paper number, ours
+with its 95% CI, the share of the ideal, a verdict); then, for each campaign under
+experiments/, plots and tables with our numbers and 95% CIs beside the paper's, the
+channel profiles, the provenance of the rows and the command that reruns it.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from dchlab.commands import add_command
-from dchlab.experiments import publish, store
+from dchlab.experiments import publish, scorecard, store
 from dchlab.experiments.report import build_report, campaign_files, default_output
 from dchlab.paths import repo_root
 
@@ -56,8 +57,15 @@ def _report_published(args: argparse.Namespace, files: list[Path]) -> int:
         d = publish.published_dir()
         shown = d.relative_to(repo_root()) if d.is_relative_to(repo_root()) else d
         source = f"{shown}/ ({names})"
+        scores = scorecard.store_scorecard(db)
         out = build_report(
-            db, args.output, files, with_channels=not args.no_channels, source=source
+            db,
+            args.output,
+            files,
+            with_channels=not args.no_channels,
+            source=source,
+            scores=scores,
+            scores_source=f"{shown}/",
         )
         if args.markdown:
             from dchlab.experiments.markdown import campaigns_markdown, write_markdown
@@ -65,7 +73,8 @@ def _report_published(args: argparse.Namespace, files: list[Path]) -> int:
             text = campaigns_markdown(
                 files, db, source, f"dch report --published --markdown {args.markdown}"
             )
-            print(write_markdown(Path(args.markdown), text))
+            card = scorecard.scorecard_markdown(scores)
+            print(write_markdown(Path(args.markdown), text, card))
     finally:
         shutil.rmtree(db.parent, ignore_errors=True)
     print(out)

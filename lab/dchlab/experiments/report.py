@@ -26,6 +26,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from dchlab.experiments import scorecard as sc
 from dchlab.experiments import store
 from dchlab.experiments.analysis import latest_per_cell, unpaired
 from dchlab.experiments.campaign import Campaign, CampaignError, load_campaign
@@ -104,8 +105,26 @@ def _dedupe_legend(ax: Any) -> None:
     ax.legend(list(seen.values()), list(seen), fontsize=7, ncol=3)
 
 
+#: An arm whose mean is more than this many times the smallest arm's gets its own panel,
+#: so that one slow scheme (all-llc's 10 s) does not flatten the others into slivers.
+OWN_PANEL_RATIO = 3.0
+
+
+def panels_by_scale(means: dict[str, float], ratio: float = OWN_PANEL_RATIO) -> list[list[str]]:
+    """Arms grouped into panels of comparable scale, in their order: the arms within
+    `ratio` of the smallest mean, then (if any) the slower ones in a panel of their own."""
+    finite = [v for v in means.values() if _finite(v) and v > 0]
+    if not finite:
+        return [list(means)]
+    floor = min(finite)
+    near = [a for a, v in means.items() if not (_finite(v) and v > ratio * floor)]
+    far = [a for a in means if a not in near]
+    return [near, far] if far else [near]
+
+
 def plot_plt_bars(s: Summary) -> str | None:
-    """Mean PLT per scheme (baseline included) with CIs; the paper's PLTs as crosses."""
+    """Mean PLT per scheme (baseline included) with CIs; the paper's PLTs as crosses.
+    A scheme far slower than the others is drawn in its own panel, on its own scale."""
     from dchlab.experiments.summary import paper_value
 
     means = s.plot.get("means") or {}
@@ -114,30 +133,49 @@ def plot_plt_bars(s: Summary) -> str | None:
     c = s.campaign
     metric = str(c.analysis.get("metric", "plt_ms"))
     conds = [cd.name for cd in c.conditions if any(k[0] == cd.name for k in means)]
-    arms = [sc.label for sc in c.schemes]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.4 * len(conds) * len(arms) / 3), 3.8))
-    width = 0.8 / len(arms)
-    for j, arm in enumerate(arms):
-        xs, ys, lo, hi, px, py = [], [], [], [], [], []
-        for i, cond in enumerate(conds):
-            x = i - 0.4 + width * (j + 0.5)
-            got = means.get((cond, arm, metric))
-            if got is not None and _finite(got.value.mean):
-                xs.append(x)
-                ys.append(got.value.mean)
-                lo.append(got.value.mean - got.value.lo)
-                hi.append(got.value.hi - got.value.mean)
-            pv = paper_value(c, cond, arm, "plt_ms")
-            if pv is not None:
-                px.append(x)
-                py.append(pv)
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=arm)
-        if px:
-            ax.plot(px, py, "kx", markersize=8, mew=2, label="paper")
-    _dedupe_legend(ax)
-    ax.set_xticks(range(len(conds)), conds, fontsize=8)
-    ax.set_ylabel("mean page load time (ms)")
-    ax.set_title(c.name)
+    arms = [sch.label for sch in c.schemes]
+    worst = {
+        arm: max(
+            (m.value.mean for k, m in means.items() if k[1] == arm and _finite(m.value.mean)),
+            default=math.nan,
+        )
+        for arm in arms
+    }
+    panels = panels_by_scale(worst)
+    sizes = [max(1, len(p)) for p in panels]
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(max(6.0, 1.4 * len(conds) * len(arms) / 3), 3.8),
+        squeeze=False,
+        gridspec_kw={"width_ratios": sizes},
+    )
+    for ax, panel in zip(axes[0], panels, strict=True):
+        width = 0.8 / len(panel)
+        for j, arm in enumerate(panel):
+            xs, ys, lo, hi, px, py = [], [], [], [], [], []
+            for i, cond in enumerate(conds):
+                x = i - 0.4 + width * (j + 0.5)
+                got = means.get((cond, arm, metric))
+                if got is not None and _finite(got.value.mean):
+                    xs.append(x)
+                    ys.append(got.value.mean)
+                    lo.append(got.value.mean - got.value.lo)
+                    hi.append(got.value.hi - got.value.mean)
+                pv = paper_value(c, cond, arm, "plt_ms")
+                if pv is not None:
+                    px.append(x)
+                    py.append(pv)
+            color = f"C{arms.index(arm)}"
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=arm, color=color)
+            if px:
+                ax.plot(px, py, "kx", markersize=8, mew=2, label="paper")
+        _dedupe_legend(ax)
+        ax.set_xticks(range(len(conds)), conds, fontsize=8)
+    axes[0][0].set_ylabel("mean page load time (ms)")
+    if len(panels) > 1:
+        axes[0][-1].set_title("own scale", fontsize=8)
+    fig.suptitle(c.name)
     return _png(fig)
 
 
@@ -385,14 +423,29 @@ _TEMPLATE = jinja2.Template(
 <html lang="en"><head><meta charset="utf-8">
 <title>dchannel — results beside the NSDI'23 paper</title>
 <style>
-body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+body{font-family:system-ui,sans-serif;max-width:1840px;margin:2em auto;padding:0 1em;color:#222}
 h2{border-bottom:2px solid #ccc;padding-top:1em} table{border-collapse:collapse;margin:.6em 0;font-size:13px}
 td,th{border:1px solid #ccc;padding:3px 7px;text-align:right} th{background:#f3f3f3}
 td:first-child,td:nth-child(2){text-align:left} code{background:#f3f3f3;padding:1px 4px}
 .warn{background:#fff3cd;padding:.5em;border-left:4px solid #e0a800} .muted{color:#777}
 img{max-width:100%} .prov td{text-align:left}
+.top{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start} .card table{font-size:12px}
+.card td{padding:1px 5px;white-space:nowrap} .card td.why{text-align:left;font-size:11px;white-space:normal;min-width:22em;max-width:30em}
+.card{flex:1 1 0;min-width:0} .featured{flex:0 0 28em;max-width:28em;overflow-x:auto} .featured table{font-size:11px} tr.differs td:nth-child(6) a{color:#a33} tr.reproduced td:nth-child(6) a{color:#262}
 </style></head><body>
 <h1>dchannel — our numbers beside the NSDI'23 paper</h1>
+{% if card %}<div class="top"><div class="card" id="scorecard">
+<p><b>Scorecard: {{ card_tally }}</b>, from <code>{{ card_source }}</code>. <span class="muted">{{ card_rule }}</span></p>
+<table><tr>{% for c in card_columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for r in card %}<tr class="{{ r.cls }}">{% for v in r.cells %}<td>{{ v }}</td>{% endfor %}<td><a href="#{{ r.campaign }}">{{ r.verdict }}</a></td><td class="why">{{ r.why }}{% if r.why %} <a href="{{ r.doc }}">§</a>{% endif %}</td></tr>{% endfor %}
+</table></div>
+{% for s in featured %}<div class="featured"><h3>This run: {{ s.name }}</h3>
+{% if s.png %}<img alt="{{ s.name }} plot" src="data:image/png;base64,{{ s.png }}">{% endif %}
+{% for t in s.tables[:2] %}<table><caption>{{ t.title }}</caption>
+<tr>{% for c in t.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for r in t.rows %}<tr>{% for v in r %}<td>{{ v }}</td>{% endfor %}</tr>{% endfor %}
+</table>{% endfor %}<p class="muted">{{ s.counts }}</p></div>{% endfor %}
+</div>{% endif %}
 <p class="muted">Generated {{ generated }} from <code>{{ store_path }}</code>.
 Gains are paired: per page and trial every scheme ran over the same trace sub-sequence;
 the headline is the mean over pages of each page's mean difference against the baseline,
@@ -497,18 +550,49 @@ def section(
     return sec
 
 
+def scorecard_rows(scores: Sequence[sc.Score], out_path: Path) -> list[dict[str, Any]]:
+    """The scorecard's rows for the page: cells, the verdict linking to the campaign's
+    section, the reason linking to the docs/results.md section that measures it."""
+    import os
+
+    docs = Path(os.path.relpath(repo_root() / "docs" / "results.md", out_path.parent))
+    return [
+        {
+            "cells": cells[:5],
+            "verdict": cells[5],
+            "why": cells[6],
+            "cls": s.verdict.replace(" ", "-"),
+            "campaign": s.claim.campaign,
+            "doc": f"{docs.as_posix()}#{s.claim.section}",
+        }
+        for s, cells in zip(scores, sc.table_rows(scores), strict=True)
+    ]
+
+
 def build_report(
     store_path: str | Path | None = None,
     out: str | Path | None = None,
     files: Sequence[Path] | None = None,
     with_channels: bool = True,
     source: str | None = None,
+    scores: Sequence[sc.Score] | None = None,
+    featured: Sequence[str] = (),
+    only_run: bool = False,
+    scores_source: str | None = None,
 ) -> Path:
     """Write the HTML report; returns its path. `source` names where the rows came
-    from when that is not the store file itself (e.g. the published Parquet files)."""
+    from when that is not the store file itself (e.g. the published Parquet files).
+
+    The page opens on the scorecard (`scores`, by default computed from the same
+    store); the sections of the campaigns named in `featured` (the demo's) are shown
+    beside it as well as in their place. `only_run` leaves out the campaigns the store
+    has no rows of (the demo's report: its store holds the demo alone); `scores_source`
+    names where `scores` came from when not from this store."""
     from dchlab.experiments.analysis import DEFAULT_SEED
 
     out_path = Path(out) if out else default_output()
+    if scores is None:
+        scores = sc.store_scorecard(store_path)
     sections: list[dict[str, Any]] = []
     seen: set[str] = set()
     for f in files if files is not None else campaign_files():
@@ -527,7 +611,7 @@ def build_report(
         for name, rr in sorted(reruns.items()):
             sections.append(section(c.as_rerun(name, rr), rr, with_channels=False))
     for name in store.campaigns(store_path):
-        if name not in seen:
+        if name not in seen and not only_run:
             orphan: dict[str, Any] = {
                 "name": name,
                 "status": "in the store, no campaign file",
@@ -538,11 +622,19 @@ def build_report(
                 "provenance": provenance(store.load_rows(name, store=store_path)),
             }
             sections.append(orphan)
+    if only_run:
+        sections = [s for s in sections if s.get("status") != "not run yet"]
     page = _TEMPLATE.render(
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         store_path=source or store.resolve_path(store_path),
         boot_seed=DEFAULT_SEED,
         sections=sections,
+        featured=[s for s in sections if s["name"] in featured and s.get("tables")],
+        card=scorecard_rows(scores, out_path),
+        card_tally=sc.tally(scores),
+        card_source=scores_source or source or store.resolve_path(store_path),
+        card_rule=sc.RULE,
+        card_columns=sc.COLUMNS,
     )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_path.with_suffix(".tmp")
