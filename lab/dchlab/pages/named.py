@@ -126,7 +126,8 @@ def open_named(name: str) -> Corpus:
         return load(dest)
 
 
-def _import_source(name: str, src: Path, tmp: Path) -> Corpus:
+def import_source(name: str, src: Path, tmp: Path) -> Corpus:
+    """Import the named corpus' source `src` into `tmp` (no probe: objects and hosts)."""
     if name == "warc":
         from dchlab.pages.warc import import_warc
 
@@ -144,7 +145,7 @@ def _import_source(name: str, src: Path, tmp: Path) -> Corpus:
 def _import(name: str, src: Path, dest: Path) -> None:
     tmp = dest.with_name(dest.name + ".tmp")
     log.warning("importing %s into %s (once; reused until the source changes)", src, dest)
-    corpus = _import_source(name, src, tmp)
+    corpus = import_source(name, src, tmp)
     why = _probe_possible()
     if why is None:
         from dchlab.workloads.probe import probe_corpus
