@@ -219,7 +219,7 @@ def _links(up: int, down: int) -> dict:
 def test_llc_usage_by_hand():
     """HotMobile'21 Table 1's quantities: kB over the LLC per load and that as a mean rate
     (bits / PLT). 125,000 B in 1000 ms = 1 Mbit/s; 50,000 B in 2000 ms = 0.2 Mbit/s."""
-    from dchlab.experiments.analysis import LLC_USAGE, with_llc_usage
+    from dchlab.experiments.analyses.llc_usage import LLC_USAGE, with_llc_usage
 
     rows = [
         row("pkt-state", "a", 0, 1000.0, stats=_links(125_000, 25_000)),
@@ -271,7 +271,7 @@ def test_hotmobile_report_sets_llc_use_beside_table1():
 def test_gain_difference_is_paired_per_page_by_hand():
     """Issue 19's goal 2 (>= 5 points over Algorithm 1): per page, the candidate's gain
     minus the reference's, both against the same baseline loads, then the mean."""
-    from dchlab.experiments.analysis import gain_differences
+    from dchlab.experiments.analyses.versus import gain_differences
 
     rows = [
         # page a: base 1000; ref 800 (+20%), cand 700 (+30%) -> +10 points
@@ -323,7 +323,7 @@ def test_beyond_report_sets_the_candidate_beside_algorithm_1():
 def test_hindsight_picks_each_pages_best_scheme_by_hand():
     """Issue 19: the best of several schemes chosen per page after the fact (an optimistic
     bound on choosing among them) — per page the largest gain, then the mean."""
-    from dchlab.experiments.analysis import hindsight_best
+    from dchlab.experiments.analyses.hindsight import hindsight_best
 
     rows = [
         # page a: base 1000; x 800 (+20%), y 700 (+30%) -> y wins, +30%, 300 ms

@@ -264,7 +264,7 @@ def _row(run: str, page: str, trial: int, scheme: str, plt: float) -> dict:
 
 
 def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points():
-    from dchlab.experiments import analysis as an
+    from dchlab.experiments.reruns import rerun_moves
 
     # page p1: base 1000 ms; dchannel 800 then 700 in run a (gain 25%), 750 twice in b
     # (25%): p1 did not move. Page p2: base 2000; a: 1000 (50%), b: 1200 (40%): -10.
@@ -276,7 +276,7 @@ def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points()
     b += [_row("b", "p1", t, "dchannel", 750) for t in (0, 1)]
     b += [_row("b", "p2", t, "all-hbc", 2000) for t in (0, 1)]
     b += [_row("b", "p2", t, "dchannel", 1200) for t in (0, 1)]
-    moves = an.rerun_moves(a, b)
+    moves = rerun_moves(a, b)
     move, trials = moves[("embb", "dchannel")]
     # the mean over pages of (b - a): (0 + -10) / 2; the bootstrap resamples {0, -10}
     assert move.mean == pytest.approx(-5.0) and move.n == 2
@@ -284,11 +284,9 @@ def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points()
     assert trials == 2.0
     # one trial against two: the effective trials are 2 / (1/1 + 1/2)
     one = [r for r in a if r["trial"] == 0]
-    assert an.rerun_moves(one, b)[("embb", "dchannel")][1] == pytest.approx(4 / 3)
+    assert rerun_moves(one, b)[("embb", "dchannel")][1] == pytest.approx(4 / 3)
     # a page only one run loaded is not paired
-    assert (
-        an.rerun_moves(a, [r for r in b if r["item"] == "p1"])[("embb", "dchannel")][0].mean == 0.0
-    )
+    assert rerun_moves(a, [r for r in b if r["item"] == "p1"])[("embb", "dchannel")][0].mean == 0.0
 
 
 def test_a_rerun_section_names_the_command_that_made_it(campaign, tmp_path):

@@ -1,0 +1,94 @@
+"""The analysis registry: what a campaign's `analysis: {kind: K}` computes from its rows.
+
+An analysis kind is a small class (one file per kind in this package) derived from
+`Analysis`, registered under its name with `@register`; its docstring says what it
+computes. Every module in this package is imported on first lookup, so adding an
+analysis kind means adding a file here, nothing else in this package (campaign files
+are checked against `campaign.ANALYSIS_KINDS`, and the report draws each kind with
+`report._PLOTTERS`).
+
+`summarize` (dchlab.experiments.summary) counts the loads and calls
+`get_analysis(kind).analyze(campaign, rows, reruns)`, which returns `Findings`: the
+tables in the order they are shown, the data the kind's plot needs and notes for the
+reader. The statistics come from dchlab.experiments.analysis; a kind arranges them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dchlab.experiments.campaign import Campaign
+from dchlab.experiments.tables import Table
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What an analysis kind found in a campaign's rows."""
+
+    tables: list[Table]
+    plot: dict[str, Any] = field(default_factory=dict)  # for report.plot_<kind>
+    notes: list[str] = field(default_factory=list)  # after the paper's notes
+
+
+class Analysis:
+    """Base class of the analysis kinds."""
+
+    #: the name campaign files use (`analysis.kind`), set by @register.
+    kind = "base"
+
+    def analyze(self, c: Campaign, rows: Rows, reruns: dict[str, Rows]) -> Findings:
+        """The tables, plot data and notes of campaign `c` from its `rows` (every row,
+        runner failures included) and its reruns' rows by rerun name."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Entry:
+    factory: Callable[[], Analysis]
+    help: str
+
+
+_REGISTRY: dict[str, Entry] = {}
+_loaded = False
+
+
+def register(name: str, *, help: str) -> Callable[[type[Analysis]], type[Analysis]]:
+    """Class decorator: register an Analysis subclass as analysis kind `name`."""
+
+    def deco(cls: type[Analysis]) -> type[Analysis]:
+        cls.kind = name
+        _REGISTRY[name] = Entry(cls, help)
+        return cls
+
+    return deco
+
+
+def _load_all() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for info in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def known_analyses() -> dict[str, str]:
+    """{analysis kind: one-line help}."""
+    _load_all()
+    return {n: e.help for n, e in sorted(_REGISTRY.items())}
+
+
+def get_analysis(kind: str) -> Analysis:
+    """The Analysis registered as `kind`; ValueError listing the known kinds if none is."""
+    _load_all()
+    entry = _REGISTRY.get(kind)
+    if entry is None:
+        raise ValueError(
+            f"unknown analysis kind {kind!r}; known kinds: {', '.join(known_analyses())}"
+        )
+    return entry.factory()
