@@ -76,29 +76,7 @@ def summarize(
         return s
     base = c.analysis.get("baseline", "all-hbc")
     metric = c.analysis.get("metric", "plt_ms")
-    if kind == "phases":
-        metrics = list(
-            c.analysis.get("metrics", ["dns_ms", "connect_ms", "tls_ms", "transfer_ms", "total_ms"])
-        )
-        m = an.means(rows, metrics)
-        t = Table(
-            "Mean phase times in ms, ours [95% CI over trials] / paper",
-            ["condition", "scheme", *[x.removesuffix("_ms") for x in metrics], "loads (invalid)"],
-        )
-        for cond in c.conditions:
-            for sch in c.schemes:
-                cells = []
-                got = None
-                for x in metrics:
-                    got = m.get((cond.name, sch.label, x))
-                    ours = got.value.fmt(0) if got else "—"
-                    cells.append(f"{ours} / {num(paper_value(c, cond.name, sch.label, x), 0)}")
-                g0 = m.get((cond.name, sch.label, metrics[0]))
-                cnt = f"{g0.loads} ({g0.invalid})" if g0 else "0"
-                t.rows.append([cond.name, sch.label, *cells, cnt])
-        s.tables.append(t)
-        s.plot.update(means=m, metrics=metrics)
-    elif kind == "bulk":
+    if kind == "bulk":
         metric = c.analysis.get("metric", "total_ms")
         t = _item_gain_table(
             f"Completion time gain against {base} per file size (95% CI over trials)",
