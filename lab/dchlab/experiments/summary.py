@@ -11,9 +11,10 @@ from typing import Any
 
 from dchlab.experiments import analysis as an
 from dchlab.experiments.analyses import get_analysis, known_analyses
+from dchlab.experiments.analyses.item_gains import item_gain_row, item_gain_table, measured
 from dchlab.experiments.analyses.page_metrics import PAGE_METRICS
 from dchlab.experiments.analyses.paired import paper_vs_bound as _paper_vs_bound
-from dchlab.experiments.campaign import Campaign, Condition
+from dchlab.experiments.campaign import Campaign
 from dchlab.experiments.reruns import MOVE_COLUMNS, STABLE_POINTS
 from dchlab.experiments.run_quality import (
     BUSY_LOAD_PER_CPU,
@@ -30,7 +31,6 @@ from dchlab.experiments.run_quality import (
 from dchlab.experiments.tables import (
     Summary,
     Table,
-    measured,
     num,
     paper_value,
 )
@@ -78,7 +78,7 @@ def summarize(
     metric = c.analysis.get("metric", "plt_ms")
     if kind == "bulk":
         metric = c.analysis.get("metric", "total_ms")
-        t = _item_gain_table(
+        t = item_gain_table(
             f"Completion time gain against {base} per file size (95% CI over trials)",
             "size",
             [f"{base} ms", "scheme ms", "gain % [CI]", "gain ms [CI]"],
@@ -97,14 +97,10 @@ def summarize(
                     g.gain_pct.fmt(1, "%"),
                     g.gain_ms.fmt(0),
                 ]
-                t.rows.append(_item_gain_row(cond, item, arm, g, cells))
+                t.rows.append(item_gain_row(cond, item, arm, g, cells))
                 points.append(
                     {"condition": cond.name, "size": size, "arm": arm, "gain_pct": g.gain_pct}
                 )
-        s.tables.append(t)
-        s.plot["points"] = points
-    elif kind == "app":
-        t, points = _app_table(c, rows, metric if metric != "plt_ms" else "irt_ms")
         s.tables.append(t)
         s.plot["points"] = points
     elif kind == "reward-error":
@@ -172,53 +168,3 @@ def _better_single_table(
                 [cond.name, a, b, g.better, sch.label, g.improvement_pct.fmt(1, "%"), str(g.pages)]
             )
     return t, cells
-
-
-def _item_gain_table(title: str, item: str, gain_columns: list[str]) -> Table:
-    """A paired-gain table per (condition, item, scheme): `gain_columns`, then the pairs
-    and the invalid loads (scheme / baseline) each gain rests on."""
-    return Table(title, ["condition", item, "scheme", *gain_columns, "pairs", "invalid"])
-
-
-def _item_gain_row(
-    cond: Condition, item: str, arm: str, g: an.Gain, gain_cells: list[str]
-) -> list[str]:
-    """A row of an _item_gain_table: `gain_cells` under its gain_columns."""
-    return [cond.name, item, arm, *gain_cells, str(g.pairs), f"{g.invalid_arm} / {g.invalid_base}"]
-
-
-def _app_table(
-    c: Campaign, rows: list[dict[str, Any]], metric: str
-) -> tuple[Table, list[dict[str, Any]]]:
-    """Interaction response time gain per interaction (items = app profiles) and overall."""
-    base = c.analysis.get("baseline", "all-hbc")
-    t = _item_gain_table(
-        f"Interaction response time ({metric}) gain against {base}: mean over apps, 95% CI over apps",
-        "interaction",
-        ["gain % [CI]", "paper %", "gain ms [CI]"],
-    )
-    groups = [*c.workload.interactions, "all"]
-    points: list[dict[str, Any]] = []
-    for inter in groups:
-        sub = rows if inter == "all" else [r for r in rows if an.item_of(r).endswith("/" + inter)]
-        gains = an.paired_gains(sub, metric=metric, baseline=base)
-        key = "gain_pct" if inter == "all" else f"{inter}_gain_pct"
-        for cond, arm, g in measured(c, gains, base):
-            cells = [
-                g.gain_pct.fmt(1, "%"),
-                num(paper_value(c, cond.name, arm, key)),
-                g.gain_ms.fmt(0),
-            ]
-            t.rows.append(_item_gain_row(cond, inter, arm, g, cells))
-            label = inter if len(c.conditions) == 1 else f"{cond.name} {inter}"
-            points.append(
-                {
-                    "condition": label,
-                    "x": {},
-                    "arm": arm,
-                    "gain_pct": g.gain_pct,
-                    "gain_ms": g.gain_ms,
-                    "paper_pct": paper_value(c, cond.name, arm, key),
-                }
-            )
-    return t, points

@@ -10,12 +10,10 @@ of docs/results.md and the terminal print them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dchlab.experiments import analysis as an
-from dchlab.experiments.campaign import Campaign, Condition
+from dchlab.experiments.campaign import Campaign
 
 
 @dataclass
@@ -67,14 +65,3 @@ def num(v: float | None, digits: int = 1, unit: str = "") -> str:
 def compared_arms(c: Campaign, baseline: str | None) -> list[str]:
     """The campaign's scheme labels other than the baseline, in the campaign's order."""
     return [s.label for s in c.schemes if s.label != baseline]
-
-
-def measured(
-    c: Campaign, gains: dict[tuple[str, str], an.Gain], base: str
-) -> Iterator[tuple[Condition, str, an.Gain]]:
-    """(condition, arm, gain) of every measured cell, in the campaign's order."""
-    for cond in c.conditions:
-        for arm in compared_arms(c, base):
-            g = gains.get((cond.name, arm))
-            if g is not None:
-                yield cond, arm, g
