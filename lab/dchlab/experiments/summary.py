@@ -11,7 +11,6 @@ from typing import Any
 
 from dchlab.experiments import analysis as an
 from dchlab.experiments.analyses import get_analysis, known_analyses
-from dchlab.experiments.analyses.item_gains import item_gain_row, item_gain_table, measured
 from dchlab.experiments.analyses.page_metrics import PAGE_METRICS
 from dchlab.experiments.analyses.paired import paper_vs_bound as _paper_vs_bound
 from dchlab.experiments.campaign import Campaign
@@ -34,7 +33,6 @@ from dchlab.experiments.tables import (
     num,
     paper_value,
 )
-from dchlab.units import format_size
 
 #: Names importable from here since before the analysis kinds, the run-quality rules
 #: and the rerun comparisons had modules of their own.
@@ -74,36 +72,8 @@ def summarize(
         s.plot.update(found.plot)
         s.notes += found.notes
         return s
-    base = c.analysis.get("baseline", "all-hbc")
     metric = c.analysis.get("metric", "plt_ms")
-    if kind == "bulk":
-        metric = c.analysis.get("metric", "total_ms")
-        t = item_gain_table(
-            f"Completion time gain against {base} per file size (95% CI over trials)",
-            "size",
-            [f"{base} ms", "scheme ms", "gain % [CI]", "gain ms [CI]"],
-        )
-        points = []
-        for size in c.workload.sizes:
-            item = format_size(size)
-            sub = [r for r in rows if an.item_of(r) == item]
-            # one item: resample trials, i.e. treat each trial as its own "page"
-            per_trial = [dict(r, item=f"{item}#{r.get('trial')}") for r in sub]
-            gains = an.paired_gains(per_trial, metric=metric, baseline=base)
-            for cond, arm, g in measured(c, gains, base):
-                cells = [
-                    num(g.base_mean_ms, 0),
-                    num(g.arm_mean_ms, 0),
-                    g.gain_pct.fmt(1, "%"),
-                    g.gain_ms.fmt(0),
-                ]
-                t.rows.append(item_gain_row(cond, item, arm, g, cells))
-                points.append(
-                    {"condition": cond.name, "size": size, "arm": arm, "gain_pct": g.gain_pct}
-                )
-        s.tables.append(t)
-        s.plot["points"] = points
-    elif kind == "reward-error":
+    if kind == "reward-error":
         key = c.analysis.get("stat", "reward_error_ms")
         shown = key if isinstance(key, str) else " + ".join(key)
         samples = an.stat_samples(rows, key)
