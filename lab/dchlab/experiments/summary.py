@@ -30,7 +30,6 @@ from dchlab.experiments.run_quality import (
 from dchlab.experiments.tables import (
     Summary,
     Table,
-    num,
     paper_value,
 )
 
@@ -73,36 +72,7 @@ def summarize(
         s.notes += found.notes
         return s
     metric = c.analysis.get("metric", "plt_ms")
-    if kind == "reward-error":
-        key = c.analysis.get("stat", "reward_error_ms")
-        shown = key if isinstance(key, str) else " + ".join(key)
-        samples = an.stat_samples(rows, key)
-        t = Table(
-            f"Reward estimation error (stats: {shown}) over all reward-rule decisions, both directions",
-            ["condition", "scheme", "samples", "p50 ms", "p90 ms", "paper p90 ms"],
-        )
-        for cond in c.conditions:
-            for sch in c.schemes:
-                vals = samples.get((cond.name, sch.label))
-                if not vals:
-                    continue
-                t.rows.append(
-                    [
-                        cond.name,
-                        sch.label,
-                        str(len(vals)),
-                        num(an.percentile(vals, 50)),
-                        num(an.percentile(vals, 90)),
-                        num(paper_value(c, cond.name, sch.label, "reward_error_p90_ms")),
-                    ]
-                )
-        if not t.rows and loads:
-            s.notes.append(
-                f"No row carries {shown} in its stats: the agents' decision log is not in the results yet."
-            )
-        s.tables.append(t)
-        s.plot["samples"] = samples
-    elif kind == "heatmap":
+    if kind == "heatmap":
         metrics = list(c.analysis.get("metrics") or [metric])
         s.plot["metrics"] = metrics
         for m in metrics:
