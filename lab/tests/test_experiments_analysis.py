@@ -166,7 +166,7 @@ def test_unpaired_offsets_are_detected():
 def test_better_single_network_by_hand():
     """IANS' comparison: per scenario the single network with the lower mean is the
     baseline; per page the improvement in %, then the median over pages."""
-    from dchlab.experiments.analysis import better_single_gains
+    from dchlab.experiments.analyses.heatmap import better_single_gains
 
     rows = []
     # scenario s1: llc-only means 1000, hbc-only 800 -> hbc-only is the better single

@@ -1,16 +1,17 @@
-"""Per-campaign result tables: our numbers beside the paper's, one function per analysis kind.
+"""Per-campaign results: `summarize(campaign, rows)` returns a `Summary`.
 
-`summarize(campaign, rows)` returns a `Summary` (tables of plain strings for the HTML
-report and the terminal, plus the numbers the plots need). The statistics come from
-`analysis`; this module only arranges them.
+A Summary holds tables of plain strings (for the HTML report, docs/results.md and the
+terminal), the data the plots need, and how many loads were counted, excluded and
+failed. What the tables hold depends on the campaign's analysis kind, a plug-in in
+dchlab.experiments.analyses (one file per kind); the rules about how loads were taken
+are in run_quality, the comparison of reruns in reruns, the statistics in analysis.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dchlab.experiments import analysis as an
-from dchlab.experiments.analyses import get_analysis, known_analyses
+from dchlab.experiments.analyses import get_analysis
 from dchlab.experiments.analyses.page_metrics import PAGE_METRICS
 from dchlab.experiments.analyses.paired import paper_vs_bound as _paper_vs_bound
 from dchlab.experiments.campaign import Campaign
@@ -27,11 +28,7 @@ from dchlab.experiments.run_quality import (
     pairing_gap_text,
     reason_kind,
 )
-from dchlab.experiments.tables import (
-    Summary,
-    Table,
-    paper_value,
-)
+from dchlab.experiments.tables import Summary, Table, paper_value
 
 #: Names importable from here since before the analysis kinds, the run-quality rules
 #: and the rerun comparisons had modules of their own.
@@ -61,50 +58,21 @@ def summarize(
     rows: list[dict[str, Any]],
     reruns: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Summary:
+    """Campaign `c`'s summary from its rows (and its reruns' rows, by rerun name): the
+    counts and exclusions of its loads (run_quality), then the tables, plot data and
+    notes of its analysis kind (the plug-in registered in dchlab.experiments.analyses)."""
     kind = c.analysis["kind"]
+    found = get_analysis(kind).analyze(c, rows, reruns or {})
     loads, invalid, failed = counts(rows)
-    s = Summary(c, [], {"kind": kind}, loads, invalid, failed, list(c.paper.get("notes", [])))
-    s.excluded, s.expected_only = exclusions(rows)
-    if kind in known_analyses():
-        found = get_analysis(kind).analyze(c, rows, reruns or {})
-        s.tables += found.tables
-        s.plot.update(found.plot)
-        s.notes += found.notes
-        return s
-    metric = c.analysis.get("metric", "plt_ms")
-    if kind == "heatmap":
-        metrics = list(c.analysis.get("metrics") or [metric])
-        s.plot["metrics"] = metrics
-        for m in metrics:
-            t, by_cell = _better_single_table(c, rows, m)
-            s.tables.append(t)
-            s.plot.setdefault("cells", {})[m] = by_cell
-    return s
-
-
-def _better_single_table(
-    c: Campaign, rows: list[dict[str, Any]], metric: str
-) -> tuple[Table, dict[tuple[str, str, str], an.BetterSingleGain]]:
-    """IANS' comparison: each scheme against the better single network of its
-    scenario (`analysis.singles`), median improvement over pages with a 95% CI.
-    Returns the table and {(network A, network B, scheme): gain} for the heatmap."""
-    singles = list(c.analysis.get("singles") or [])
-    gains = an.better_single_gains(rows, singles, metric=metric)
-    t = Table(
-        f"{metric}: median improvement over the better single network (positive = faster; "
-        "95% bootstrap CI over pages)",
-        ["scenario", "network A (LLC)", "network B (HBC)", "better single", "scheme",
-         "improvement % [CI]", "pages"],
-    )  # fmt: skip
-    cells: dict[tuple[str, str, str], an.BetterSingleGain] = {}
-    for cond in c.conditions:
-        a, b = str(cond.x.get("a", cond.llc)), str(cond.x.get("b", cond.hbc))
-        for sch in c.schemes:
-            g = gains.get((cond.name, sch.label))
-            if g is None:
-                continue
-            cells[(a, b, sch.label)] = g
-            t.rows.append(
-                [cond.name, a, b, g.better, sch.label, g.improvement_pct.fmt(1, "%"), str(g.pages)]
-            )
-    return t, cells
+    excluded, expected_only = exclusions(rows)
+    return Summary(
+        c,
+        found.tables,
+        {"kind": kind, **found.plot},
+        loads,
+        invalid,
+        failed,
+        [*c.paper.get("notes", []), *found.notes],
+        excluded,
+        expected_only,
+    )
