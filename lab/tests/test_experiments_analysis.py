@@ -29,6 +29,16 @@ def row(arm, page, trial, plt, valid=True, cond="c", **kw):
     }
 
 
+def plts(**pages: dict[str, list[float]]) -> list[dict]:
+    """Rows of loads from page={arm: [PLT of trial 0, trial 1, ...]}, in that order."""
+    return [
+        row(arm, page, trial, plt)
+        for page, arms in pages.items()
+        for arm, trial_plts in arms.items()
+        for trial, plt in enumerate(trial_plts)
+    ]
+
+
 def test_paired_gain_two_pages_by_hand():
     rows = [
         # page a: base 100, 200; dchannel 80, 150 -> diffs 20, 50 -> mean 35 ms, base mean 150 -> 23.333 %
@@ -273,23 +283,15 @@ def test_gain_difference_is_paired_per_page_by_hand():
     minus the reference's, both against the same baseline loads, then the mean."""
     from dchlab.experiments.analyses.versus import gain_differences
 
-    rows = [
+    rows = plts(
         # page a: base 1000; ref 800 (+20%), cand 700 (+30%) -> +10 points
-        row("all-hbc", "a", 0, 1000.0),
-        row("dchannel", "a", 0, 800.0),
-        row("new", "a", 0, 700.0),
+        a={"all-hbc": [1000.0], "dchannel": [800.0], "new": [700.0]},
         # page b: base 500, 700 (mean 600); ref 450, 650 -> +50 ms = +8.33%;
         # cand 500, 740 -> -20 ms = -3.33% -> -11.67 points
-        row("all-hbc", "b", 0, 500.0),
-        row("all-hbc", "b", 1, 700.0),
-        row("dchannel", "b", 0, 450.0),
-        row("dchannel", "b", 1, 650.0),
-        row("new", "b", 0, 500.0),
-        row("new", "b", 1, 740.0),
+        b={"all-hbc": [500.0, 700.0], "dchannel": [450.0, 650.0], "new": [500.0, 740.0]},
         # page c: no reference load -> not paired, left out
-        row("all-hbc", "c", 0, 900.0),
-        row("new", "c", 0, 100.0),
-    ]
+        c={"all-hbc": [900.0], "new": [100.0]},
+    )
     ci, pages = gain_differences(rows, "new", "dchannel")["c"]
     assert pages == 2
     assert ci.mean == pytest.approx((10.0 - 35.0 / 3) / 2)  # -0.83
@@ -325,19 +327,14 @@ def test_hindsight_picks_each_pages_best_scheme_by_hand():
     bound on choosing among them) — per page the largest gain, then the mean."""
     from dchlab.experiments.analyses.hindsight import hindsight_best
 
-    rows = [
+    rows = plts(
         # page a: base 1000; x 800 (+20%), y 700 (+30%) -> y wins, +30%, 300 ms
-        row("all-hbc", "a", 0, 1000.0),
-        row("x", "a", 0, 800.0),
-        row("y", "a", 0, 700.0),
+        a={"all-hbc": [1000.0], "x": [800.0], "y": [700.0]},
         # page b: base 500; x 400 (+20%), y 450 (+10%) -> x wins, +20%, 100 ms
-        row("all-hbc", "b", 0, 500.0),
-        row("x", "b", 0, 400.0),
-        row("y", "b", 0, 450.0),
+        b={"all-hbc": [500.0], "x": [400.0], "y": [450.0]},
         # page c: y never loaded it -> left out (both must have measured a page)
-        row("all-hbc", "c", 0, 900.0),
-        row("x", "c", 0, 100.0),
-    ]
+        c={"all-hbc": [900.0], "x": [100.0]},
+    )
     h = hindsight_best(rows, ["x", "y"])["c"]
     assert h.pages == 2
     assert h.gain_pct.mean == pytest.approx(25.0)
