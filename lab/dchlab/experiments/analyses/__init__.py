@@ -15,14 +15,13 @@ reader. The statistics come from dchlab.experiments.analysis; a kind arranges th
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dchlab.experiments.campaign import Campaign
 from dchlab.experiments.tables import Table
+from dchlab.plugins import Registry
 
 Rows = list[dict[str, Any]]
 
@@ -54,8 +53,7 @@ class Entry:
     help: str
 
 
-_REGISTRY: dict[str, Entry] = {}
-_loaded = False
+_REGISTRY: Registry[Entry] = Registry(__name__)
 
 
 def register(name: str, *, help: str) -> Callable[[type[Analysis]], type[Analysis]]:
@@ -63,29 +61,19 @@ def register(name: str, *, help: str) -> Callable[[type[Analysis]], type[Analysi
 
     def deco(cls: type[Analysis]) -> type[Analysis]:
         cls.kind = name
-        _REGISTRY[name] = Entry(cls, help)
+        _REGISTRY.add(name, Entry(cls, help))
         return cls
 
     return deco
 
 
-def _load_all() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for info in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{info.name}")
-
-
 def known_analyses() -> dict[str, str]:
-    """{analysis kind: one-line help}."""
-    _load_all()
-    return {n: e.help for n, e in sorted(_REGISTRY.items())}
+    """{analysis kind: one-line help}, sorted by kind."""
+    return {n: e.help for n, e in _REGISTRY.entries().items()}
 
 
 def get_analysis(kind: str) -> Analysis:
     """The Analysis registered as `kind`; ValueError listing the known kinds if none is."""
-    _load_all()
     entry = _REGISTRY.get(kind)
     if entry is None:
         raise ValueError(
