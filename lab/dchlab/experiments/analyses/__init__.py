@@ -4,8 +4,13 @@ An analysis kind is a small class (one file per kind in this package) derived fr
 `Analysis`, registered under its name with `@register`; its docstring says what it
 computes. Every module in this package is imported on first lookup, so adding an
 analysis kind means adding a file here, nothing else in this package (campaign files
-are checked against `campaign.ANALYSIS_KINDS`, and the report draws each kind with
+are checked against the campaign parser's `ANALYSIS_KINDS`, and the report draws each kind with
 `report._PLOTTERS`).
+
+Besides one file per kind, the package holds what several kinds share: `paired.py`
+(the paired-gain kinds gain, sweep, plt and reorder) with the optional tables it adds
+(`versus.py`, `hindsight.py`, `llc_usage.py`, `page_metrics.py`), and `item_gains.py`
+(the per-item gain table of bulk and app). They register nothing.
 
 `summarize` (dchlab.experiments.summary) counts the loads and calls
 `get_analysis(kind).analyze(campaign, rows, reruns)`, which returns `Findings`: the

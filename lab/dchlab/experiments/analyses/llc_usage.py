@@ -11,6 +11,7 @@ from dchlab.experiments import analysis as an
 from dchlab.experiments.campaign import Campaign
 from dchlab.experiments.tables import Table, num, paper_value
 
+#: The columns `with_llc_usage` adds: kB up and down, and those as Mbit/s over the load.
 LLC_USAGE = ["llc_up_kb", "llc_down_kb", "llc_up_mbit", "llc_down_mbit"]
 
 
