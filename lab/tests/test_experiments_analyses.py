@@ -160,3 +160,20 @@ def test_reward_error_pools_both_agents_samples_by_hand(tmp_path):
         "decision log is not in the results yet."
     ]
     assert summarize(c, []).notes == []  # nothing measured: nothing to say
+
+
+def test_a_kind_says_whether_it_needs_a_baseline_as_the_campaign_parser_checks(tmp_path):
+    """A baseline that is not one of the schemes is an error exactly for the kinds that
+    compare with one (`uses_baseline`)."""
+    text = GAIN.replace("{kind: KIND}", "{kind: KIND, baseline: nope, singles: [all-hbc]}")
+    for kind in known_analyses():
+        if get_analysis(kind).uses_baseline:
+            with pytest.raises(CampaignError, match=r"analysis\.baseline"):
+                campaign(tmp_path, text.replace("KIND", kind))
+        else:
+            assert campaign(tmp_path, text.replace("KIND", kind)).analysis["baseline"] == "nope"
+
+
+def test_only_the_reward_error_kind_needs_the_agents_decision_logs():
+    needs = {k for k in known_analyses() if get_analysis(k).needs_decision_logs}
+    assert needs == {"reward-error"}

@@ -45,6 +45,12 @@ class Analysis:
 
     #: the name campaign files use (`analysis.kind`), set by @register.
     kind = "base"
+    #: compares the schemes with `analysis.baseline`, which must be one of them (the
+    #: campaign parser checks it for the kinds that do).
+    uses_baseline = True
+    #: reads the agents' decision logs from the rows' stats: the runner must have the
+    #: agents write them (RunConfig / RunSpec `decision_logs`).
+    needs_decision_logs = False
 
     def analyze(self, c: Campaign, rows: Rows, reruns: dict[str, Rows]) -> Findings:
         """The tables, plot data and notes of campaign `c` from its `rows` (every row,

@@ -21,6 +21,8 @@ DEFAULT_PHASES = ["dns_ms", "connect_ms", "tls_ms", "transfer_ms", "total_ms"]
 class Phases(Analysis):
     """One table of phase means per (condition, scheme); the means are the plot's."""
 
+    uses_baseline = False
+
     def analyze(self, c: Campaign, rows: Rows, reruns: dict[str, Rows]) -> Findings:
         metrics = list(c.analysis.get("metrics", DEFAULT_PHASES))
         m = an.means(rows, metrics)

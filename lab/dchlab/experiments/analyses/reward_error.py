@@ -20,6 +20,9 @@ class RewardError(Analysis):
     """One table of the error's percentiles; the samples are the plot's. A note says
     when loads were measured but none carries the statistic."""
 
+    uses_baseline = False
+    needs_decision_logs = True
+
     def analyze(self, c: Campaign, rows: Rows, reruns: dict[str, Rows]) -> Findings:
         key = c.analysis.get("stat", "reward_error_ms")
         shown = key if isinstance(key, str) else " + ".join(key)
