@@ -66,13 +66,13 @@ def summarize(
     loads, invalid, failed = counts(rows)
     excluded, expected_only = exclusions(rows)
     return Summary(
-        c,
-        found.tables,
-        {"kind": kind, **found.plot},
-        loads,
-        invalid,
-        failed,
-        [*c.paper.get("notes", []), *found.notes],
-        excluded,
-        expected_only,
+        campaign=c,
+        tables=found.tables,
+        plot={"kind": kind, **found.plot},
+        loads=loads,
+        invalid=invalid,
+        failed=failed,
+        notes=[*c.paper.get("notes", []), *found.notes],
+        excluded=excluded,
+        expected_only=expected_only,
     )
