@@ -29,6 +29,16 @@ def row(arm, page, trial, plt, valid=True, cond="c", **kw):
     }
 
 
+def plts(**pages: dict[str, list[float]]) -> list[dict]:
+    """Rows of loads from page={arm: [PLT of trial 0, trial 1, ...]}, in that order."""
+    return [
+        row(arm, page, trial, plt)
+        for page, arms in pages.items()
+        for arm, trial_plts in arms.items()
+        for trial, plt in enumerate(trial_plts)
+    ]
+
+
 def test_paired_gain_two_pages_by_hand():
     rows = [
         # page a: base 100, 200; dchannel 80, 150 -> diffs 20, 50 -> mean 35 ms, base mean 150 -> 23.333 %
@@ -166,7 +176,7 @@ def test_unpaired_offsets_are_detected():
 def test_better_single_network_by_hand():
     """IANS' comparison: per scenario the single network with the lower mean is the
     baseline; per page the improvement in %, then the median over pages."""
-    from dchlab.experiments.analysis import better_single_gains
+    from dchlab.experiments.analyses.heatmap import better_single_gains
 
     rows = []
     # scenario s1: llc-only means 1000, hbc-only 800 -> hbc-only is the better single
@@ -219,7 +229,7 @@ def _links(up: int, down: int) -> dict:
 def test_llc_usage_by_hand():
     """HotMobile'21 Table 1's quantities: kB over the LLC per load and that as a mean rate
     (bits / PLT). 125,000 B in 1000 ms = 1 Mbit/s; 50,000 B in 2000 ms = 0.2 Mbit/s."""
-    from dchlab.experiments.analysis import LLC_USAGE, with_llc_usage
+    from dchlab.experiments.analyses.llc_usage import LLC_USAGE, with_llc_usage
 
     rows = [
         row("pkt-state", "a", 0, 1000.0, stats=_links(125_000, 25_000)),
@@ -271,25 +281,17 @@ def test_hotmobile_report_sets_llc_use_beside_table1():
 def test_gain_difference_is_paired_per_page_by_hand():
     """Issue 19's goal 2 (>= 5 points over Algorithm 1): per page, the candidate's gain
     minus the reference's, both against the same baseline loads, then the mean."""
-    from dchlab.experiments.analysis import gain_differences
+    from dchlab.experiments.analyses.versus import gain_differences
 
-    rows = [
+    rows = plts(
         # page a: base 1000; ref 800 (+20%), cand 700 (+30%) -> +10 points
-        row("all-hbc", "a", 0, 1000.0),
-        row("dchannel", "a", 0, 800.0),
-        row("new", "a", 0, 700.0),
+        a={"all-hbc": [1000.0], "dchannel": [800.0], "new": [700.0]},
         # page b: base 500, 700 (mean 600); ref 450, 650 -> +50 ms = +8.33%;
         # cand 500, 740 -> -20 ms = -3.33% -> -11.67 points
-        row("all-hbc", "b", 0, 500.0),
-        row("all-hbc", "b", 1, 700.0),
-        row("dchannel", "b", 0, 450.0),
-        row("dchannel", "b", 1, 650.0),
-        row("new", "b", 0, 500.0),
-        row("new", "b", 1, 740.0),
+        b={"all-hbc": [500.0, 700.0], "dchannel": [450.0, 650.0], "new": [500.0, 740.0]},
         # page c: no reference load -> not paired, left out
-        row("all-hbc", "c", 0, 900.0),
-        row("new", "c", 0, 100.0),
-    ]
+        c={"all-hbc": [900.0], "new": [100.0]},
+    )
     ci, pages = gain_differences(rows, "new", "dchannel")["c"]
     assert pages == 2
     assert ci.mean == pytest.approx((10.0 - 35.0 / 3) / 2)  # -0.83
@@ -323,21 +325,16 @@ def test_beyond_report_sets_the_candidate_beside_algorithm_1():
 def test_hindsight_picks_each_pages_best_scheme_by_hand():
     """Issue 19: the best of several schemes chosen per page after the fact (an optimistic
     bound on choosing among them) — per page the largest gain, then the mean."""
-    from dchlab.experiments.analysis import hindsight_best
+    from dchlab.experiments.analyses.hindsight import hindsight_best
 
-    rows = [
+    rows = plts(
         # page a: base 1000; x 800 (+20%), y 700 (+30%) -> y wins, +30%, 300 ms
-        row("all-hbc", "a", 0, 1000.0),
-        row("x", "a", 0, 800.0),
-        row("y", "a", 0, 700.0),
+        a={"all-hbc": [1000.0], "x": [800.0], "y": [700.0]},
         # page b: base 500; x 400 (+20%), y 450 (+10%) -> x wins, +20%, 100 ms
-        row("all-hbc", "b", 0, 500.0),
-        row("x", "b", 0, 400.0),
-        row("y", "b", 0, 450.0),
+        b={"all-hbc": [500.0], "x": [400.0], "y": [450.0]},
         # page c: y never loaded it -> left out (both must have measured a page)
-        row("all-hbc", "c", 0, 900.0),
-        row("x", "c", 0, 100.0),
-    ]
+        c={"all-hbc": [900.0], "x": [100.0]},
+    )
     h = hindsight_best(rows, ["x", "y"])["c"]
     assert h.pages == 2
     assert h.gain_pct.mean == pytest.approx(25.0)

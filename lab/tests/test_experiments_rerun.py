@@ -93,6 +93,13 @@ def test_report_sets_the_rerun_beside_the_original_on_its_pages(campaign, tmp_pa
     ]
 
 
+def rerun_pairs_rows(campaign, db) -> list[list[str]]:
+    """The rows of the "Rerun pairs" table of campaign rr and its reruns in `db`."""
+    s = summarize(campaign, store.load_rows("rr", store=db), store.reruns_of("rr", db))
+    (t,) = [t for t in s.tables if t.title.startswith("Rerun pairs")]
+    return t.rows
+
+
 def test_two_reruns_on_the_same_pages_are_set_against_each_other(campaign, tmp_path):
     db = tmp_path / "s.duckdb"
     run_campaign(campaign, store_path=db, executor=fake(800.0))
@@ -102,21 +109,11 @@ def test_two_reruns_on_the_same_pages_are_set_against_each_other(campaign, tmp_p
     run_campaign(b, store_path=db, executor=fake(750.0))  # gain 25%
     run_campaign(campaign.variant(name="rr-c", seed=5, pages=1), store_path=db, executor=fake(1.0))
     run_campaign(campaign.variant(name="rr-d", seed=6, pages=2), store_path=db, executor=fake(1.0))
-    s = summarize(campaign, store.load_rows("rr", store=db), store.reruns_of("rr", db))
-    (t,) = [t for t in s.tables if t.title.startswith("Rerun pairs")]
     # rr-c covers other pages, rr-d chose its offsets at random: no pair with either
-    assert t.rows == [
-        [
-            "rr-a (stratified, seed 3)",
-            "rr-b (stratified, seed 4)",
-            "embb",
-            "dchannel",
-            "30.0% [30.0, 30.0]",
-            "25.0% [25.0, 25.0]",
-            "-5.0 [-5.0, -5.0]",
-            "1",
-        ]
-    ]
+    assert rerun_pairs_rows(campaign, db) == [
+        ["rr-a (stratified, seed 3)", "rr-b (stratified, seed 4)", "embb", "dchannel",
+         "30.0% [30.0, 30.0]", "25.0% [25.0, 25.0]", "-5.0 [-5.0, -5.0]", "1"],
+    ]  # fmt: skip
 
 
 def test_two_latin_runs_are_compared_on_the_stretches_both_measured(campaign, tmp_path):
@@ -138,20 +135,10 @@ def test_two_latin_runs_are_compared_on_the_stretches_both_measured(campaign, tm
     run_campaign(a, store_path=db, executor=by_stretch)
     run_campaign(b, store_path=db, executor=by_stretch)
     assert len(store.load_rows("rr-a", store=db)) == 18  # 3 pages x 3 stretches x 2 schemes
-    s = summarize(campaign, store.load_rows("rr", store=db), store.reruns_of("rr", db))
-    (t,) = [t for t in s.tables if t.title.startswith("Rerun pairs")]
-    assert t.rows == [
-        [
-            "rr-a (latin, seed 3)",
-            "rr-b (latin, seed 4); 3 (page, stretch) pairs in common",
-            "embb",
-            "dchannel",
-            "33.3% [20.0, 40.0]",
-            "33.3% [20.0, 40.0]",
-            "0.0 [0.0, 0.0]",
-            "1",
-        ]
-    ]
+    assert rerun_pairs_rows(campaign, db) == [
+        ["rr-a (latin, seed 3)", "rr-b (latin, seed 4); 3 (page, stretch) pairs in common",
+         "embb", "dchannel", "33.3% [20.0, 40.0]", "33.3% [20.0, 40.0]", "0.0 [0.0, 0.0]", "1"],
+    ]  # fmt: skip
 
 
 def test_report_does_not_list_a_rerun_as_an_orphan(campaign, tmp_path):
@@ -264,7 +251,7 @@ def _row(run: str, page: str, trial: int, scheme: str, plt: float) -> dict:
 
 
 def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points():
-    from dchlab.experiments import analysis as an
+    from dchlab.experiments.reruns import rerun_moves
 
     # page p1: base 1000 ms; dchannel 800 then 700 in run a (gain 25%), 750 twice in b
     # (25%): p1 did not move. Page p2: base 2000; a: 1000 (50%), b: 1200 (40%): -10.
@@ -276,7 +263,7 @@ def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points()
     b += [_row("b", "p1", t, "dchannel", 750) for t in (0, 1)]
     b += [_row("b", "p2", t, "all-hbc", 2000) for t in (0, 1)]
     b += [_row("b", "p2", t, "dchannel", 1200) for t in (0, 1)]
-    moves = an.rerun_moves(a, b)
+    moves = rerun_moves(a, b)
     move, trials = moves[("embb", "dchannel")]
     # the mean over pages of (b - a): (0 + -10) / 2; the bootstrap resamples {0, -10}
     assert move.mean == pytest.approx(-5.0) and move.n == 2
@@ -284,11 +271,9 @@ def test_a_move_is_paired_per_page_and_says_how_many_trials_pin_it_to_2_points()
     assert trials == 2.0
     # one trial against two: the effective trials are 2 / (1/1 + 1/2)
     one = [r for r in a if r["trial"] == 0]
-    assert an.rerun_moves(one, b)[("embb", "dchannel")][1] == pytest.approx(4 / 3)
+    assert rerun_moves(one, b)[("embb", "dchannel")][1] == pytest.approx(4 / 3)
     # a page only one run loaded is not paired
-    assert (
-        an.rerun_moves(a, [r for r in b if r["item"] == "p1"])[("embb", "dchannel")][0].mean == 0.0
-    )
+    assert rerun_moves(a, [r for r in b if r["item"] == "p1"])[("embb", "dchannel")][0].mean == 0.0
 
 
 def test_a_rerun_section_names_the_command_that_made_it(campaign, tmp_path):

@@ -175,7 +175,7 @@ def llc_bytes_pct(rows: Iterable[dict[str, Any]]) -> float:
     return 100.0 * llc / tot if tot > 0 else math.nan
 
 
-def _by_condition(
+def by_condition(
     rows: Iterable[dict[str, Any]],
 ) -> dict[str, dict[str, dict[str, dict[int, dict[str, Any]]]]]:
     """condition -> arm -> item -> trial -> row, newest row per cell."""
@@ -201,7 +201,7 @@ def pairing_gaps(rows: Iterable[dict[str, Any]], baseline: str) -> dict[str, flo
     load it is paired with (the pairing of `paired_gains`: same condition, item and
     trial); arms with no pairs or no timestamps are left out."""
     gaps: dict[str, list[float]] = defaultdict(list)
-    for arms in _by_condition(rows).values():
+    for arms in by_condition(rows).values():
         base = arms.get(baseline, {})
         for arm, items in arms.items():
             if arm == baseline:
@@ -226,7 +226,7 @@ class PageGain:
     pairs: int
 
 
-def _page_gains(
+def page_gains(
     items: dict[str, dict[int, dict[str, Any]]],
     base: dict[str, dict[int, dict[str, Any]]],
     metric: str,
@@ -263,14 +263,14 @@ def paired_gains(
 ) -> dict[tuple[str, str], Gain]:
     """Gain of every scheme over `baseline`, per condition: {(condition, arm): Gain}."""
     out: dict[tuple[str, str], Gain] = {}
-    for cond, arms in _by_condition(rows).items():
+    for cond, arms in by_condition(rows).items():
         base = arms.get(baseline)
         if base is None:
             continue
         for arm, items in arms.items():
             if arm == baseline:
                 continue
-            pages = list(_page_gains(items, base, metric).values())
+            pages = list(page_gains(items, base, metric).values())
             arm_rows = [r for trials in items.values() for r in trials.values()]
             inv_arm = sum(1 for r in arm_rows if not is_valid(r, metric))
             inv_base = sum(
@@ -296,109 +296,6 @@ def paired_gains(
             if ig is None or not ig.gain_ms.mean > 0 or math.isnan(gain.gain_ms.mean):
                 continue
             out[key] = _with_share(gain, gain.gain_ms.mean / ig.gain_ms.mean)
-    return out
-
-
-def gain_differences(
-    rows: Iterable[dict[str, Any]],
-    candidate: str,
-    reference: str,
-    metric: str = "plt_ms",
-    baseline: str = "all-hbc",
-    n_boot: int = DEFAULT_BOOT,
-    seed: int = DEFAULT_SEED,
-) -> dict[str, tuple[CI, int]]:
-    """Per condition: the candidate's gain over `baseline` minus the reference's, in
-    points, paired per page (both gains on the same page's baseline loads) and then
-    averaged over pages with a bootstrap CI; and the number of pages. Issue 19's
-    "beats Algorithm 1 by >= 5 points mean PLT gain" is this difference."""
-    out: dict[str, tuple[CI, int]] = {}
-    for cond, arms in _by_condition(rows).items():
-        base, cand, ref = arms.get(baseline), arms.get(candidate), arms.get(reference)
-        if base is None or cand is None or ref is None:
-            continue
-        gc, gr = _page_gains(cand, base, metric), _page_gains(ref, base, metric)
-        diffs = [gc[i].gain_pct - gr[i].gain_pct for i in gc if i in gr]
-        out[cond] = (bootstrap_mean(diffs, n_boot, seed), len(diffs))
-    return out
-
-
-def rerun_moves(
-    first: Iterable[dict[str, Any]],
-    second: Iterable[dict[str, Any]],
-    metric: str = "plt_ms",
-    baseline: str = "all-hbc",
-    n_boot: int = DEFAULT_BOOT,
-    seed: int = DEFAULT_SEED,
-) -> dict[tuple[str, str], tuple[CI, float]]:
-    """Per (condition, arm) measured in both runs: how far the second run's gain moved
-    from the first's, in points, paired per page (each page's gain in the second run
-    minus its gain in the first) with a bootstrap CI over pages; and the runs' effective
-    trials per page, 2 / (1/Ta + 1/Tb) averaged over pages (Ta = Tb = T when both ran T).
-    Pairing by page cancels what differs between pages, so the CI is what the
-    trial-to-trial noise (trace position, machine) leaves: a move whose CI holds 0 is
-    noise, and the CI's square narrows as 1/Ta + 1/Tb."""
-    a_by, b_by = _by_condition(first), _by_condition(second)
-    out: dict[tuple[str, str], tuple[CI, float]] = {}
-    for cond, a_arms in a_by.items():
-        b_arms = b_by.get(cond)
-        if b_arms is None or baseline not in a_arms or baseline not in b_arms:
-            continue
-        for arm, a_items in a_arms.items():
-            if arm == baseline or arm not in b_arms:
-                continue
-            ga = _page_gains(a_items, a_arms[baseline], metric)
-            gb = _page_gains(b_arms[arm], b_arms[baseline], metric)
-            both = [i for i in ga if i in gb]
-            if not both:
-                continue
-            diffs = [gb[i].gain_pct - ga[i].gain_pct for i in both]
-            trials = float(np.mean([2 / (1 / ga[i].pairs + 1 / gb[i].pairs) for i in both]))
-            out[(cond, arm)] = (bootstrap_mean(diffs, n_boot, seed), trials)
-    return out
-
-
-@dataclass(frozen=True)
-class Hindsight:
-    """The best of several schemes chosen per page after the fact, under one condition."""
-
-    gain_pct: CI  # mean over pages of the largest gain on each page
-    gain_ms: float  # mean over pages of the chosen scheme's gain in ms
-    wins: dict[str, int]  # scheme -> pages on which it was the best
-    pages: int
-
-
-def hindsight_best(
-    rows: Iterable[dict[str, Any]],
-    arms: Sequence[str],
-    metric: str = "plt_ms",
-    baseline: str = "all-hbc",
-    n_boot: int = DEFAULT_BOOT,
-    seed: int = DEFAULT_SEED,
-) -> dict[str, Hindsight]:
-    """Per condition: on every page that all `arms` loaded, the largest of their gains
-    over `baseline`, averaged over those pages. No policy knows in advance which scheme
-    wins a page, and the largest of noisy gains is biased up (the winner's curse), so
-    this is an optimistic bound on what choosing among `arms` could give (issue 19)."""
-    out: dict[str, Hindsight] = {}
-    for cond, by_arm in _by_condition(rows).items():
-        base = by_arm.get(baseline)
-        if base is None or any(a not in by_arm for a in arms):
-            continue
-        per_arm = {a: _page_gains(by_arm[a], base, metric) for a in arms}
-        pages = sorted(set.intersection(*(set(g) for g in per_arm.values())))
-        if not pages:
-            continue
-        wins: dict[str, int] = defaultdict(int)
-        best_pct, best_ms = [], []
-        for p in pages:
-            winner = max(arms, key=lambda a: per_arm[a][p].gain_pct)
-            wins[winner] += 1
-            best_pct.append(per_arm[winner][p].gain_pct)
-            best_ms.append(per_arm[winner][p].gain_ms)
-        out[cond] = Hindsight(
-            bootstrap_mean(best_pct, n_boot, seed), float(np.mean(best_ms)), dict(wins), len(pages)
-        )
     return out
 
 
@@ -477,40 +374,6 @@ def stat_samples(
     return dict(out)
 
 
-LLC_USAGE = ["llc_up_kb", "llc_down_kb", "llc_up_mbit", "llc_down_mbit"]
-
-
-def with_llc_usage(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows of loads whose stats carry the LLC link's counters, each with LLC_USAGE added:
-    kB that crossed the LLC link up and down during the load (the emulator's
-    `links.llc.{uplink,downlink}.bytes_out`, the same counter for every scheme, agents,
-    proxy or MPTCP) and those bytes as a mean rate over the load (bits / PLT).
-    HotMobile'21 Table 1 reports bytes per page over URLLC and mean rates up / down.
-    Only the newest measurement of each cell and valid loads, as everywhere else."""
-    out = []
-    for r in latest_per_cell(rows):
-        if not is_valid(r, "plt_ms"):
-            continue
-        llc = stats_of(r).get("links", {}).get("llc", {})
-        up = (llc.get("uplink") or {}).get("bytes_out")
-        down = (llc.get("downlink") or {}).get("bytes_out")
-        plt = r.get("plt_ms")
-        if not isinstance(up, int | float) or not isinstance(down, int | float):
-            continue
-        if not isinstance(plt, int | float) or _isnan(plt) or plt <= 0:
-            continue
-        out.append(
-            dict(
-                r,
-                llc_up_kb=up / 1000.0,
-                llc_down_kb=down / 1000.0,
-                llc_up_mbit=up * 8 / (plt * 1000.0),  # bits per ms / 1000 = Mbit/s
-                llc_down_mbit=down * 8 / (plt * 1000.0),
-            )
-        )
-    return out
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(values, q)) if values else math.nan
 
@@ -527,64 +390,3 @@ def unpaired(rows: Iterable[dict[str, Any]]) -> list[str]:
         if off is not None:
             offsets[(condition_of(r), item_of(r), int(r.get("trial") or 0))].add(float(off))
     return [f"{c}|{i}|t{t}: {sorted(v)}" for (c, i, t), v in sorted(offsets.items()) if len(v) > 1]
-
-
-@dataclass(frozen=True)
-class BetterSingleGain:
-    """A scheme against the better of the single networks under one condition (IANS'
-    comparison): the single arm with the lower mean metric is the baseline."""
-
-    condition: str
-    arm: str
-    better: str  # the single arm with the lower mean metric here
-    singles_mean: dict[str, float]  # mean metric of each single arm
-    improvement_pct: CI  # median over pages of (better - arm) / better, %
-    pages: int
-
-
-def better_single_gains(
-    rows: Iterable[dict[str, Any]],
-    singles: Sequence[str],
-    metric: str = "plt_ms",
-    n_boot: int = DEFAULT_BOOT,
-    seed: int = DEFAULT_SEED,
-) -> dict[tuple[str, str], BetterSingleGain]:
-    """Every other scheme against the better single network, per condition: per page
-    the mean over paired trials of (better - arm) / better in %, then the median over
-    pages with a bootstrap CI (IANS reports medians)."""
-    rows = latest_per_cell(rows)
-    table: dict[str, dict[str, dict[str, dict[int, float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(dict))
-    )
-    for r in rows:
-        if is_valid(r, metric):
-            v = float(r[metric])
-            table[condition_of(r)][arm_of(r)][item_of(r)][int(r.get("trial") or 0)] = v
-    out: dict[tuple[str, str], BetterSingleGain] = {}
-    for cond, arms in table.items():
-        means_of = {
-            a: float(np.mean([v for t in arms[a].values() for v in t.values()]))
-            for a in singles
-            if arms.get(a)
-        }
-        if not means_of:
-            continue
-        better = min(means_of, key=lambda a: means_of[a])
-        base = arms[better]
-        for arm, items in arms.items():
-            if arm in singles:
-                continue
-            per_page = []
-            for item, trials in items.items():
-                pct = [
-                    (base[item][t] - v) / base[item][t] * 100
-                    for t, v in trials.items()
-                    if t in base.get(item, {}) and base[item][t] > 0
-                ]
-                if pct:
-                    per_page.append(float(np.mean(pct)))
-            out[(cond, arm)] = BetterSingleGain(
-                cond, arm, better, means_of,
-                bootstrap_median(per_page, n_boot, seed), len(per_page),
-            )  # fmt: skip
-    return out
