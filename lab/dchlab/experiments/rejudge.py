@@ -148,15 +148,15 @@ def moves(
     return out
 
 
-def corpus_of(c: Campaign) -> Corpus:
-    """The campaign's corpus, for its objects and hosts: an imported one as it is, a
-    named source imported afresh into a temporary directory (no probe needed)."""
+def held_by(c: Campaign) -> Held:
+    """What the campaign's corpus holds: an imported corpus read as it is, a named source
+    imported afresh into a temporary directory, removed again (no probe needed)."""
     name = c.workload.corpus or ""
     src = source(name) if name in NAMES else Path(name)
     if (src / "manifest.json").is_file():
-        return load(src)
-    tmp = Path(tempfile.mkdtemp(prefix=f"rejudge-{name}-"))
-    return import_source(name, src, tmp / "corpus")
+        return Held.of(load(src))
+    with tempfile.TemporaryDirectory(prefix=f"rejudge-{name}-") as tmp:
+        return Held.of(import_source(name, src, Path(tmp) / "corpus"))
 
 
 def report(
@@ -205,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except CampaignError as e:
             log.warning("%s: %s", name, e)
             continue
-        print("\n".join(report(c, rows, Held.of(corpus_of(c)), args.assume_rest)) + "\n")
+        print("\n".join(report(c, rows, held_by(c), args.assume_rest)) + "\n")
     return 0
 
 
