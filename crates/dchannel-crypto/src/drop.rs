@@ -7,19 +7,32 @@ dchannel_core::counter_table! {
     /// Why [`crate::Peers::open`] refused a datagram (`crypto.drops.<name>`
     /// in the agent's stats). Nothing is ever sent in reply.
     pub enum CryptoDrop {
-        Truncated = "truncated": "Shorter than its type's fixed part (or than the header plus tag)",
-        UnknownType = "unknown_type": "First byte is not one of the encrypted message types",
-        UnknownIndex = "unknown_index": "Transport datagram or response for a session index we do not have (never had, expired, or replaced and past its grace period)",
-        Expired = "expired": "The session is older than the reject-after time",
-        Replay = "replay": "The counter was seen before on this channel (replay or duplicate)",
-        TooOld = "too_old": "The counter is older than the anti-replay window of this channel",
-        CounterLimit = "counter_limit": "The counter is past the reject-after-messages limit",
-        AuthFailed = "auth_failed": "The AEAD tag did not verify: forged, corrupted, wrong key or wrong channel",
-        RateLimited = "rate_limited": "Handshake initiation over the per-source or global rate limit (no work done)",
-        HandshakeInvalid = "handshake_invalid": "Handshake message that did not decrypt or parse",
-        UnknownPeer = "unknown_peer": "Valid initiation from a static key that is not configured",
-        HandshakeReplay = "handshake_replay": "Initiation whose stamp is not newer than the last accepted one from that peer",
-        UnexpectedResponse = "unexpected_response": "Response to no initiation we have in flight",
+        /// Shorter than its type's fixed part (or than the header plus tag)
+        Truncated,
+        /// First byte is not one of the encrypted message types
+        UnknownType,
+        /// Transport datagram or response for a session index we do not have (never had, expired, or replaced and past its grace period)
+        UnknownIndex,
+        /// The session is older than the reject-after time
+        Expired,
+        /// The counter was seen before on this channel (replay or duplicate)
+        Replay,
+        /// The counter is older than the anti-replay window of this channel
+        TooOld,
+        /// The counter is past the reject-after-messages limit
+        CounterLimit,
+        /// The AEAD tag did not verify: forged, corrupted, wrong key or wrong channel
+        AuthFailed,
+        /// Handshake initiation over the per-source or global rate limit (no work done)
+        RateLimited,
+        /// Handshake message that did not decrypt or parse
+        HandshakeInvalid,
+        /// Valid initiation from a static key that is not configured
+        UnknownPeer,
+        /// Initiation whose stamp is not newer than the last accepted one from that peer
+        HandshakeReplay,
+        /// Response to no initiation we have in flight
+        UnexpectedResponse,
     }
 }
 
@@ -87,6 +100,25 @@ mod tests {
         assert_eq!(c.total(), 3);
         let names: std::collections::HashSet<_> = c.iter().map(|(n, _)| n).collect();
         assert_eq!(names.len(), CryptoDrop::COUNT);
+        // the `crypto.drops` keys of the agent's stats
+        assert_eq!(
+            CryptoDrop::ALL.map(CryptoDrop::name),
+            [
+                "truncated",
+                "unknown_type",
+                "unknown_index",
+                "expired",
+                "replay",
+                "too_old",
+                "counter_limit",
+                "auth_failed",
+                "rate_limited",
+                "handshake_invalid",
+                "unknown_peer",
+                "handshake_replay",
+                "unexpected_response",
+            ]
+        );
         for (i, r) in CryptoDrop::ALL.iter().enumerate() {
             assert_eq!(*r as usize, i);
         }

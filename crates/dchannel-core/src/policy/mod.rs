@@ -284,14 +284,8 @@ impl Policy for Rule {
         self.name.into()
     }
 
-    fn decide(
-        &mut self,
-        pkt: &PacketInfo,
-        raw: &[u8],
-        flow: &mut FlowState,
-        ctx: &Ctx,
-    ) -> Decision {
-        (self.decide)(pkt, raw, flow, ctx)
+    fn decide(&mut self, p: &PacketInfo, raw: &[u8], f: &mut FlowState, ctx: &Ctx) -> Decision {
+        (self.decide)(p, raw, f, ctx)
     }
 }
 
