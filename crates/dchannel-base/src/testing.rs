@@ -78,7 +78,7 @@ pub fn run_tests(tun: bool, plain: &[NamedTest], namespaced: &[NamedTest]) -> ! 
 /// `tun: true`, /dev/net/tun, and are reported as ignored (with the reason)
 /// where these are missing. See [`run_tests`].
 ///
-/// ```ignore
+/// ```text
 /// dchannel_base::test_main! {
 ///     tun: true,
 ///     plain: [flags_are_checked],
