@@ -330,6 +330,12 @@ fn alpha_gap(arg: Option<&str>, alpha: f64, gap: Nanos) -> Result<(f64, Nanos), 
     Ok((alpha, (gap_ms * MS as f64).round() as Nanos))
 }
 
+/// The spec `name:alpha=A,gap_ms=G` of `prewarm` and `burst`, which
+/// [`alpha_gap`] parses back.
+fn alpha_gap_spec(name: &str, alpha: f64, gap: Nanos) -> String {
+    format!("{name}:alpha={alpha},gap_ms={}", gap as f64 / MS as f64)
+}
+
 /// Parses a policy spec string (the scheme name, verbatim).
 /// `default_alpha` applies to `dchannel` without an explicit alpha.
 pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, SpecError> {
