@@ -198,6 +198,18 @@ mod tests {
     use crate::rate::{Capacity, RateSchedule};
     use crate::time::NS_PER_MS as MS;
 
+    /// Unlimited rate, 5 ms one-way, DRX 30/40 (inactivity 30 ms, cycle 40 ms).
+    fn drx_5ms_30_40() -> Pipeline<u32> {
+        let drx = Some(Drx::new(30 * MS, 40 * MS));
+        pipe(
+            Capacity::Unlimited,
+            QueueLimit::Packets(800),
+            5 * MS,
+            0.0,
+            drx,
+        )
+    }
+
     fn pipe(
         cap: Capacity,
         limit: QueueLimit,
@@ -250,13 +262,7 @@ mod tests {
         assert_eq!(p.predict_one_way(10 * MS, 0), 20 * MS); // queue drained by 3 ms
 
         // DRX 30/40 behind 5 ms: at 100 ms the radio (last traffic at 5 ms) sleeps
-        let mut d = pipe(
-            Capacity::Unlimited,
-            QueueLimit::Packets(800),
-            5 * MS,
-            0.0,
-            Some(Drx::new(30 * MS, 40 * MS)),
-        );
+        let mut d = drx_5ms_30_40();
         assert_eq!(d.push(0, 100, 1).unwrap().0, 5 * MS);
         // reaches the radio at 105 ms: asleep since 35, wakes at 75 and 115 -> 15 ms more
         assert_eq!(d.predict_one_way(100 * MS, 0), 15 * MS);
@@ -276,13 +282,7 @@ mod tests {
     #[test]
     fn drx_delays_after_idle_and_stays_ordered() {
         // 5 ms one-way, DRX 30/40
-        let mut p = pipe(
-            Capacity::Unlimited,
-            QueueLimit::Packets(800),
-            5 * MS,
-            0.0,
-            Some(Drx::new(30 * MS, 40 * MS)),
-        );
+        let mut p = drx_5ms_30_40();
         // reaches the radio at 5 ms: awake
         assert_eq!(p.push(0, 100, 1).unwrap().0, 5 * MS);
         // asleep at 35; reaches radio at 105 → wake-ups 75, 115 → 115

@@ -117,11 +117,8 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-#[test]
 fn ping_rtt_is_twice_fixed_one_way_delay() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let mut lab = Lab::start("fixed:40ms/100mbit", &[]);
     let out = ping_b(&lab, "20", "0.05");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -155,11 +152,8 @@ fn timeline_owd(t_ms: f64) -> f64 {
     (r0 + (r1 - r0) * (t_ms - t0) / (t1 - t0)) / 2.0
 }
 
-#[test]
 fn rtt_timeline_step_and_ramp_delays_follow_interpolation() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let mut lab = start_profile(
         &[(
             "t.rtt.csv",
@@ -278,11 +272,8 @@ fn check_goodput(mut lab: Lab, capacity_bps: f64) {
     assert_eq!(stats["uplink"]["pkts_dropped_loss"], 0);
 }
 
-#[test]
 fn tcp_goodput_matches_constant_12mbit() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let lab = start_profile(
         &[],
         (
@@ -295,11 +286,8 @@ fn tcp_goodput_matches_constant_12mbit() {
     check_goodput(lab, 12e6);
 }
 
-#[test]
 fn tcp_goodput_matches_mahimahi_trace() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let lab = start_profile(
         // 10 opportunities per 10 ms, bunched unevenly: 12 Mbit/s on average
         &[("l.trace", "1\n1\n1\n2\n4\n4\n6\n7\n9\n10\n")],
@@ -313,11 +301,8 @@ fn tcp_goodput_matches_mahimahi_trace() {
     check_goodput(lab, 12e6);
 }
 
-#[test]
 fn capacity_series_changes_rate_on_the_second() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let mut lab = start_profile(
         &[(
             "c.cap.csv",
@@ -385,11 +370,8 @@ fn capacity_series_changes_rate_on_the_second() {
     }
 }
 
-#[test]
 fn drop_tail_burst_loses_exactly_the_excess() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let mut lab = start_profile(
         &[],
         (
@@ -429,11 +411,8 @@ fn drop_tail_burst_loses_exactly_the_excess() {
     );
 }
 
-#[test]
 fn one_percent_loss_is_inside_binomial_99_interval() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let mut lab = start_profile(
         &[],
         (
@@ -475,11 +454,8 @@ fn one_percent_loss_is_inside_binomial_99_interval() {
     assert!((164..=236).contains(&lost), "lost {lost}");
 }
 
-#[test]
 fn drx_delays_downlink_after_idle_but_not_uplink() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let mut lab = start_profile(
         &[],
         (
@@ -541,11 +517,8 @@ fn drx_delays_downlink_after_idle_but_not_uplink() {
     }
 }
 
-#[test]
 fn tcp_transfer_is_byte_exact_over_a_lossy_link() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let mut lab = start_profile(
         &[],
         (
@@ -590,7 +563,6 @@ fn refused_before_ready(out: &std::process::Output) -> std::borrow::Cow<'_, str>
     String::from_utf8_lossy(&out.stderr)
 }
 
-#[test]
 fn refuses_missing_namespace_before_ready() {
     let out = chanemu_between(
         "urllc",
@@ -606,7 +578,6 @@ fn refuses_missing_namespace_before_ready() {
     );
 }
 
-#[test]
 fn check_profile_prints_resolved_and_refuses_bad() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_chanemu"))
         .args(["check-profile", "urllc"])
@@ -658,11 +629,8 @@ fn read_pcap(path: &std::path::Path) -> Vec<(u64, Vec<u8>)> {
     out
 }
 
-#[test]
 fn pcap_captures_each_direction_as_raw_ipv4() {
-    let Some(_g) = serial_if_can_run() else {
-        return;
-    };
+    let _g = serial();
     let scratch = tempfile::tempdir().unwrap();
     let prefix = scratch.path().join("link");
     let unix_ns = || {
@@ -736,11 +704,7 @@ fn pcap_captures_each_direction_as_raw_ipv4() {
     }
 }
 
-#[test]
 fn pcap_refuses_an_unwritable_prefix_before_ready() {
-    if !can_run() {
-        return;
-    }
     let tag = format!("dchcepc{}", std::process::id() % 100_000);
     let (a, b) = (format!("{tag}a"), format!("{tag}b"));
     for ns in [&a, &b] {
@@ -766,4 +730,10 @@ fn pcap_refuses_an_unwritable_prefix_before_ready() {
         "error names the file: {err}"
     );
     assert!(!links.status.success(), "emu0 left behind in {a}");
+}
+
+dchannel_base::test_main! {
+    tun: true,
+    plain: [refuses_missing_namespace_before_ready, check_profile_prints_resolved_and_refuses_bad],
+    namespaced: [ping_rtt_is_twice_fixed_one_way_delay, rtt_timeline_step_and_ramp_delays_follow_interpolation, tcp_goodput_matches_constant_12mbit, tcp_goodput_matches_mahimahi_trace, capacity_series_changes_rate_on_the_second, drop_tail_burst_loses_exactly_the_excess, one_percent_loss_is_inside_binomial_99_interval, drx_delays_downlink_after_idle_but_not_uplink, tcp_transfer_is_byte_exact_over_a_lossy_link, pcap_captures_each_direction_as_raw_ipv4, pcap_refuses_an_unwritable_prefix_before_ready],
 }

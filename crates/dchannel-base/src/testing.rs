@@ -11,21 +11,91 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Whether namespace tests can run here: root, iproute2 and, if `tun`,
-/// /dev/net/tun. Prints why not (the caller then returns: the test is skipped).
-pub fn can_run(tun: bool) -> bool {
+/// Why namespace tests cannot run here: the prerequisites missing among
+/// root, iproute2 and, if `tun`, /dev/net/tun (`None`: they can run).
+pub fn missing_prerequisites(tun: bool) -> Option<String> {
     // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ok = root
-        && (!tun || std::path::Path::new("/dev/net/tun").exists())
-        && Command::new("ip").arg("-V").output().is_ok();
-    if !ok {
+    let uid = unsafe { libc::geteuid() };
+    let mut missing = Vec::new();
+    if uid != 0 {
+        missing.push(format!("root (running as uid {uid})"));
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        missing.push("iproute2 (`ip`)".to_string());
+    }
+    if tun && !std::path::Path::new("/dev/net/tun").exists() {
+        missing.push("/dev/net/tun".to_string());
+    }
+    (!missing.is_empty()).then(|| format!("needs {}", missing.join(", ")))
+}
+
+/// Whether namespace tests can run here (see [`missing_prerequisites`]);
+/// prints why not.
+pub fn can_run(tun: bool) -> bool {
+    match missing_prerequisites(tun) {
+        None => true,
+        Some(why) => {
+            eprintln!("cannot run namespace tests: {why}");
+            false
+        }
+    }
+}
+
+/// A test function of a [`test_main!`](crate::test_main) binary and its name.
+pub type NamedTest = (&'static str, fn());
+
+/// The `main` of a test binary built with `harness = false` (libtest-mimic):
+/// runs `plain` tests everywhere and `namespaced` ones only where
+/// [`missing_prerequisites`]`(tun)` finds nothing missing. Elsewhere each
+/// namespace test is reported as *ignored* (cargo's summary counts it under
+/// "ignored", never "passed"), shown as `[needs ...] name ... ignored`, and
+/// the reason is printed once. Panics fail a test, as under libtest.
+pub fn run_tests(tun: bool, plain: &[NamedTest], namespaced: &[NamedTest]) -> ! {
+    let args = libtest_mimic::Arguments::from_args();
+    let missing = missing_prerequisites(tun);
+    if let Some(why) = &missing {
         eprintln!(
-            "skipping: needs root, iproute2{}",
-            if tun { " and /dev/net/tun" } else { "" }
+            "skipping {} namespace test(s): {why}; they are reported as ignored",
+            namespaced.len()
         );
     }
-    ok
+    let trial = |&(name, f): &NamedTest| {
+        libtest_mimic::Trial::test(name, move || {
+            f();
+            Ok(())
+        })
+    };
+    let mut trials: Vec<_> = plain.iter().map(trial).collect();
+    trials.extend(namespaced.iter().map(|t| match &missing {
+        None => trial(t),
+        Some(why) => trial(t).with_kind(why.clone()).with_ignored_flag(true),
+    }));
+    libtest_mimic::run(&args, trials).exit()
+}
+
+/// Declares a test binary's `main` (with `harness = false` in Cargo.toml):
+/// `plain` tests always run, `namespaced` ones need root, iproute2 and, with
+/// `tun: true`, /dev/net/tun, and are reported as ignored (with the reason)
+/// where these are missing. See [`run_tests`].
+///
+/// ```text
+/// dchannel_base::test_main! {
+///     tun: true,
+///     plain: [flags_are_checked],
+///     namespaced: [ping_through_the_tunnel, iperf_through_the_tunnel],
+/// }
+/// ```
+#[macro_export]
+macro_rules! test_main {
+    (tun: $tun:expr, plain: [$($plain:ident),* $(,)?], namespaced: [$($ns:ident),* $(,)?] $(,)?) => {
+        fn main() {
+            $crate::testing::run_tests(
+                $tun,
+                &[$((stringify!($plain), $plain as fn())),*],
+                &[$((stringify!($ns), $ns as fn())),*],
+            )
+        }
+    };
 }
 
 /// Runs `args[0] args[1..]`; panics with its stderr and stdout (where e.g.
@@ -139,5 +209,17 @@ mod tests {
         assert_ne!(pattern(64, 1), pattern(64, 2));
         assert_eq!(pattern(3, 1).len(), 3);
         assert_ne!(unique_tag(), unique_tag());
+    }
+
+    #[test]
+    fn missing_prerequisites_names_what_is_missing() {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let why = missing_prerequisites(false);
+        assert_eq!(why.as_deref().is_some_and(|w| w.contains("root")), !root);
+        if let Some(w) = why {
+            assert!(w.starts_with("needs "), "{w}");
+        }
+        assert_eq!(can_run(false), missing_prerequisites(false).is_none());
     }
 }

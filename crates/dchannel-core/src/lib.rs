@@ -13,6 +13,8 @@
 #![warn(missing_docs)]
 
 pub mod channel;
+#[macro_use]
+pub mod counters;
 pub mod endpoint;
 pub mod flow_table;
 pub mod gro;

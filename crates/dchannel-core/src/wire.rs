@@ -1,6 +1,6 @@
 //! The dchannel wire header carried in every UDP datagram between the agents.
 //!
-//! Layout (network byte order, 16 bytes; see docs/wire.md):
+//! Layout (network byte order, 16 bytes; docs/wire.md; byte ranges in [`field`]):
 //!
 //! ```text
 //!  0                   1                   2                   3
@@ -16,23 +16,46 @@
 //! ```
 //!
 //! A data datagram carries one inner IP packet after the header. A probe
-//! datagram carries a 2-byte body: probe kind and the channel it was sent on;
-//! its `seq` field is the probe id and its flow id is 0.
+//! datagram carries a 2-byte body: probe kind (1 to 4, [`ProbeKind`]) and the
+//! channel it was sent on; its `seq` field is the probe id and its flow id is 0.
 //!
-//! The 8-byte auth field is version 1's client token. A later version carries
-//! AEAD instead: the same 8 bytes become a key id (32 bit) plus a 32-bit nonce
-//! extension, (flow id, seq) complete the nonce and a 16-byte tag follows the
-//! ciphertext, so the header stays 16 bytes and only the tag is added.
+//! The 8-byte auth field is version 1's client token (`--insecure`). Encrypted
+//! datagrams (the default; `dchannel_crypto::format`, docs/wire.md "Encrypted
+//! datagrams") carry this same header with the auth field 0, in clear but
+//! authenticated, behind a 13-byte prefix (type, receiver index, counter) and
+//! followed by the encrypted body and a 16-byte tag.
 
 use crate::Channel;
 use std::fmt;
 
+/// Byte ranges of the header's fields and of the probe body's (smoltcp style).
+pub mod field {
+    use std::ops::Range;
+
+    /// Version (high nibble) and message type (low nibble).
+    pub const VERSION_TYPE: usize = 0;
+    /// [`FLAG_LLC`](super::FLAG_LLC) or 0.
+    pub const FLAGS: usize = 1;
+    /// The sender's flow id (u16).
+    pub const FLOW_ID: Range<usize> = 2..4;
+    /// Per-flow sequence number or probe id (u32).
+    pub const SEQ: Range<usize> = 4..8;
+    /// The auth field: version 1's client token (u64).
+    pub const AUTH: Range<usize> = 8..16;
+    /// First byte after the header.
+    pub const BODY: usize = AUTH.end;
+    /// In a probe body (offsets from its start): the probe kind.
+    pub const PROBE_KIND: usize = 0;
+    /// In a probe body: the channel the probe was sent on.
+    pub const PROBE_CHANNEL: usize = 1;
+}
+
 /// Version this implementation speaks.
 pub const VERSION: u8 = 1;
 /// Bytes of the dchannel header.
-pub const HEADER_LEN: usize = 16;
+pub const HEADER_LEN: usize = field::BODY;
 /// Bytes of a probe body after the header.
-pub const PROBE_BODY_LEN: usize = 2;
+pub const PROBE_BODY_LEN: usize = field::PROBE_CHANNEL + 1;
 /// Flag bit: the sender put this datagram on the LLC (informational).
 pub const FLAG_LLC: u8 = 0x01;
 
@@ -45,7 +68,8 @@ pub enum MsgType {
     Probe = 1,
 }
 
-/// The three probe messages of the RTT handshake (NSDI'23 §4.2).
+/// The probe messages: the three of the RTT handshake (NSDI'23 §4.2) and
+/// the one-way wake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProbeKind {
     /// Sent by the initiator (client) on each channel every probe interval.
@@ -89,7 +113,8 @@ pub struct Header {
     pub token: u64,
 }
 
-/// Why a datagram was rejected. Each variant has its own malformed counter.
+/// Why a datagram was rejected. Each variant has its own malformed counter
+/// (`DropReason::from` in the endpoint).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WireError {
     /// Shorter than the header (or than the probe body for a probe).
@@ -114,19 +139,6 @@ pub enum WireError {
     EmptyData,
 }
 
-impl WireError {
-    /// Stable counter name used in stats.
-    pub fn counter(&self) -> &'static str {
-        match self {
-            WireError::Truncated { .. } => "truncated",
-            WireError::UnknownVersion(_) => "unknown_version",
-            WireError::UnknownType(_) => "unknown_type",
-            WireError::BadProbe { .. } => "bad_probe",
-            WireError::EmptyData => "empty_data",
-        }
-    }
-}
-
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -147,7 +159,7 @@ impl fmt::Display for WireError {
             }
             WireError::BadProbe { kind, channel } => write!(
                 f,
-                "bad probe body: kind {kind} (expected 1..=3), channel {channel} (expected 0 or 1)"
+                "bad probe body: kind {kind} (expected 1..=4), channel {channel} (expected 0 or 1)"
             ),
             WireError::EmptyData => write!(f, "data datagram without an inner packet"),
         }
@@ -161,11 +173,11 @@ impl Header {
     ///
     /// Panics if `out` is shorter than [`HEADER_LEN`] (a driver bug, never input).
     pub fn encode(&self, out: &mut [u8]) {
-        out[0] = (VERSION << 4) | (self.msg_type as u8);
-        out[1] = self.flags;
-        out[2..4].copy_from_slice(&self.flow_id.to_be_bytes());
-        out[4..8].copy_from_slice(&self.seq.to_be_bytes());
-        out[8..16].copy_from_slice(&self.token.to_be_bytes());
+        out[field::VERSION_TYPE] = (VERSION << 4) | (self.msg_type as u8);
+        out[field::FLAGS] = self.flags;
+        out[field::FLOW_ID].copy_from_slice(&self.flow_id.to_be_bytes());
+        out[field::SEQ].copy_from_slice(&self.seq.to_be_bytes());
+        out[field::AUTH].copy_from_slice(&self.token.to_be_bytes());
     }
 
     /// Parses the header; never panics on any input.
@@ -176,21 +188,21 @@ impl Header {
                 need: HEADER_LEN,
             });
         }
-        let version = buf[0] >> 4;
+        let version = buf[field::VERSION_TYPE] >> 4;
         if version != VERSION {
             return Err(WireError::UnknownVersion(version));
         }
-        let msg_type = match buf[0] & 0x0f {
+        let msg_type = match buf[field::VERSION_TYPE] & 0x0f {
             0 => MsgType::Data,
             1 => MsgType::Probe,
             t => return Err(WireError::UnknownType(t)),
         };
         Ok(Header {
             msg_type,
-            flags: buf[1],
-            flow_id: u16::from_be_bytes([buf[2], buf[3]]),
-            seq: u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]),
-            token: u64::from_be_bytes(buf[8..16].try_into().expect("8 bytes")),
+            flags: buf[field::FLAGS],
+            flow_id: u16::from_be_bytes(buf[field::FLOW_ID].try_into().expect("2 bytes")),
+            seq: u32::from_be_bytes(buf[field::SEQ].try_into().expect("4 bytes")),
+            token: u64::from_be_bytes(buf[field::AUTH].try_into().expect("8 bytes")),
         })
     }
 }
@@ -209,7 +221,7 @@ pub enum Datagram<'a> {
     Probe {
         /// The decoded header (`seq` is the probe id).
         header: Header,
-        /// D-SYN, D-SYN-ACK or D-ACK.
+        /// D-SYN, D-SYN-ACK, D-ACK or wake.
         kind: ProbeKind,
         /// The channel the sender put it on.
         channel: Channel,
@@ -252,8 +264,9 @@ pub fn decode_body(header: Header, body: &[u8]) -> Result<Datagram<'_>, WireErro
                     need: HEADER_LEN + PROBE_BODY_LEN,
                 });
             }
-            let kind = ProbeKind::from_u8(body[0]);
-            let channel = match body[1] {
+            let (kind_byte, channel_byte) = (body[field::PROBE_KIND], body[field::PROBE_CHANNEL]);
+            let kind = ProbeKind::from_u8(kind_byte);
+            let channel = match channel_byte {
                 0 => Some(Channel::Hbc),
                 1 => Some(Channel::Llc),
                 _ => None,
@@ -265,8 +278,8 @@ pub fn decode_body(header: Header, body: &[u8]) -> Result<Datagram<'_>, WireErro
                     channel,
                 }),
                 _ => Err(WireError::BadProbe {
-                    kind: body[0],
-                    channel: body[1],
+                    kind: kind_byte,
+                    channel: channel_byte,
                 }),
             }
         }
@@ -296,8 +309,8 @@ pub fn probe_header(id: u32, channel: Channel) -> Header {
 
 /// Writes a probe body (kind, channel) into the first [`PROBE_BODY_LEN`] bytes of `out`.
 pub fn encode_probe_body(out: &mut [u8], kind: ProbeKind, channel: Channel) {
-    out[0] = kind as u8;
-    out[1] = channel as u8;
+    out[field::PROBE_KIND] = kind as u8;
+    out[field::PROBE_CHANNEL] = channel as u8;
 }
 
 /// Encodes a probe datagram into `out` and returns its length.
@@ -320,6 +333,18 @@ pub fn encode_probe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_tile_the_header_and_the_probe_body() {
+        assert_eq!(field::FLAGS, field::VERSION_TYPE + 1);
+        assert_eq!(field::FLOW_ID.start, field::FLAGS + 1);
+        assert_eq!(field::SEQ.start, field::FLOW_ID.end);
+        assert_eq!(field::AUTH.start, field::SEQ.end);
+        assert_eq!((HEADER_LEN, PROBE_BODY_LEN), (16, 2), "docs/wire.md");
+        let mut body = [0u8; PROBE_BODY_LEN];
+        encode_probe_body(&mut body, ProbeKind::Wake, Channel::Llc);
+        assert_eq!(body, [4, 1], "kind 4 (wake) is a valid probe kind");
+    }
 
     #[test]
     fn header_round_trip_and_exact_bytes() {

@@ -118,14 +118,14 @@ impl TransportKey {
 
     /// Decrypts `data_and_tag` (ciphertext followed by the tag) in place; on
     /// success the first `len - 16` bytes are the plaintext; a tag that does not
-    /// verify is [`crate::Drop::AuthFailed`].
+    /// verify is [`crate::CryptoDrop::AuthFailed`].
     pub fn open(
         &self,
         channel: Channel,
         counter: u64,
         ad: &[u8],
         data_and_tag: &mut [u8],
-    ) -> Result<(), crate::Drop> {
+    ) -> Result<(), crate::CryptoDrop> {
         self.key
             .open_in_place(
                 Nonce::assume_unique_for_key(nonce(channel, counter)),
@@ -133,7 +133,7 @@ impl TransportKey {
                 data_and_tag,
             )
             .map(|_| ())
-            .map_err(|_| crate::Drop::AuthFailed)
+            .map_err(|_| crate::CryptoDrop::AuthFailed)
     }
 }
 

@@ -23,18 +23,16 @@ use crate::format::{INITIATION_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN
 use crate::format::{TAG_LEN, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT};
 use crate::peers::{DuplicatePeer, Stats};
 use crate::{Channel, SealError};
-use crate::{Config, Drop, DropCounts, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey};
+use crate::{Config, CryptoDrop, DropCounts, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey};
 use dchannel_core::endpoint::{self, AuthTransmit, DatagramAuth, DropReason, Shape};
-use dchannel_core::wire::{Header, WireError, HEADER_LEN};
+use dchannel_core::wire::{Header, HEADER_LEN};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The counter of a refused datagram in the endpoint's terms.
-pub fn drop_reason(d: Drop) -> DropReason {
-    DropReason::Crypto {
-        code: d as u8,
-        name: d.as_str(),
-    }
+/// The counter of a refused datagram in the endpoint's terms: one
+/// `unauthentic` counter; the layer counts `d` itself (`crypto.drops`).
+pub fn drop_reason(_d: CryptoDrop) -> DropReason {
+    DropReason::Unauthentic
 }
 
 /// AEAD sealing and opening for a `dchannel_core` endpoint; clones share the
@@ -146,16 +144,13 @@ impl DatagramAuth for AeadAuth {
     ) -> Result<usize, DropReason> {
         // The auth field stays 0: authenticity is the tag's job.
         Header { token: 0, ..header }.encode(&mut buf[PREFIX_LEN..PREFIX_LEN + HEADER_LEN]);
-        let have = buf.len();
         match self
             .lock()
             .seal(now, PeerId(peer as u32), channel, buf, body_len)
         {
             Ok(n) => Ok(n),
             Err(SealError::NoSession | SealError::UnknownPeer) => Err(DropReason::NoSession),
-            Err(SealError::BufferTooSmall { need, .. }) => {
-                Err(DropReason::Wire(WireError::Truncated { len: have, need }))
-            }
+            Err(SealError::BufferTooSmall { .. }) => Err(DropReason::Truncated),
         }
     }
 

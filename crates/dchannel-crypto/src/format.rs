@@ -14,6 +14,42 @@
 //! All integers are big-endian. The associated data of a transport datagram is
 //! everything before the ciphertext (type, index, counter and the header).
 
+/// Byte ranges of the fields of the encrypted datagrams (smoltcp style).
+pub mod field {
+    use std::ops::Range;
+
+    /// The message type (every datagram).
+    pub const TYPE: usize = 0;
+    /// Transport and response: the receiver's session index (u32).
+    pub const RECEIVER_INDEX: Range<usize> = 1..5;
+    /// Transport: the per-channel counter (u64).
+    pub const COUNTER: Range<usize> = 5..13;
+    /// Transport: where the dchannel header starts (after the prefix).
+    pub const HEADER: usize = COUNTER.end;
+    /// Initiation: where Noise message 1 starts.
+    pub const NOISE_MSG1: usize = TYPE + 1;
+    /// Response: where Noise message 2 starts.
+    pub const NOISE_MSG2: usize = RECEIVER_INDEX.end;
+
+    /// The initiation's payload, encrypted inside Noise message 1.
+    pub mod init_payload {
+        use std::ops::Range;
+
+        /// The proposed cipher (1 = AES-256-GCM, 2 = ChaCha20-Poly1305).
+        pub const CIPHER: usize = 0;
+        /// The initiator's session index (u32).
+        pub const SENDER_INDEX: Range<usize> = 1..5;
+        /// The initiator's stamp (u64, wall-clock ns, strictly increasing).
+        pub const STAMP: Range<usize> = 5..13;
+    }
+
+    /// The response's payload, encrypted inside Noise message 2: the
+    /// responder's session index (u32).
+    pub const RESP_SENDER_INDEX: Range<usize> = 0..4;
+}
+
+use std::ops::Range;
+
 /// Type byte of a transport (data or keepalive) datagram.
 pub const TYPE_TRANSPORT: u8 = 0x20;
 /// Type byte of a handshake initiation.
@@ -22,24 +58,24 @@ pub const TYPE_INITIATION: u8 = 0x21;
 pub const TYPE_RESPONSE: u8 = 0x22;
 
 /// Bytes before the header in a transport datagram: type, receiver index, counter.
-pub const PREFIX_LEN: usize = 1 + 4 + 8;
+pub const PREFIX_LEN: usize = field::HEADER;
 /// Bytes of the authentication tag at the end of a transport datagram.
 pub const TAG_LEN: usize = 16;
 /// Bytes of a keepalive (prefix and tag only).
 pub const KEEPALIVE_LEN: usize = PREFIX_LEN + TAG_LEN;
 
 /// Payload of the initiation inside Noise message 1: cipher, sender index, stamp.
-pub const INIT_PAYLOAD_LEN: usize = 1 + 4 + 8;
+pub const INIT_PAYLOAD_LEN: usize = field::init_payload::STAMP.end;
 /// Noise IK message 1: ephemeral (32), encrypted static (32 + 16), encrypted payload.
 pub const NOISE_MSG1_LEN: usize = 32 + 32 + 16 + INIT_PAYLOAD_LEN + 16;
 /// Bytes of an initiation datagram.
-pub const INITIATION_LEN: usize = 1 + NOISE_MSG1_LEN;
+pub const INITIATION_LEN: usize = field::NOISE_MSG1 + NOISE_MSG1_LEN;
 /// Payload of the response inside Noise message 2: the responder's sender index.
-pub const RESP_PAYLOAD_LEN: usize = 4;
+pub const RESP_PAYLOAD_LEN: usize = field::RESP_SENDER_INDEX.end;
 /// Noise IK message 2: ephemeral (32), encrypted payload.
 pub const NOISE_MSG2_LEN: usize = 32 + RESP_PAYLOAD_LEN + 16;
 /// Bytes of a response datagram.
-pub const RESPONSE_LEN: usize = 1 + 4 + NOISE_MSG2_LEN;
+pub const RESPONSE_LEN: usize = field::NOISE_MSG2 + NOISE_MSG2_LEN;
 /// The largest datagram the handshake ever emits (buffer size for
 /// [`crate::Peers::poll_transmit`]).
 pub const MAX_HANDSHAKE_LEN: usize = INITIATION_LEN;
@@ -50,16 +86,14 @@ pub const fn transport_overhead() -> usize {
     PREFIX_LEN + TAG_LEN
 }
 
-/// Reads the receiver index of a transport datagram or response (bytes 1..5).
-pub(crate) fn read_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+/// Reads the big-endian u32 `field` (4 bytes, e.g. [`field::RECEIVER_INDEX`]).
+pub(crate) fn read_u32(b: &[u8], field: Range<usize>) -> u32 {
+    u32::from_be_bytes(b[field].try_into().expect("a 4-byte field"))
 }
 
-/// Reads a big-endian u64 at `at`.
-pub(crate) fn read_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
+/// Reads the big-endian u64 `field` (8 bytes, e.g. [`field::COUNTER`]).
+pub(crate) fn read_u64(b: &[u8], field: Range<usize>) -> u64 {
+    u64::from_be_bytes(b[field].try_into().expect("an 8-byte field"))
 }
 
 #[cfg(test)]
@@ -74,5 +108,28 @@ mod tests {
         assert_eq!(NOISE_MSG2_LEN, 52);
         assert_eq!(RESPONSE_LEN, 57);
         assert_eq!(transport_overhead(), 29);
+    }
+
+    #[test]
+    fn fields_follow_each_other_as_documented() {
+        assert_eq!(field::RECEIVER_INDEX.start, field::TYPE + 1);
+        assert_eq!(field::COUNTER.start, field::RECEIVER_INDEX.end);
+        assert_eq!(PREFIX_LEN, field::COUNTER.end);
+        use field::init_payload::{CIPHER, SENDER_INDEX, STAMP};
+        assert_eq!(
+            (SENDER_INDEX.start, STAMP.start),
+            (CIPHER + 1, SENDER_INDEX.end)
+        );
+        assert_eq!(INIT_PAYLOAD_LEN, 13);
+        let mut b = [0u8; PREFIX_LEN];
+        b[field::RECEIVER_INDEX].copy_from_slice(&7u32.to_be_bytes());
+        b[field::COUNTER].copy_from_slice(&9u64.to_be_bytes());
+        assert_eq!(read_u32(&b, field::RECEIVER_INDEX), 7);
+        assert_eq!(read_u64(&b, field::COUNTER), 9);
+        assert_eq!(
+            b[1..5],
+            [0, 0, 0, 7],
+            "the index is bytes 1..5 (docs/wire.md)"
+        );
     }
 }

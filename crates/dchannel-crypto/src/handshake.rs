@@ -17,13 +17,14 @@
 //! message 2 [`crate::format::RESPONSE_LEN`]; anything else is invalid.
 
 use crate::aead::Cipher;
+use crate::format::field::{self, init_payload};
 use crate::format::{
     read_u32, read_u64, INITIATION_LEN, INIT_PAYLOAD_LEN, RESPONSE_LEN, RESP_PAYLOAD_LEN,
     TYPE_INITIATION, TYPE_RESPONSE,
 };
 use crate::keys::{PrivateKey, PublicKey};
 use crate::session::Session;
-use crate::{Drop, Nanos};
+use crate::{CryptoDrop, Nanos};
 use snow::params::NoiseParams;
 use snow::{Builder, HandshakeState};
 
@@ -69,14 +70,14 @@ pub fn initiate(
         .and_then(|b| b.build_initiator())
         .expect("IK initiator with both keys");
     let mut payload = [0u8; INIT_PAYLOAD_LEN];
-    payload[0] = cipher.to_byte();
-    payload[1..5].copy_from_slice(&local_index.to_be_bytes());
-    payload[5..13].copy_from_slice(&stamp.to_be_bytes());
-    out[0] = TYPE_INITIATION;
+    payload[init_payload::CIPHER] = cipher.to_byte();
+    payload[init_payload::SENDER_INDEX].copy_from_slice(&local_index.to_be_bytes());
+    payload[init_payload::STAMP].copy_from_slice(&stamp.to_be_bytes());
+    out[field::TYPE] = TYPE_INITIATION;
     let n = state
-        .write_message(&payload, &mut out[1..INITIATION_LEN])
+        .write_message(&payload, &mut out[field::NOISE_MSG1..INITIATION_LEN])
         .expect("message 1 fits");
-    debug_assert_eq!(n + 1, INITIATION_LEN);
+    debug_assert_eq!(field::NOISE_MSG1 + n, INITIATION_LEN);
     InFlight {
         state: Box::new(state),
         local_index,
@@ -103,12 +104,12 @@ pub fn read_initiation(
     params: &NoiseParams,
     local: &PrivateKey,
     dgram: &[u8],
-) -> Result<Received, Drop> {
+) -> Result<Received, CryptoDrop> {
     if dgram.len() != INITIATION_LEN {
         return Err(if dgram.len() < INITIATION_LEN {
-            Drop::Truncated
+            CryptoDrop::Truncated
         } else {
-            Drop::HandshakeInvalid
+            CryptoDrop::HandshakeInvalid
         });
     }
     let mut state = Builder::new(params.clone())
@@ -119,21 +120,22 @@ pub fn read_initiation(
     let mut payload = [0u8; 64];
     let n = state
         .read_message(&dgram[1..], &mut payload)
-        .map_err(|_| Drop::HandshakeInvalid)?;
+        .map_err(|_| CryptoDrop::HandshakeInvalid)?;
     if n != INIT_PAYLOAD_LEN {
-        return Err(Drop::HandshakeInvalid);
+        return Err(CryptoDrop::HandshakeInvalid);
     }
-    let cipher = Cipher::from_byte(payload[0]).ok_or(Drop::HandshakeInvalid)?;
+    let cipher =
+        Cipher::from_byte(payload[init_payload::CIPHER]).ok_or(CryptoDrop::HandshakeInvalid)?;
     let rs: [u8; 32] = state
         .get_remote_static()
         .and_then(|k| k.try_into().ok())
-        .ok_or(Drop::HandshakeInvalid)?;
+        .ok_or(CryptoDrop::HandshakeInvalid)?;
     Ok(Received {
         state: Box::new(state),
         remote_static: PublicKey(rs),
         cipher,
-        remote_index: read_u32(&payload, 1),
-        stamp: read_u64(&payload, 5),
+        remote_index: read_u32(&payload, init_payload::SENDER_INDEX),
+        stamp: read_u64(&payload, init_payload::STAMP),
     })
 }
 
@@ -141,13 +143,16 @@ impl Received {
     /// Writes the response to `out[..RESPONSE_LEN]` and returns the new session
     /// (responder side).
     pub fn respond(mut self, local_index: u32, now: Nanos, out: &mut [u8]) -> Session {
-        out[0] = TYPE_RESPONSE;
-        out[1..5].copy_from_slice(&self.remote_index.to_be_bytes());
+        out[field::TYPE] = TYPE_RESPONSE;
+        out[field::RECEIVER_INDEX].copy_from_slice(&self.remote_index.to_be_bytes());
         let n = self
             .state
-            .write_message(&local_index.to_be_bytes(), &mut out[5..RESPONSE_LEN])
+            .write_message(
+                &local_index.to_be_bytes(),
+                &mut out[field::NOISE_MSG2..RESPONSE_LEN],
+            )
             .expect("message 2 fits");
-        debug_assert_eq!(n + 5, RESPONSE_LEN);
+        debug_assert_eq!(field::NOISE_MSG2 + n, RESPONSE_LEN);
         let (mut i2r, mut r2i) = self.state.dangerously_get_raw_split();
         Session::new(
             self.cipher,
@@ -163,29 +168,29 @@ impl Received {
 
 /// The receiver index of a response datagram, if it is long enough to have one.
 pub fn response_index(dgram: &[u8]) -> Option<u32> {
-    (dgram.len() >= 5).then(|| read_u32(dgram, 1))
+    (dgram.len() >= field::RECEIVER_INDEX.end).then(|| read_u32(dgram, field::RECEIVER_INDEX))
 }
 
 impl InFlight {
     /// Reads the response; on success returns the new session (initiator side).
     /// On failure the handshake stays usable for the genuine response.
-    pub fn complete(&mut self, dgram: &[u8], now: Nanos) -> Result<Session, Drop> {
+    pub fn complete(&mut self, dgram: &[u8], now: Nanos) -> Result<Session, CryptoDrop> {
         if dgram.len() != RESPONSE_LEN {
             return Err(if dgram.len() < RESPONSE_LEN {
-                Drop::Truncated
+                CryptoDrop::Truncated
             } else {
-                Drop::HandshakeInvalid
+                CryptoDrop::HandshakeInvalid
             });
         }
         let mut payload = [0u8; 64];
         let n = self
             .state
             .read_message(&dgram[5..], &mut payload)
-            .map_err(|_| Drop::HandshakeInvalid)?;
+            .map_err(|_| CryptoDrop::HandshakeInvalid)?;
         if n != RESP_PAYLOAD_LEN {
-            return Err(Drop::HandshakeInvalid);
+            return Err(CryptoDrop::HandshakeInvalid);
         }
-        let remote_index = read_u32(&payload, 0);
+        let remote_index = read_u32(&payload, field::RESP_SENDER_INDEX);
         let (mut i2r, mut r2i) = self.state.dangerously_get_raw_split();
         Ok(Session::new(
             self.cipher,
@@ -253,17 +258,17 @@ mod tests {
         let mut fl = initiate(&p, &ik, &rk.public_key(), Cipher::Aes256Gcm, 1, 1, &mut m1);
         assert_eq!(
             read_initiation(&p, &other, &m1).err(),
-            Some(Drop::HandshakeInvalid)
+            Some(CryptoDrop::HandshakeInvalid)
         );
         let mut bad = m1;
         bad[60] ^= 1;
         assert_eq!(
             read_initiation(&p, &rk, &bad).err(),
-            Some(Drop::HandshakeInvalid)
+            Some(CryptoDrop::HandshakeInvalid)
         );
         assert_eq!(
             read_initiation(&p, &rk, &m1[..50]).err(),
-            Some(Drop::Truncated)
+            Some(CryptoDrop::Truncated)
         );
         // a forged response does not spoil the handshake for the real one
         let mut m2 = [0u8; RESPONSE_LEN];
@@ -272,7 +277,10 @@ mod tests {
             .respond(9, 0, &mut m2);
         let mut forged = m2;
         forged[30] ^= 0x80;
-        assert_eq!(fl.complete(&forged, 0).err(), Some(Drop::HandshakeInvalid));
+        assert_eq!(
+            fl.complete(&forged, 0).err(),
+            Some(CryptoDrop::HandshakeInvalid)
+        );
         assert!(fl.complete(&m2, 0).is_ok());
     }
 }

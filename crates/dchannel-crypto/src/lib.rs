@@ -83,7 +83,7 @@ pub mod replay;
 pub mod session;
 
 pub use aead::Cipher;
-pub use drop::{Drop, DropCounts, SealError};
+pub use drop::{CryptoDrop, DropCounts, SealError};
 pub use keys::{PrivateKey, PublicKey};
 pub use peers::{Config, Limits, Opened, PeerId, Peers, Transmit};
 

@@ -11,7 +11,7 @@
 
 use crate::aead::Cipher;
 use crate::format::{
-    read_u32, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN, TYPE_INITIATION,
+    field, read_u32, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN, TYPE_INITIATION,
     TYPE_RESPONSE, TYPE_TRANSPORT,
 };
 use crate::handshake::{self, InFlight};
@@ -19,7 +19,7 @@ use crate::keys::{PrivateKey, PublicKey};
 use crate::peer::{Peer, Pending};
 use crate::ratelimit::{Limiter, RateLimit};
 use crate::session::Session;
-use crate::{Channel, Drop, DropCounts, Nanos, SealError, SECOND};
+use crate::{Channel, CryptoDrop, DropCounts, Nanos, SealError, SECOND};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -315,7 +315,7 @@ impl Peers {
         self.by_key.get(key).copied()
     }
 
-    /// Drop counters (every refused datagram is counted here).
+    /// CryptoDrop counters (every refused datagram is counted here).
     pub fn drops(&self) -> &DropCounts {
         &self.drops
     }
@@ -430,14 +430,14 @@ impl Peers {
         channel: Channel,
         from: SocketAddr,
         dgram: &mut [u8],
-    ) -> Result<Opened, Drop> {
+    ) -> Result<Opened, CryptoDrop> {
         let r = match dgram.first() {
-            None => Err(Drop::Truncated),
+            None => Err(CryptoDrop::Truncated),
             Some(&TYPE_TRANSPORT) => self.open_transport(now, channel, dgram),
             Some(&(TYPE_INITIATION | TYPE_RESPONSE)) => {
                 self.on_handshake(now, channel, from, dgram)
             }
-            Some(_) => Err(Drop::UnknownType),
+            Some(_) => Err(CryptoDrop::UnknownType),
         };
         if let Err(reason) = r {
             self.drops.add(reason);
@@ -450,17 +450,17 @@ impl Peers {
         now: Nanos,
         channel: Channel,
         dgram: &mut [u8],
-    ) -> Result<Opened, Drop> {
+    ) -> Result<Opened, CryptoDrop> {
         let len = dgram.len();
         let h = if len == KEEPALIVE_LEN {
             0
         } else if len >= PREFIX_LEN + self.cfg.header_len + TAG_LEN {
             self.cfg.header_len
         } else {
-            return Err(Drop::Truncated);
+            return Err(CryptoDrop::Truncated);
         };
-        let index = read_u32(dgram, 1);
-        let id = *self.by_index.get(&index).ok_or(Drop::UnknownIndex)?;
+        let index = read_u32(dgram, field::RECEIVER_INDEX);
+        let id = *self.by_index.get(&index).ok_or(CryptoDrop::UnknownIndex)?;
         let l = self.cfg.limits;
         let p = &mut self.peers[id.0 as usize];
         let (slot, s): (u8, &mut Session) =
@@ -475,10 +475,10 @@ impl Peers {
             {
                 (2, &mut **s)
             } else {
-                return Err(Drop::UnknownIndex);
+                return Err(CryptoDrop::UnknownIndex);
             };
         if now >= s.created + l.reject_after_time {
-            return Err(Drop::Expired);
+            return Err(CryptoDrop::Expired);
         }
         s.open(channel, dgram, h, l.reject_after_messages)?;
         p.last_heard = Some(now);
@@ -541,15 +541,15 @@ impl Peers {
         channel: Channel,
         from: SocketAddr,
         dgram: &[u8],
-    ) -> Result<Opened, Drop> {
+    ) -> Result<Opened, CryptoDrop> {
         let mut answer = [0; MAX_HANDSHAKE_LEN];
-        let (id, len, established) = if dgram[0] == TYPE_INITIATION {
+        let (id, len, established) = if dgram[field::TYPE] == TYPE_INITIATION {
             // The cheap checks, per source, before any Diffie-Hellman work.
             if dgram.len() < crate::format::INITIATION_LEN {
-                return Err(Drop::Truncated);
+                return Err(CryptoDrop::Truncated);
             }
             if !self.limiter.allow(now, from.ip()) {
-                return Err(Drop::RateLimited);
+                return Err(CryptoDrop::RateLimited);
             }
             let id = self.answer_initiation(now, dgram, &mut answer)?;
             (id, crate::format::RESPONSE_LEN, false)
@@ -579,11 +579,13 @@ impl Peers {
         now: Nanos,
         dgram: &[u8],
         answer: &mut [u8; MAX_HANDSHAKE_LEN],
-    ) -> Result<PeerId, Drop> {
+    ) -> Result<PeerId, CryptoDrop> {
         let rx = handshake::read_initiation(&self.params, &self.local, dgram)?;
-        let id = self.find(&rx.remote_static).ok_or(Drop::UnknownPeer)?;
+        let id = self
+            .find(&rx.remote_static)
+            .ok_or(CryptoDrop::UnknownPeer)?;
         if rx.stamp <= self.peers[id.0 as usize].last_stamp {
-            return Err(Drop::HandshakeReplay);
+            return Err(CryptoDrop::HandshakeReplay);
         }
         self.peers[id.0 as usize].last_stamp = rx.stamp;
         let index = self.new_index(id);
@@ -604,15 +606,18 @@ impl Peers {
         channel: Channel,
         dgram: &[u8],
         answer: &mut [u8; MAX_HANDSHAKE_LEN],
-    ) -> Result<PeerId, Drop> {
-        let index = handshake::response_index(dgram).ok_or(Drop::Truncated)?;
-        let id = *self.by_index.get(&index).ok_or(Drop::UnexpectedResponse)?;
+    ) -> Result<PeerId, CryptoDrop> {
+        let index = handshake::response_index(dgram).ok_or(CryptoDrop::Truncated)?;
+        let id = *self
+            .by_index
+            .get(&index)
+            .ok_or(CryptoDrop::UnexpectedResponse)?;
         let p = &mut self.peers[id.0 as usize];
         let pending = p
             .pending
             .as_mut()
             .filter(|x| x.hs.local_index == index)
-            .ok_or(Drop::UnexpectedResponse)?;
+            .ok_or(CryptoDrop::UnexpectedResponse)?;
         let mut s = pending.hs.complete(dgram, now)?;
         p.pending = None;
         p.want_handshake = false;

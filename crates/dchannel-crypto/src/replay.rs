@@ -14,7 +14,7 @@
 //! [`ReplayWindow::update`] once the datagram has authenticated, so forged
 //! datagrams never move the window.
 
-use crate::Drop;
+use crate::CryptoDrop;
 
 const BLOCK_BITS: u64 = 64;
 /// Bits in the ring.
@@ -50,16 +50,16 @@ impl std::fmt::Debug for ReplayWindow {
 
 impl ReplayWindow {
     /// Would `counter` be accepted? Does not change the window.
-    pub fn check(&self, counter: u64) -> Result<(), Drop> {
+    pub fn check(&self, counter: u64) -> Result<(), CryptoDrop> {
         if counter > self.last {
             return Ok(());
         }
         if self.last - counter > WINDOW {
-            return Err(Drop::TooOld);
+            return Err(CryptoDrop::TooOld);
         }
         let block = ((counter / BLOCK_BITS) % BLOCKS) as usize;
         if self.ring[block] & (1 << (counter % BLOCK_BITS)) != 0 {
-            Err(Drop::Replay)
+            Err(CryptoDrop::Replay)
         } else {
             Ok(())
         }
@@ -96,7 +96,7 @@ impl ReplayWindow {
 mod tests {
     use super::*;
 
-    fn accept(w: &mut ReplayWindow, c: u64) -> Result<(), Drop> {
+    fn accept(w: &mut ReplayWindow, c: u64) -> Result<(), CryptoDrop> {
         w.check(c)?;
         assert!(w.update(c));
         Ok(())
@@ -109,7 +109,7 @@ mod tests {
             assert_eq!(accept(&mut w, c), Ok(()), "counter {c}");
         }
         for c in 0..200 {
-            assert_eq!(w.check(c), Err(Drop::Replay), "counter {c}");
+            assert_eq!(w.check(c), Err(CryptoDrop::Replay), "counter {c}");
             assert!(!w.update(c));
         }
     }
@@ -120,13 +120,13 @@ mod tests {
         assert_eq!(accept(&mut w, 10_000), Ok(()));
         // exactly WINDOW behind is the oldest accepted; one more is too old
         assert_eq!(accept(&mut w, 10_000 - WINDOW), Ok(()));
-        assert_eq!(w.check(10_000 - WINDOW - 1), Err(Drop::TooOld));
+        assert_eq!(w.check(10_000 - WINDOW - 1), Err(CryptoDrop::TooOld));
         assert!(!w.update(10_000 - WINDOW - 1));
         // arbitrary reordering inside the window
         for c in (9_000..10_000).rev() {
             assert_eq!(accept(&mut w, c), Ok(()), "counter {c}");
         }
-        assert_eq!(w.check(9_500), Err(Drop::Replay));
+        assert_eq!(w.check(9_500), Err(CryptoDrop::Replay));
         assert_eq!(w.highest(), 10_000);
     }
 
@@ -141,7 +141,7 @@ mod tests {
         // counters just behind the jump were never seen: accepted
         assert_eq!(accept(&mut w, far - 1), Ok(()));
         assert_eq!(accept(&mut w, far - 100), Ok(()));
-        assert_eq!(w.check(10), Err(Drop::TooOld));
+        assert_eq!(w.check(10), Err(CryptoDrop::TooOld));
     }
 
     #[test]
@@ -160,7 +160,7 @@ mod tests {
         let mut w = ReplayWindow::default();
         accept(&mut w, 0).unwrap();
         accept(&mut w, RING_BITS).unwrap(); // same ring slot as counter 0
-        assert_eq!(w.check(0), Err(Drop::TooOld));
+        assert_eq!(w.check(0), Err(CryptoDrop::TooOld));
         assert_eq!(accept(&mut w, RING_BITS - 1), Ok(()));
         assert_eq!(accept(&mut w, 64), Ok(())); // RING_BITS - 64 behind: still inside
     }

@@ -5,9 +5,9 @@
 //! place (layout in [`crate::format`]); they allocate nothing.
 
 use crate::aead::{Cipher, TransportKey};
-use crate::format::{read_u64, PREFIX_LEN, TAG_LEN, TYPE_TRANSPORT};
+use crate::format::{field, read_u64, PREFIX_LEN, TAG_LEN, TYPE_TRANSPORT};
 use crate::replay::ReplayWindow;
-use crate::{Channel, Drop, Nanos};
+use crate::{Channel, CryptoDrop, Nanos};
 
 /// An established session with one peer.
 #[derive(Debug)]
@@ -77,9 +77,9 @@ impl Session {
     ) -> usize {
         let counter = self.next_counter[channel.index()];
         self.next_counter[channel.index()] += 1;
-        buf[0] = TYPE_TRANSPORT;
-        buf[1..5].copy_from_slice(&self.remote_index.to_be_bytes());
-        buf[5..13].copy_from_slice(&counter.to_be_bytes());
+        buf[field::TYPE] = TYPE_TRANSPORT;
+        buf[field::RECEIVER_INDEX].copy_from_slice(&self.remote_index.to_be_bytes());
+        buf[field::COUNTER].copy_from_slice(&counter.to_be_bytes());
         let ad_end = PREFIX_LEN + header_len;
         let end = ad_end + payload_len;
         let (ad, rest) = buf.split_at_mut(ad_end);
@@ -99,17 +99,17 @@ impl Session {
         dgram: &mut [u8],
         header_len: usize,
         reject_after_messages: u64,
-    ) -> Result<(), Drop> {
-        let counter = read_u64(dgram, 5);
+    ) -> Result<(), CryptoDrop> {
+        let counter = read_u64(dgram, field::COUNTER);
         if counter >= reject_after_messages {
-            return Err(Drop::CounterLimit);
+            return Err(CryptoDrop::CounterLimit);
         }
         let w = &mut self.windows[channel.index()];
         w.check(counter)?;
         let (ad, data) = dgram.split_at_mut(PREFIX_LEN + header_len);
         self.recv.open(channel, counter, ad, data)?;
         if !w.update(counter) {
-            return Err(Drop::Replay);
+            return Err(CryptoDrop::Replay);
         }
         Ok(())
     }
@@ -136,7 +136,7 @@ mod tests {
         let n = a.seal(Channel::Llc, &mut buf, 4, 5);
         assert_eq!(n, PREFIX_LEN + 4 + 5 + TAG_LEN);
         assert_eq!(&buf[..5], &[0x20, 0, 0, 0, 20]);
-        assert_eq!(read_u64(&buf, 5), 0);
+        assert_eq!(read_u64(&buf, field::COUNTER), 0);
         assert_eq!(&buf[PREFIX_LEN..PREFIX_LEN + 4], b"HDR!"); // header in clear
         assert_ne!(&buf[PREFIX_LEN + 4..PREFIX_LEN + 9], b"hello");
         let mut copy = buf[..n].to_vec();
@@ -148,7 +148,7 @@ mod tests {
         let mut copy = buf[..n].to_vec();
         assert_eq!(
             b.open(Channel::Llc, &mut copy, 4, u64::MAX),
-            Err(Drop::Replay)
+            Err(CryptoDrop::Replay)
         );
     }
 }

@@ -17,7 +17,7 @@ use dchannel_crypto::endpoint::AeadAuth;
 use dchannel_crypto::format::{
     PREFIX_LEN, TAG_LEN, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
 };
-use dchannel_crypto::{Drop, PrivateKey, SECOND};
+use dchannel_crypto::{CryptoDrop, DropCounts, PrivateKey, SECOND};
 use std::net::SocketAddr;
 
 type Tx = SendHalf<AeadAuth>;
@@ -156,8 +156,18 @@ fn dropped(r: Received<Vec<u8>>) -> DropReason {
     }
 }
 
-fn crypto(d: Drop) -> DropReason {
-    dchannel_crypto::endpoint::drop_reason(d)
+/// Asserts that `r` is an `unauthentic` drop which the encryption layer
+/// counted once, under `reason`; `seen` is the layer's counts before it.
+fn refused(auth: &AeadAuth, seen: &mut DropCounts, r: Received<Vec<u8>>, reason: CryptoDrop) {
+    assert_eq!(dropped(r), DropReason::Unauthentic);
+    let now = auth.drops();
+    assert_eq!(
+        now.get(reason),
+        seen.get(reason) + 1,
+        "counted under {reason}"
+    );
+    assert_eq!(now.total(), seen.total() + 1, "counted once");
+    *seen = now;
 }
 
 #[test]
@@ -297,35 +307,36 @@ fn replayed_forged_moved_and_plaintext_datagrams_are_dropped_silently_and_counte
         Received::Data(_)
     ));
     g.rx.deliveries().for_each(drop);
+    let mut seen = g.auth.drops();
     // replayed
     let r = g.rx.handle_datagram(2 * MS, ch, ue(ch), dg.clone());
-    assert_eq!(dropped(r), crypto(Drop::Replay));
+    refused(&g.auth, &mut seen, r, CryptoDrop::Replay);
     // forged: one bit of the ciphertext, of the clear header, of the tag of
     // datagrams not seen yet (a seen counter is refused before any decryption)
     for at in [PREFIX_LEN + 16 + 3, PREFIX_LEN + 2, dg.len() - 1] {
         let (_, mut f) = seal(&mut c.tx, 3 * MS, &uplink()).unwrap();
         f[at] ^= 0x01;
         let r = g.rx.handle_datagram(3 * MS, ch, ue(ch), f);
-        assert_eq!(dropped(r), crypto(Drop::AuthFailed), "bit flipped at {at}");
+        refused(&g.auth, &mut seen, r, CryptoDrop::AuthFailed);
     }
     // moved to the other channel: the channel is part of the nonce
     let (ch2, dg2) = seal(&mut c.tx, 4 * MS, &uplink()).unwrap();
     let r =
         g.rx.handle_datagram(4 * MS, ch2.other(), ue(ch2.other()), dg2.clone());
-    assert_eq!(dropped(r), crypto(Drop::AuthFailed));
+    refused(&g.auth, &mut seen, r, CryptoDrop::AuthFailed);
     // the forgeries did not burn the counters: the genuine datagram still opens
     let r = g.rx.handle_datagram(4 * MS, ch2, ue(ch2), dg2);
     assert!(matches!(r, Received::Data(_)), "{r:?}");
     g.rx.deliveries().for_each(drop);
     // truncated
     let r = g.rx.handle_datagram(5 * MS, ch, ue(ch), dg[..20].to_vec());
-    assert_eq!(dropped(r), crypto(Drop::Truncated));
+    refused(&g.auth, &mut seen, r, CryptoDrop::Truncated);
     // a version-1 plaintext datagram (the --insecure format)
     let mut plain = vec![0x10, 0x01, 0, 1, 0, 0, 0, 9];
     plain.extend_from_slice(&[0; 8]);
     plain.extend_from_slice(&uplink());
     let r = g.rx.handle_datagram(6 * MS, ch, ue(ch), plain);
-    assert_eq!(dropped(r), crypto(Drop::UnknownType));
+    refused(&g.auth, &mut seen, r, CryptoDrop::UnknownType);
     // nothing was answered, nothing delivered, every drop counted by reason
     g.rx.handle_timeout(7 * MS);
     assert!(outgoing(&mut g.rx, 7 * MS).is_empty());
@@ -333,22 +344,15 @@ fn replayed_forged_moved_and_plaintext_datagrams_are_dropped_silently_and_counte
     let d = g.auth.drops();
     assert_eq!(
         (
-            d.get(Drop::Replay),
-            d.get(Drop::AuthFailed),
-            d.get(Drop::Truncated),
-            d.get(Drop::UnknownType)
+            d.get(CryptoDrop::Replay),
+            d.get(CryptoDrop::AuthFailed),
+            d.get(CryptoDrop::Truncated),
+            d.get(CryptoDrop::UnknownType)
         ),
         (1, 4, 1, 1)
     );
     assert_eq!(d.total(), 7);
-    assert_eq!(
-        DropReason::Crypto {
-            code: Drop::Replay as u8,
-            name: "replay"
-        }
-        .counter(),
-        "replay"
-    );
+    assert_eq!(CryptoDrop::Replay.name(), "replay");
 }
 
 #[test]
@@ -378,6 +382,7 @@ fn rekeys_by_time_and_datagrams_in_flight_still_open() {
     assert_eq!(g.rx.deliveries().count(), 2);
     // past the grace period the old session is gone
     let (_, stale) = (ch, first);
+    let mut seen = g.auth.drops();
     let r = g.rx.handle_datagram(t + 11 * SECOND, ch, ue(ch), stale);
-    assert_eq!(dropped(r), crypto(Drop::UnknownIndex));
+    refused(&g.auth, &mut seen, r, CryptoDrop::UnknownIndex);
 }

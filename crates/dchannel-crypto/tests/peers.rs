@@ -6,8 +6,8 @@ use dchannel_crypto::peers::Stats;
 use dchannel_crypto::ratelimit::RateLimit;
 use dchannel_crypto::replay::WINDOW;
 use dchannel_crypto::{
-    Channel, Config, Drop, Limits, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey, SealError,
-    Transmit, SECOND,
+    Channel, Config, CryptoDrop, Limits, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey,
+    SealError, Transmit, SECOND,
 };
 use std::net::SocketAddr;
 
@@ -65,7 +65,7 @@ fn deliver_one(
     to: &mut Peers,
     now: Nanos,
     addr: SocketAddr,
-) -> (Transmit, Result<Opened, Drop>) {
+) -> (Transmit, Result<Opened, CryptoDrop>) {
     let queued = take_all(from);
     assert_eq!(queued.len(), 1);
     let (t, mut m) = queued.into_iter().next().unwrap();
@@ -136,7 +136,7 @@ fn open(
     ch: Channel,
     from: SocketAddr,
     d: &[u8],
-) -> Result<(Vec<u8>, Vec<u8>), Drop> {
+) -> Result<(Vec<u8>, Vec<u8>), CryptoDrop> {
     let mut b = d.to_vec();
     match to.open(now, ch, from, &mut b)? {
         Opened::Data {
@@ -246,7 +246,7 @@ fn replayed_truncated_forged_and_misdirected_datagrams_are_dropped_silently() {
     // replay
     assert_eq!(
         open(&mut p.gw, 2, Channel::Hbc, dev_addr(), &d),
-        Err(Drop::Replay)
+        Err(CryptoDrop::Replay)
     );
     // truncated: shorter than prefix + header + tag, and empty
     assert_eq!(
@@ -257,17 +257,17 @@ fn replayed_truncated_forged_and_misdirected_datagrams_are_dropped_silently() {
             dev_addr(),
             &d[..PREFIX_LEN + H + TAG_LEN - 1]
         ),
-        Err(Drop::Truncated)
+        Err(CryptoDrop::Truncated)
     );
     assert_eq!(
         open(&mut p.gw, 2, Channel::Hbc, dev_addr(), &[]),
-        Err(Drop::Truncated)
+        Err(CryptoDrop::Truncated)
     );
     // cut off the end of a fresh datagram: tag no longer verifies
     let d2 = seal(&mut p.dev, 2, p.gw_id, Channel::Hbc, 7, b"payload").unwrap();
     assert_eq!(
         open(&mut p.gw, 2, Channel::Hbc, dev_addr(), &d2[..d2.len() - 1]),
-        Err(Drop::AuthFailed)
+        Err(CryptoDrop::AuthFailed)
     );
     // forged: flip a bit in the payload, the header (associated data), the counter
     for at in [d2.len() - TAG_LEN - 1, PREFIX_LEN + 3, 6] {
@@ -275,7 +275,7 @@ fn replayed_truncated_forged_and_misdirected_datagrams_are_dropped_silently() {
         f[at] ^= 0x01;
         assert_eq!(
             open(&mut p.gw, 3, Channel::Hbc, dev_addr(), &f),
-            Err(Drop::AuthFailed),
+            Err(CryptoDrop::AuthFailed),
             "bit flipped at {at}"
         );
     }
@@ -285,7 +285,7 @@ fn replayed_truncated_forged_and_misdirected_datagrams_are_dropped_silently() {
     let d3 = seal(&mut p.dev, 3, p.gw_id, Channel::Hbc, 7, b"payload").unwrap();
     assert_eq!(
         open(&mut p.gw, 3, Channel::Llc, dev_addr(), &d3),
-        Err(Drop::AuthFailed)
+        Err(CryptoDrop::AuthFailed)
     );
     // wrong key: a second device's datagram pointed at the first device's session
     let other = PrivateKey::generate();
@@ -311,30 +311,30 @@ fn replayed_truncated_forged_and_misdirected_datagrams_are_dropped_silently() {
     wrong[1..5].copy_from_slice(&d3[1..5]); // the first device's receiver index
     assert_eq!(
         open(&mut p2.gw, 4, Channel::Hbc, dev_addr(), &wrong),
-        Err(Drop::AuthFailed)
+        Err(CryptoDrop::AuthFailed)
     );
     // unknown index, unknown type
     let mut unknown = d3.clone();
     unknown[1] ^= 0xff;
     assert_eq!(
         open(&mut p2.gw, 4, Channel::Hbc, dev_addr(), &unknown),
-        Err(Drop::UnknownIndex)
+        Err(CryptoDrop::UnknownIndex)
     );
     let mut ty = d3.clone();
     ty[0] = 0x10;
     assert_eq!(
         open(&mut p2.gw, 4, Channel::Hbc, dev_addr(), &ty),
-        Err(Drop::UnknownType)
+        Err(CryptoDrop::UnknownType)
     );
     // the genuine datagram of the first device is still accepted (the window of
     // its HBC counter space was not moved by the failures)
     open(&mut p2.gw, 5, Channel::Hbc, dev_addr(), &d3).unwrap();
     let c = p2.gw.drops();
-    assert_eq!(c.get(Drop::Replay), 1);
-    assert_eq!(c.get(Drop::Truncated), 2);
-    assert_eq!(c.get(Drop::AuthFailed), 6);
-    assert_eq!(c.get(Drop::UnknownIndex), 1);
-    assert_eq!(c.get(Drop::UnknownType), 1);
+    assert_eq!(c.get(CryptoDrop::Replay), 1);
+    assert_eq!(c.get(CryptoDrop::Truncated), 2);
+    assert_eq!(c.get(CryptoDrop::AuthFailed), 6);
+    assert_eq!(c.get(CryptoDrop::UnknownIndex), 1);
+    assert_eq!(c.get(CryptoDrop::UnknownType), 1);
     assert_eq!(c.total(), 11);
     // nothing was ever answered
     assert!(take_all(&mut p2.gw).is_empty());
@@ -347,13 +347,13 @@ fn handshake_failures_have_their_reasons() {
     let mut m = initiation(PrivateKey::generate(), p.gw.public_key());
     assert_eq!(
         p.gw.open(0, Channel::Llc, dev_addr(), &mut m),
-        Err(Drop::UnknownPeer)
+        Err(CryptoDrop::UnknownPeer)
     );
     // an initiation for another gateway key
     let mut m = initiation(p.dev_key.clone(), PrivateKey::generate().public_key());
     assert_eq!(
         p.gw.open(0, Channel::Llc, dev_addr(), &mut m),
-        Err(Drop::HandshakeInvalid)
+        Err(CryptoDrop::HandshakeInvalid)
     );
     // a replayed initiation
     p.dev.connect(0, p.gw_id);
@@ -365,24 +365,24 @@ fn handshake_failures_have_their_reasons() {
     assert_eq!(resp.len(), 1);
     assert_eq!(
         p.gw.open(2, Channel::Hbc, dev_addr(), &mut init.clone()),
-        Err(Drop::HandshakeReplay)
+        Err(CryptoDrop::HandshakeReplay)
     );
     // a response nobody asked for, a truncated and an oversized one
     let mut r = resp[0].1.clone();
     assert_eq!(
         p.gw.open(2, Channel::Llc, dev_addr(), &mut r.clone()),
-        Err(Drop::UnexpectedResponse)
+        Err(CryptoDrop::UnexpectedResponse)
     );
     assert_eq!(
         p.dev
             .open(2, Channel::Llc, gw_addr(), &mut r[..40].to_vec()),
-        Err(Drop::HandshakeInvalid).or(Err(Drop::Truncated))
+        Err(CryptoDrop::HandshakeInvalid).or(Err(CryptoDrop::Truncated))
     );
     let mut long = r.clone();
     long.push(0);
     assert_eq!(
         p.dev.open(2, Channel::Llc, gw_addr(), &mut long),
-        Err(Drop::HandshakeInvalid)
+        Err(CryptoDrop::HandshakeInvalid)
     );
     // the genuine response still completes the handshake
     assert!(matches!(
@@ -421,7 +421,7 @@ fn window_accepts_reordering_within_a_channel_and_any_lag_between_channels() {
     open(&mut p.gw, 3, Channel::Llc, dev_addr(), &newest).unwrap();
     assert_eq!(
         open(&mut p.gw, 3, Channel::Llc, dev_addr(), &old),
-        Err(Drop::TooOld)
+        Err(CryptoDrop::TooOld)
     );
     assert_eq!(p.gw.drops().total(), 1);
 }
@@ -497,7 +497,7 @@ fn rekey_by_time_keeps_the_old_session_for_datagrams_in_flight() {
     late_again[5..13].copy_from_slice(&98u64.to_be_bytes());
     assert_eq!(
         open(&mut p.gw, after, Channel::Hbc, dev_addr(), &late_again),
-        Err(Drop::UnknownIndex)
+        Err(CryptoDrop::UnknownIndex)
     );
     p.gw.handle_timeout(after);
     p.dev.handle_timeout(after);
@@ -505,7 +505,7 @@ fn rekey_by_time_keeps_the_old_session_for_datagrams_in_flight() {
     again[5..13].copy_from_slice(&99u64.to_be_bytes()); // any counter: the index is unknown now
     assert_eq!(
         open(&mut p.gw, after, Channel::Hbc, dev_addr(), &again),
-        Err(Drop::UnknownIndex)
+        Err(CryptoDrop::UnknownIndex)
     );
 }
 
@@ -546,7 +546,7 @@ fn rekey_by_volume_and_reject_after_limits() {
     d[5..13].copy_from_slice(&150u64.to_be_bytes());
     assert_eq!(
         open(&mut p.gw, MS, Channel::Llc, dev_addr(), &d),
-        Err(Drop::CounterLimit)
+        Err(CryptoDrop::CounterLimit)
     );
 }
 
@@ -573,7 +573,7 @@ fn sessions_expire_after_reject_time_without_rekey() {
     }
     assert_eq!(
         open(&mut p.gw, l.reject_after_time, Channel::Hbc, dev_addr(), &d),
-        Err(Drop::Expired)
+        Err(CryptoDrop::Expired)
     );
     assert_eq!(
         seal(
@@ -600,7 +600,7 @@ fn sessions_expire_after_reject_time_without_rekey() {
     p.gw.handle_timeout(l.reject_after_time);
     assert_eq!(
         open(&mut p.gw, l.reject_after_time, Channel::Hbc, dev_addr(), &d),
-        Err(Drop::UnknownIndex)
+        Err(CryptoDrop::UnknownIndex)
     );
     assert!(!p.dev.peer(p.gw_id).unwrap().has_session());
 }
@@ -683,8 +683,8 @@ fn handshake_flood_is_bounded_by_rate_limits() {
         let _ = p.gw.open(0, Channel::Llc, dev_addr(), &mut junk.clone());
     }
     let c = p.gw.drops();
-    assert_eq!(c.get(Drop::HandshakeInvalid), rl.per_source_burst);
-    assert_eq!(c.get(Drop::RateLimited), 10_000 - rl.per_source_burst);
+    assert_eq!(c.get(CryptoDrop::HandshakeInvalid), rl.per_source_burst);
+    assert_eq!(c.get(CryptoDrop::RateLimited), 10_000 - rl.per_source_burst);
     // 10,000 sources: the global bucket caps the work
     for i in 0..10_000u32 {
         let from = SocketAddr::from(([198, 18, (i >> 8) as u8, i as u8], 1));
@@ -692,7 +692,7 @@ fn handshake_flood_is_bounded_by_rate_limits() {
     }
     let c = p.gw.drops();
     assert_eq!(
-        c.get(Drop::HandshakeInvalid),
+        c.get(CryptoDrop::HandshakeInvalid),
         rl.per_source_burst + (rl.global_burst - rl.per_source_burst)
     );
     // no state, no answers
@@ -751,7 +751,7 @@ fn a_device_handshakes_again_once_its_restarted_gateway_goes_silent() {
     let lost = seal(&mut p.dev, 2_450 * MS, gw_id, Channel::Llc, 3, b"lost").unwrap();
     assert_eq!(
         open(&mut gw, 2_450 * MS, Channel::Llc, dev_addr(), &lost),
-        Err(Drop::UnknownIndex)
+        Err(CryptoDrop::UnknownIndex)
     );
     // 1.5 s after the device last heard the gateway (1.0 s), its next seal
     // starts a handshake; the restarted gateway answers it

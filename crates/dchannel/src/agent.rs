@@ -23,7 +23,8 @@
 
 use crate::arrival_log::ArrivalLog;
 use crate::decision_log::DecisionLog;
-use crate::stats::{Malformed, Stats};
+use crate::stats::Stats;
+use dchannel_core::endpoint::DropReason;
 use dchannel_core::gro::Gro;
 use dchannel_core::gso::VnetHdr;
 use dchannel_core::Nanos;
@@ -70,7 +71,7 @@ impl Io {
         // SAFETY: writing our own initialised buffer to the TUN fd.
         let rc = unsafe { libc::write(self.tun.as_raw_fd(), pkt.as_ptr().cast(), pkt.len()) };
         if rc < 0 {
-            self.stats.bad(Malformed::TunWriteError);
+            self.stats.dropped(DropReason::TunWriteError);
         }
     }
 
@@ -88,7 +89,7 @@ impl Io {
         ];
         // SAFETY: both iovecs point at initialised memory that outlives the call.
         if unsafe { libc::writev(self.tun.as_raw_fd(), iov.as_ptr(), 2) } < 0 {
-            self.stats.bad(Malformed::TunWriteError);
+            self.stats.dropped(DropReason::TunWriteError);
         }
     }
 

@@ -18,30 +18,32 @@ use std::io;
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, RawFd};
 
-// Classic BPF opcodes (linux/filter.h, linux/bpf_common.h: class | size |
-// mode, or class | op | source), named once.
-/// BPF_LD | BPF_W | BPF_LEN: A = skb->len.
-const LD_LEN: u16 = 0x80;
-/// BPF_LD | BPF_B | BPF_ABS: A = the byte at offset k.
-const LDB_ABS: u16 = 0x30;
-/// BPF_ST: M[k] = A.
-const ST: u16 = 0x02;
-/// BPF_LD | BPF_W | BPF_MEM: A = M[k].
-const LD_MEM: u16 = 0x60;
-/// BPF_ALU | BPF_AND | BPF_K: A &= k.
-const AND_K: u16 = 0x54;
-/// BPF_JMP | BPF_JEQ | BPF_K: A == k ?
-const JEQ_K: u16 = 0x15;
-/// BPF_JMP | BPF_JGE | BPF_K: A >= k ?
-const JGE_K: u16 = 0x35;
-/// BPF_JMP | BPF_JGT | BPF_K: A > k ?
-const JGT_K: u16 = 0x25;
-/// BPF_MISC | BPF_TAX: X = A.
-const TAX: u16 = 0x07;
-/// BPF_MISC | BPF_TXA: A = X.
-const TXA: u16 = 0x87;
-/// BPF_RET | BPF_K: keep k bytes of the datagram (0: drop it).
-const RET_K: u16 = 0x06;
+// Classic BPF opcodes, composed as linux/filter.h does (class | size | mode,
+// or class | op | source), in the order the program uses them.
+use libc::{BPF_ABS, BPF_ALU, BPF_AND, BPF_B, BPF_JEQ, BPF_JGE, BPF_JGT, BPF_JMP, BPF_K};
+use libc::{BPF_LD, BPF_LEN, BPF_MEM, BPF_MISC, BPF_RET, BPF_ST, BPF_TAX, BPF_TXA, BPF_W};
+/// A = skb->len.
+const LD_LEN: u16 = (BPF_LD | BPF_W | BPF_LEN) as u16;
+/// X = A.
+const TAX: u16 = (BPF_MISC | BPF_TAX) as u16;
+/// A = the byte at offset k.
+const LDB_ABS: u16 = (BPF_LD | BPF_B | BPF_ABS) as u16;
+/// M[k] = A.
+const ST: u16 = BPF_ST as u16;
+/// A = M[k].
+const LD_MEM: u16 = (BPF_LD | BPF_W | BPF_MEM) as u16;
+/// A &= k.
+const AND_K: u16 = (BPF_ALU | BPF_AND | BPF_K) as u16;
+/// A == k ?
+const JEQ_K: u16 = (BPF_JMP | BPF_JEQ | BPF_K) as u16;
+/// A = X.
+const TXA: u16 = (BPF_MISC | BPF_TXA) as u16;
+/// A >= k ?
+const JGE_K: u16 = (BPF_JMP | BPF_JGE | BPF_K) as u16;
+/// A > k ?
+const JGT_K: u16 = (BPF_JMP | BPF_JGT | BPF_K) as u16;
+/// Keep k bytes of the datagram (0: drop it).
+const RET_K: u16 = (BPF_RET | BPF_K) as u16;
 
 /// A socket filter runs with `skb->data` at the UDP header: the datagram's
 /// first byte is at offset 8 and `skb->len` counts the header.
@@ -120,6 +122,17 @@ mod tests {
     use super::*;
     use dchannel_base::testing::{can_run, in_ns, sh, unique_tag};
     use std::time::Duration;
+
+    #[test]
+    fn opcodes_are_the_kernels_numbers() {
+        let ops = [
+            LD_LEN, TAX, LDB_ABS, ST, LD_MEM, AND_K, JEQ_K, TXA, JGE_K, JGT_K, RET_K,
+        ];
+        let want = [
+            0x80, 0x07, 0x30, 0x02, 0x60, 0x54, 0x15, 0x87, 0x35, 0x25, 0x06,
+        ];
+        assert_eq!(ops, want);
+    }
 
     const ENCRYPTED: [Shape; 3] = [
         Shape {

@@ -11,8 +11,8 @@
 
 use crate::agent::Io;
 use crate::batch_recv::{Batch, BATCH};
-use crate::stats::Malformed;
-use dchannel_core::endpoint::{DatagramAuth, Event, ReceiveHalf, Received};
+
+use dchannel_core::endpoint::{DatagramAuth, DropReason, Event, ReceiveHalf, Received};
 use dchannel_core::gro::Gro;
 use dchannel_core::{Channel, Nanos, MS};
 use std::io::ErrorKind;
@@ -76,7 +76,7 @@ impl<A: DatagramAuth> Receiver<A> {
                 let m = self.batch.meta(i);
                 if m.truncated {
                     // Filled the buffer: possibly cut short, never forward it.
-                    io.stats.bad(Malformed::Truncated);
+                    io.stats.dropped(DropReason::Truncated);
                     tracing::debug!("oversized datagram from {} on {ch}", m.from);
                     continue; // the slot keeps its buffer
                 }
@@ -127,7 +127,7 @@ impl<A: DatagramAuth> Receiver<A> {
                     }
                 }
                 Err(e) => {
-                    io.stats.bad(Malformed::SendError);
+                    io.stats.dropped(DropReason::SendError);
                     tracing::debug!("probe on {} to {} failed: {e}", p.channel, p.destination);
                 }
             }

@@ -10,8 +10,8 @@
 
 use crate::agent::Io;
 use crate::batch_send::SendBatch;
-use crate::stats::Malformed;
-use dchannel_core::endpoint::{DatagramAuth, SendHalf, Transmit};
+
+use dchannel_core::endpoint::{DatagramAuth, DropReason, SendHalf, Transmit};
 use dchannel_core::gso::{Segments, VnetHdr};
 use dchannel_core::{Channel, Nanos};
 use std::io::ErrorKind;
@@ -104,7 +104,7 @@ impl<A: DatagramAuth> Sender<A> {
             match io.socks[t.channel.index()].send_to(&self.buf[..t.len], t.destination) {
                 Ok(_) => io.stats.chan(t.channel).sent(t.len),
                 Err(e) => {
-                    io.stats.bad(Malformed::SendError);
+                    io.stats.dropped(DropReason::SendError);
                     tracing::debug!("send on {} to {} failed: {e}", t.channel, t.destination);
                 }
             }
@@ -143,7 +143,7 @@ impl<A: DatagramAuth> Sender<A> {
         let mut segs = match segments {
             Ok(segs) => segs,
             Err(e) => {
-                io.stats.bad(Malformed::BadOffload);
+                io.stats.dropped(DropReason::BadOffload);
                 tracing::debug!("TUN read of {n} bytes: {e}");
                 return;
             }
@@ -199,7 +199,7 @@ fn steer<A: DatagramAuth>(
     };
     let st = &t.steered;
     if st.flow_id == 0 {
-        io.stats.bad(Malformed::UnparsableInner);
+        io.stats.dropped(DropReason::UnparsableInner);
     }
     io.stats.decisions[st.decision.outcome as usize][t.channel.index()].fetch_add(1, Relaxed);
     if let Some(log) = &io.log {
@@ -210,7 +210,7 @@ fn steer<A: DatagramAuth>(
         // the reply to this LLC packet comes down the HBC.
         match io.socks[w.channel.index()].send_to(&wake_buf[..w.len], w.destination) {
             Ok(_) => _ = io.stats.chan(w.channel).wake_tx.fetch_add(1, Relaxed),
-            Err(_) => io.stats.bad(Malformed::SendError),
+            Err(_) => io.stats.dropped(DropReason::SendError),
         }
     }
     Some(t)
@@ -223,7 +223,7 @@ fn send_batch(io: &Io, batch: &mut SendBatch) {
         c.tx_pkts.fetch_add(s.datagrams, Relaxed);
         c.tx_bytes.fetch_add(s.bytes, Relaxed);
         for _ in 0..s.failed {
-            io.stats.bad(Malformed::SendError);
+            io.stats.dropped(DropReason::SendError);
         }
     }
 }

@@ -3,112 +3,13 @@
 
 use dchannel_core::endpoint::{DropReason, Shared};
 use dchannel_core::policy::Outcome;
-use dchannel_core::wire::WireError;
+use dchannel_core::reorder::ReorderStats;
 use dchannel_core::{Channel, Nanos};
 use dchannel_crypto::endpoint::AeadAuth;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-
-/// Why a datagram or packet was dropped (or, for `unparsable_inner`, sent
-/// without flow state).
-#[derive(Clone, Copy, Debug)]
-pub enum Malformed {
-    Truncated,
-    UnknownVersion,
-    UnknownType,
-    BadProbe,
-    EmptyData,
-    /// Token not configured (gateway) / not ours (client); `--insecure` only.
-    BadToken,
-    /// Refused by the encryption layer (forged, replayed, ...; per reason in
-    /// the `crypto.drops` object).
-    Unauthentic,
-    /// Packet dropped because no session with the peer exists yet (handshake pending).
-    NoSession,
-    /// Datagram from an address that is not the gateway's (client).
-    ForeignSource,
-    /// Inner source address is not the client's tunnel address (gateway).
-    SpoofedSource,
-    /// Inner packet not IPv4/IPv6 (dropped at the receiver).
-    BadInner,
-    /// Inner packet the parser could not read (sent on the HBC, no flow).
-    UnparsableInner,
-    /// Downlink packet for an address of no configured client (gateway).
-    NoClient,
-    /// No endpoint known yet for the client on either channel (gateway).
-    NoEndpoint,
-    SendError,
-    TunWriteError,
-    /// A TUN read with offloads whose virtio_net_hdr or super-packet could not
-    /// be cut into packets (dchannel_core::gso::GsoError).
-    BadOffload,
-}
-
-impl Malformed {
-    pub const ALL: [Malformed; 17] = [
-        Malformed::Truncated,
-        Malformed::UnknownVersion,
-        Malformed::UnknownType,
-        Malformed::BadProbe,
-        Malformed::EmptyData,
-        Malformed::BadToken,
-        Malformed::Unauthentic,
-        Malformed::NoSession,
-        Malformed::ForeignSource,
-        Malformed::SpoofedSource,
-        Malformed::BadInner,
-        Malformed::UnparsableInner,
-        Malformed::NoClient,
-        Malformed::NoEndpoint,
-        Malformed::SendError,
-        Malformed::TunWriteError,
-        Malformed::BadOffload,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Malformed::Truncated => "truncated",
-            Malformed::UnknownVersion => "unknown_version",
-            Malformed::UnknownType => "unknown_type",
-            Malformed::BadProbe => "bad_probe",
-            Malformed::EmptyData => "empty_data",
-            Malformed::BadToken => "bad_token",
-            Malformed::Unauthentic => "unauthentic",
-            Malformed::NoSession => "no_session",
-            Malformed::ForeignSource => "foreign_source",
-            Malformed::SpoofedSource => "spoofed_source",
-            Malformed::BadInner => "bad_inner",
-            Malformed::UnparsableInner => "unparsable_inner",
-            Malformed::NoClient => "no_client",
-            Malformed::NoEndpoint => "no_endpoint",
-            Malformed::SendError => "send_error",
-            Malformed::TunWriteError => "tun_write_error",
-            Malformed::BadOffload => "bad_offload",
-        }
-    }
-}
-
-impl From<DropReason> for Malformed {
-    fn from(r: DropReason) -> Malformed {
-        match r {
-            DropReason::Wire(WireError::Truncated { .. }) => Malformed::Truncated,
-            DropReason::Wire(WireError::UnknownVersion(_)) => Malformed::UnknownVersion,
-            DropReason::Wire(WireError::UnknownType(_)) => Malformed::UnknownType,
-            DropReason::Wire(WireError::BadProbe { .. }) => Malformed::BadProbe,
-            DropReason::Wire(WireError::EmptyData) => Malformed::EmptyData,
-            DropReason::BadToken => Malformed::BadToken,
-            DropReason::Crypto { .. } => Malformed::Unauthentic,
-            DropReason::NoSession => Malformed::NoSession,
-            DropReason::ForeignSource => Malformed::ForeignSource,
-            DropReason::SpoofedSource => Malformed::SpoofedSource,
-            DropReason::BadInner => Malformed::BadInner,
-            DropReason::NoClient => Malformed::NoClient,
-            DropReason::NoEndpoint => Malformed::NoEndpoint,
-        }
-    }
-}
 
 /// Per-channel counters. The sender thread writes the tx half, the receive
 /// thread the rx half: they sit on different cache lines (no false sharing).
@@ -218,7 +119,7 @@ pub struct Stats {
     pub reorder_enabled: bool,
     pub channels: [ChannelCounters; 2],
     pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
-    pub malformed: [AtomicU64; Malformed::ALL.len()],
+    pub malformed: [AtomicU64; DropReason::COUNT],
     pub flows: FlowCounters,
     pub tun: TunCounters,
     pub busy_poll: BusyPollCounters,
@@ -232,44 +133,164 @@ pub struct Stats {
     pub crypto: Option<AeadAuth>,
 }
 
-/// Name, help and kind of the reorder buffer's (unlabelled) metrics.
-const REORDER_METRICS: [(&str, &str, &str); 7] = [
-    (
-        "reorder_timeout_releases_total",
-        "LLC packets released by timeout",
-        "counter",
-    ),
-    (
-        "reorder_fifo_releases_total",
-        "Held LLC packets released because a later HBC packet showed their predecessor lost",
-        "counter",
-    ),
-    (
-        "reorder_late_after_timeout_total",
-        "Packets that arrived after the timeout had given up on them",
-        "counter",
-    ),
-    (
-        "reorder_timeout_ms",
-        "The reorder timeout in force (adaptive: follows the HBC's queue)",
-        "gauge",
-    ),
-    (
-        "reorder_in_order_releases_total",
-        "Held LLC packets released in order",
-        "counter",
-    ),
-    (
-        "reorder_mean_occupancy_bytes",
-        "Time-weighted mean reorder buffer occupancy",
-        "gauge",
-    ),
-    (
-        "reorder_max_occupancy_bytes",
-        "Maximum reorder buffer occupancy",
-        "gauge",
-    ),
+/// One per-channel counter: its key in the JSON (`channels.<channel>.<json>`),
+/// its Prometheus metric (`dchannel_<prom>{channel="<channel>"}`, a counter;
+/// `None`: JSON only), its help and where its value comes from.
+struct ChannelMetric {
+    json: &'static str,
+    prom: Option<&'static str>,
+    help: &'static str,
+    read: fn(&Stats, Channel) -> u64,
+}
+
+/// Every per-channel counter, the one list the JSON and Prometheus outputs
+/// are written from.
+const CHANNEL_METRICS: &[ChannelMetric] = &[
+    ChannelMetric {
+        json: "tx_pkts",
+        prom: Some("tx_packets_total"),
+        help: "Data datagrams sent",
+        read: |s, ch| s.chan(ch).tx_pkts.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "tx_bytes",
+        prom: Some("tx_bytes_total"),
+        help: "Data datagram bytes sent (header + inner packet)",
+        read: |s, ch| s.chan(ch).tx_bytes.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "rx_pkts",
+        prom: Some("rx_packets_total"),
+        help: "Data datagrams received",
+        read: |s, ch| s.chan(ch).rx_pkts.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "rx_bytes",
+        prom: Some("rx_bytes_total"),
+        help: "Data datagram bytes received",
+        read: |s, ch| s.chan(ch).rx_bytes.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "probe_tx",
+        prom: Some("probe_tx_total"),
+        help: "Probe datagrams sent",
+        read: |s, ch| s.chan(ch).probe_tx.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "probe_rx",
+        prom: Some("probe_rx_total"),
+        help: "Probe datagrams received",
+        read: |s, ch| s.chan(ch).probe_rx.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "wake_tx",
+        prom: None,
+        help: "Wake probes sent beside data (prewarm)",
+        read: |s, ch| s.chan(ch).wake_tx.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "control_tx",
+        prom: Some("control_tx_total"),
+        help: "Handshake and keepalive datagrams sent",
+        read: |s, ch| s.chan(ch).control_tx.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "control_rx",
+        prom: Some("control_rx_total"),
+        help: "Handshake and keepalive datagrams received",
+        read: |s, ch| s.chan(ch).control_rx.load(Relaxed),
+    },
+    ChannelMetric {
+        json: "kernel_drops",
+        prom: Some("kernel_drops_total"),
+        help: "Datagrams the kernel dropped before the agent read them (prefilter or full receive buffer)",
+        read: Stats::kernel_drops,
+    },
 ];
+
+/// One value of the reorder buffer's stats: its key in the JSON
+/// (`reorder.<json>`), its unlabelled Prometheus metric and kind (`None`:
+/// JSON only), its help and its value.
+struct ReorderMetric {
+    json: &'static str,
+    prom: Option<(&'static str, &'static str)>,
+    help: &'static str,
+    read: fn(&ReorderStats) -> Value,
+}
+
+/// Every value of the reorder buffer's stats (besides `enabled`).
+const REORDER_METRICS: &[ReorderMetric] = &[
+    ReorderMetric {
+        json: "timeout_releases",
+        prom: Some(("reorder_timeout_releases_total", "counter")),
+        help: "LLC packets released by timeout",
+        read: |r| json!(r.timeout_releases),
+    },
+    ReorderMetric {
+        json: "fifo_releases",
+        prom: Some(("reorder_fifo_releases_total", "counter")),
+        help: "Held LLC packets released because a later HBC packet showed their predecessor lost",
+        read: |r| json!(r.fifo_releases),
+    },
+    ReorderMetric {
+        json: "late_after_timeout",
+        prom: Some(("reorder_late_after_timeout_total", "counter")),
+        help: "Packets that arrived after the timeout had given up on them",
+        read: |r| json!(r.late_after_timeout),
+    },
+    ReorderMetric {
+        json: "timeout_ms",
+        prom: Some(("reorder_timeout_ms", "gauge")),
+        help: "The reorder timeout in force (adaptive: follows the HBC's queue)",
+        read: |r| json!(r.timeout_ms),
+    },
+    ReorderMetric {
+        json: "in_order_releases",
+        prom: Some(("reorder_in_order_releases_total", "counter")),
+        help: "Held LLC packets released in order",
+        read: |r| json!(r.in_order_releases),
+    },
+    ReorderMetric {
+        json: "mean_occupancy_bytes",
+        prom: Some(("reorder_mean_occupancy_bytes", "gauge")),
+        help: "Time-weighted mean reorder buffer occupancy",
+        read: |r| json!(r.mean_occupancy_bytes),
+    },
+    ReorderMetric {
+        json: "max_occupancy_bytes",
+        prom: Some(("reorder_max_occupancy_bytes", "gauge")),
+        help: "Maximum reorder buffer occupancy",
+        read: |r| json!(r.max_occupancy_bytes),
+    },
+    ReorderMetric {
+        json: "overflow_releases",
+        prom: None,
+        help: "Packets released early because a memory bound was reached",
+        read: |r| json!(r.overflow_releases),
+    },
+    ReorderMetric {
+        json: "held",
+        prom: None,
+        help: "Packets held at some point",
+        read: |r| json!(r.held),
+    },
+    ReorderMetric {
+        json: "passed_through",
+        prom: None,
+        help: "Packets delivered without being held",
+        read: |r| json!(r.passed_through),
+    },
+];
+
+/// A JSON number as Prometheus text (integers as integers, floats as Rust
+/// prints them).
+fn prom_number(v: &Value) -> String {
+    match (v.as_u64(), v.as_f64()) {
+        (Some(u), _) => u.to_string(),
+        (None, Some(f)) => f.to_string(),
+        _ => "NaN".into(),
+    }
+}
 
 fn ms_or_null(ns: Option<Nanos>) -> Value {
     match ns {
@@ -301,13 +322,9 @@ impl Stats {
         }
     }
 
-    pub fn bad(&self, m: Malformed) {
-        self.malformed[m as usize].fetch_add(1, Relaxed);
-    }
-
-    /// Counts a datagram or packet the endpoint refused.
+    /// Counts a datagram or packet dropped (by the endpoint or the driver).
     pub fn dropped(&self, r: DropReason) {
-        self.bad(Malformed::from(r));
+        self.malformed[r as usize].fetch_add(1, Relaxed);
     }
 
     /// The encryption layer's counters as JSON (`null` with `--insecure`).
@@ -351,22 +368,11 @@ impl Stats {
     pub fn to_json(&self) -> Value {
         let mut channels = Map::new();
         for ch in Channel::ALL {
-            let c = self.chan(ch);
-            channels.insert(
-                ch.name().into(),
-                json!({
-                    "tx_pkts": c.tx_pkts.load(Relaxed),
-                    "tx_bytes": c.tx_bytes.load(Relaxed),
-                    "rx_pkts": c.rx_pkts.load(Relaxed),
-                    "rx_bytes": c.rx_bytes.load(Relaxed),
-                    "probe_tx": c.probe_tx.load(Relaxed),
-                    "probe_rx": c.probe_rx.load(Relaxed),
-                    "wake_tx": c.wake_tx.load(Relaxed),
-                    "control_tx": c.control_tx.load(Relaxed),
-                    "control_rx": c.control_rx.load(Relaxed),
-                    "kernel_drops": self.kernel_drops(ch),
-                }),
-            );
+            let counters: Map<String, Value> = CHANNEL_METRICS
+                .iter()
+                .map(|m| (m.json.into(), json!((m.read)(self, ch))))
+                .collect();
+            channels.insert(ch.name().into(), Value::Object(counters));
         }
         let mut decisions = Map::new();
         for o in Outcome::ALL {
@@ -377,14 +383,21 @@ impl Stats {
                 }
             }
         }
-        let mut malformed = Map::new();
-        for m in Malformed::ALL {
-            malformed.insert(
-                m.name().into(),
-                json!(self.malformed[m as usize].load(Relaxed)),
-            );
-        }
+        let malformed: Map<String, Value> = DropReason::ALL
+            .iter()
+            .map(|&r| {
+                (
+                    r.name().into(),
+                    json!(self.malformed[r as usize].load(Relaxed)),
+                )
+            })
+            .collect();
         let r = self.endpoint.reorder_stats();
+        let mut reorder: Map<String, Value> = REORDER_METRICS
+            .iter()
+            .map(|m| (m.json.into(), (m.read)(&r)))
+            .collect();
+        reorder.insert("enabled".into(), json!(self.reorder_enabled));
         let rtts = |f: &dyn Fn(Channel) -> Option<Nanos>| json!({"hbc": ms_or_null(f(Channel::Hbc)), "llc": ms_or_null(f(Channel::Llc))});
         let peers: Vec<Value> = self
             .endpoint
@@ -404,19 +417,7 @@ impl Stats {
             "policy": self.policy,
             "channels": channels,
             "decisions": decisions,
-            "reorder": {
-                "enabled": self.reorder_enabled,
-                "mean_occupancy_bytes": r.mean_occupancy_bytes,
-                "max_occupancy_bytes": r.max_occupancy_bytes,
-                "timeout_releases": r.timeout_releases,
-                "fifo_releases": r.fifo_releases,
-                "late_after_timeout": r.late_after_timeout,
-                "timeout_ms": r.timeout_ms,
-                "in_order_releases": r.in_order_releases,
-                "overflow_releases": r.overflow_releases,
-                "held": r.held,
-                "passed_through": r.passed_through,
-            },
+            "reorder": reorder,
             "rtt_ms": rtts(&|ch| first.rtt(ch)),
             "peers": peers,
             "malformed": malformed,
@@ -448,55 +449,17 @@ impl Stats {
                 let _ = writeln!(s, "dchannel_{name}{{role=\"{role}\"{labels}}} {v}");
             }
         };
-        let per_chan = |f: &dyn Fn(Channel) -> u64| -> Vec<(String, String)> {
-            Channel::ALL
+        for m in CHANNEL_METRICS {
+            let Some(name) = m.prom else { continue };
+            let rows = Channel::ALL
                 .iter()
-                .map(|&ch| (format!(",channel=\"{}\"", ch.name()), f(ch).to_string()))
-                .collect()
-        };
-        type Field = fn(&ChannelCounters) -> &AtomicU64;
-        let per_channel: [(&str, &str, Field); 8] = [
-            ("tx_packets_total", "Data datagrams sent", |c| &c.tx_pkts),
-            (
-                "tx_bytes_total",
-                "Data datagram bytes sent (header + inner packet)",
-                |c| &c.tx_bytes,
-            ),
-            ("rx_packets_total", "Data datagrams received", |c| {
-                &c.rx_pkts
-            }),
-            ("rx_bytes_total", "Data datagram bytes received", |c| {
-                &c.rx_bytes
-            }),
-            ("probe_tx_total", "Probe datagrams sent", |c| &c.probe_tx),
-            ("probe_rx_total", "Probe datagrams received", |c| {
-                &c.probe_rx
-            }),
-            (
-                "control_tx_total",
-                "Handshake and keepalive datagrams sent",
-                |c| &c.control_tx,
-            ),
-            (
-                "control_rx_total",
-                "Handshake and keepalive datagrams received",
-                |c| &c.control_rx,
-            ),
-        ];
-        for (name, help, field) in per_channel {
-            metric(
-                name,
-                help,
-                "counter",
-                per_chan(&|ch| field(self.chan(ch)).load(Relaxed)),
-            );
+                .map(|&ch| {
+                    let labels = format!(",channel=\"{}\"", ch.name());
+                    (labels, (m.read)(self, ch).to_string())
+                })
+                .collect();
+            metric(name, m.help, "counter", rows);
         }
-        metric(
-            "kernel_drops_total",
-            "Datagrams the kernel dropped before the agent read them (prefilter or full receive buffer)",
-            "counter",
-            per_chan(&|ch| self.kernel_drops(ch)),
-        );
         let mut rows = Vec::new();
         for o in Outcome::ALL {
             for ch in Channel::ALL {
@@ -515,12 +478,12 @@ impl Stats {
             "counter",
             rows,
         );
-        let rows = Malformed::ALL
+        let rows = DropReason::ALL
             .iter()
-            .map(|&m| {
+            .map(|&r| {
                 (
-                    format!(",reason=\"{}\"", m.name()),
-                    self.malformed[m as usize].load(Relaxed).to_string(),
+                    format!(",reason=\"{}\"", r.name()),
+                    self.malformed[r as usize].load(Relaxed).to_string(),
                 )
             })
             .collect();
@@ -544,19 +507,15 @@ impl Stats {
             );
         }
         let r = self.endpoint.reorder_stats();
-        // in the order of REORDER_METRICS
-        let values = [
-            r.timeout_releases.to_string(),
-            r.fifo_releases.to_string(),
-            r.late_after_timeout.to_string(),
-            r.timeout_ms.to_string(),
-            r.in_order_releases.to_string(),
-            r.mean_occupancy_bytes.to_string(),
-            r.max_occupancy_bytes.to_string(),
-        ];
-        let reorder = REORDER_METRICS.into_iter().zip(values);
-        for ((name, help, kind), value) in reorder {
-            metric(name, help, kind, vec![(String::new(), value)]);
+        for m in REORDER_METRICS {
+            if let Some((name, kind)) = m.prom {
+                metric(
+                    name,
+                    m.help,
+                    kind,
+                    vec![(String::new(), prom_number(&(m.read)(&r)))],
+                );
+            }
         }
         let mut rows = Vec::new();
         for p in self.endpoint.peers() {
@@ -625,7 +584,7 @@ mod tests {
         s.chan(Channel::Llc).sent(116);
         s.chan(Channel::Hbc).received(60);
         s.chan(Channel::Hbc).probe_rx.fetch_add(2, Relaxed);
-        s.bad(Malformed::from(DropReason::BadToken));
+        s.dropped(DropReason::BadToken);
         let text = s.to_prometheus();
         for line in [
             "dchannel_tx_packets_total{role=\"client\",channel=\"llc\"} 1",
@@ -642,6 +601,49 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }
         let json = s.to_json();
+        let keys = |v: &Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        // the keys the lab reads (lab/dchlab), JSON names beside Prometheus ones
+        assert_eq!(
+            keys(&json["channels"]["llc"]),
+            [
+                "control_rx",
+                "control_tx",
+                "kernel_drops",
+                "probe_rx",
+                "probe_tx",
+                "rx_bytes",
+                "rx_pkts",
+                "tx_bytes",
+                "tx_pkts",
+                "wake_tx"
+            ]
+        );
+        assert_eq!(
+            keys(&json["reorder"]),
+            [
+                "enabled",
+                "fifo_releases",
+                "held",
+                "in_order_releases",
+                "late_after_timeout",
+                "max_occupancy_bytes",
+                "mean_occupancy_bytes",
+                "overflow_releases",
+                "passed_through",
+                "timeout_ms",
+                "timeout_releases"
+            ]
+        );
+        assert_eq!(json["reorder"]["timeout_ms"].as_f64(), Some(0.0));
+        assert!(json["reorder"]["held"].is_u64());
+        assert_eq!(json["malformed"]["bad_token"], 1);
+        assert_eq!(json["malformed"].as_object().unwrap().len(), 17);
+        assert!(text.contains("# TYPE dchannel_reorder_timeout_ms gauge"));
+        assert!(!text.contains("dchannel_reorder_held"));
         assert_eq!(json["channels"]["llc"]["tx_bytes"], 116);
         assert_eq!(json["channels"]["hbc"]["kernel_drops"], 0);
         assert_eq!(json["rtt_ms"]["hbc"], Value::Null);
@@ -651,7 +653,7 @@ mod tests {
 
     #[test]
     fn crypto_drops_are_counted_per_reason_and_in_total() {
-        use dchannel_crypto::{Drop, PrivateKey};
+        use dchannel_crypto::{CryptoDrop, PrivateKey};
         let mut s = stats();
         let auth = AeadAuth::client(
             PrivateKey::generate(),
@@ -660,7 +662,9 @@ mod tests {
         );
         s.crypto = Some(auth.clone());
         // what the agent does with a refused datagram: the endpoint's reason
-        s.dropped(dchannel_crypto::endpoint::drop_reason(Drop::AuthFailed));
+        s.dropped(dchannel_crypto::endpoint::drop_reason(
+            CryptoDrop::AuthFailed,
+        ));
         s.dropped(DropReason::NoSession);
         let json = s.to_json();
         assert_eq!(json["malformed"]["unauthentic"], 1);
@@ -669,7 +673,7 @@ mod tests {
         assert_eq!(json["crypto"]["drops"]["auth_failed"], 0);
         assert_eq!(
             json["crypto"]["drops"].as_object().unwrap().len(),
-            Drop::ALL.len()
+            CryptoDrop::ALL.len()
         );
         assert_eq!(json["crypto"]["handshakes"]["initiations_sent"], 0);
         let text = s.to_prometheus();

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 const MARKER: &[u8] = b"dchannel-plaintext-marker-0123456789";
 
-#[test]
 fn genkey_and_pubkey_and_key_file_permissions() {
     let dir = std::env::temp_dir().join(format!("dch-keys-{}", unique_tag()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -117,31 +116,13 @@ fn capture(ns: &str, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<Vec<(bool
             tv_sec: 0,
             tv_usec: 50_000,
         };
-        // SAFETY: valid fd, option value of the right type and size.
-        unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as u32,
-            )
-        };
+        set_socket_option(fd.as_raw_fd(), libc::SO_RCVTIMEO, &tv);
         // The socket sees every packet in the namespace (TUN, both veths), six
         // per echo; on a loaded machine this thread may sleep through the whole
         // exchange, and the default buffer (~200 KB) then drops the tail (CI saw
         // 56 of 80). 16 MiB holds all of it.
         let big: libc::c_int = 16 << 20;
-        // SAFETY: valid fd, option value of the right type and size.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                (&big as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
+        let rc = set_socket_option(fd.as_raw_fd(), libc::SO_RCVBUFFORCE, &big);
         assert_eq!(rc, 0, "SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
         ready_tx.send(()).unwrap();
         let mut out = Vec::new();
@@ -197,11 +178,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
-#[test]
 fn no_plaintext_on_either_channel_and_bad_datagrams_are_dropped_and_counted() {
-    if !can_run() {
-        return;
-    }
     let t = Topo::new();
     let stop = Arc::new(AtomicBool::new(false));
     let cap = capture(&t.gw, Arc::clone(&stop));
@@ -374,4 +351,25 @@ fn run_transfer(t: &Topo) {
         "transfer not byte-exact ({} bytes)",
         got.len()
     );
+}
+
+/// `setsockopt(fd, SOL_SOCKET, opt, value)`; returns its result (0: done).
+fn set_socket_option<T>(fd: std::os::fd::RawFd, opt: libc::c_int, value: &T) -> libc::c_int {
+    // SAFETY: `value` is a valid T for the call and the length is its size;
+    // the caller passes the option's own type.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as u32,
+        )
+    }
+}
+
+dchannel_base::test_main! {
+    tun: true,
+    plain: [genkey_and_pubkey_and_key_file_permissions],
+    namespaced: [no_plaintext_on_either_channel_and_bad_datagrams_are_dropped_and_counted],
 }

@@ -193,11 +193,7 @@ fn transfer(t: &Topo, len: usize, port: u16) -> Duration {
     got.1
 }
 
-#[test]
 fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() {
-    if !can_run() {
-        return;
-    }
     let t = Topo::new();
     // DCH_FLOOD_AGENT_ARGS: extra agent arguments, e.g. `--kernel-prefilter off`
     // to measure what the prefilter saves (docs/reliability.md).
@@ -302,4 +298,10 @@ fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() 
         hwm1 < hwm0 + 32 * 1024,
         "gateway peak memory grew from {hwm0} to {hwm1} KiB under the flood"
     );
+}
+
+dchannel_base::test_main! {
+    tun: true,
+    plain: [],
+    namespaced: [a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact],
 }

@@ -126,11 +126,7 @@ fn run(t: &Topo, p: &Phase) -> Measured {
     }
 }
 
-#[test]
 fn a_million_new_flows_keep_the_client_table_bounded() {
-    if !can_run() {
-        return;
-    }
     let t = Topo::new();
     // the same 1,048,560 datagrams in the same loop shape, over 1,000 flows
     // and over 1,048,560 flows
@@ -212,4 +208,10 @@ fn a_million_new_flows_keep_the_client_table_bounded() {
         100.0 * rates[1].0 / rates[0].0,
         100.0 * rates[1].1 / rates[0].1
     );
+}
+
+dchannel_base::test_main! {
+    tun: true,
+    plain: [],
+    namespaced: [a_million_new_flows_keep_the_client_table_bounded],
 }

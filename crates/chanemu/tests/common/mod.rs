@@ -28,11 +28,6 @@ pub fn can_run() -> bool {
     testing::can_run(true)
 }
 
-/// The serial lock for a namespace test, or `None` (the test skips) when it cannot run here.
-pub fn serial_if_can_run() -> Option<MutexGuard<'static, ()>> {
-    can_run().then(serial)
-}
-
 /// `chanemu --profile … --ns-a … --dev-a … --ns-b … --dev-b …`, for the caller to add to and run.
 pub fn chanemu_between(
     profile: &str,

@@ -1,81 +1,106 @@
-//! Why the endpoint refused a packet or a datagram. Every reason has its own
-//! stable counter name (`malformed.<name>` in the agent's stats), so a drop is
-//! never silent.
+//! Why a datagram or a packet was dropped: the one table of the agent's
+//! `malformed` counters (`malformed.<name>` in the stats JSON,
+//! `dchannel_malformed_total{reason="<name>"}` in Prometheus), so a drop is
+//! never silent. The endpoint returns most of them; the driver counts the
+//! I/O ones (`unparsable_inner`, `send_error`, `tun_write_error`,
+//! `bad_offload`, and `truncated` for a datagram that filled its buffer).
 
 use crate::wire::WireError;
-use std::fmt;
 
-/// Why a datagram (receive half) or an inner packet (send half) was dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropReason {
-    /// The dchannel header or body did not decode (truncated, unknown
-    /// version or type, bad probe, empty data).
-    Wire(WireError),
-    /// Not authentic: token of no configured peer (version 1, `--insecure`).
-    BadToken,
-    /// Refused by the AEAD layer (dchannel-crypto): forged, replayed, too old,
-    /// truncated, unknown session, a handshake that failed or was rate
-    /// limited... `name` is the layer's stable counter name, `code` its index
-    /// in the layer's list of reasons (for fixed counter arrays).
-    Crypto {
-        /// Index of the reason in the layer's list.
-        code: u8,
-        /// Stable counter name (e.g. `auth_failed`, `replay`).
-        name: &'static str,
-    },
-    /// Send half (and probes): no session with the peer yet or any more (a
-    /// handshake is under way); the packet is dropped.
-    NoSession,
-    /// Authentic, but from an address other than the peer's configured
-    /// endpoint on that channel (client role: only the gateway may send).
-    ForeignSource,
-    /// Data whose inner source is not the sending client's tunnel address.
-    SpoofedSource,
-    /// Data whose inner packet is not IPv4/IPv6, where the source must be checked.
-    BadInner,
-    /// Send half: an inner packet for an address of no configured client (gateway).
-    NoClient,
-    /// Send half: no endpoint known for the peer on either channel yet (gateway).
-    NoEndpoint,
-}
-
-impl DropReason {
-    /// Stable counter name, as in the stats JSON (`malformed.<name>`).
-    pub fn counter(&self) -> &'static str {
-        match self {
-            DropReason::Wire(e) => e.counter(),
-            DropReason::BadToken => "bad_token",
-            DropReason::Crypto { name, .. } => name,
-            DropReason::NoSession => "no_session",
-            DropReason::ForeignSource => "foreign_source",
-            DropReason::SpoofedSource => "spoofed_source",
-            DropReason::BadInner => "bad_inner",
-            DropReason::NoClient => "no_client",
-            DropReason::NoEndpoint => "no_endpoint",
-        }
-    }
-}
-
-impl fmt::Display for DropReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DropReason::Wire(e) => write!(f, "{e}"),
-            DropReason::BadToken => write!(f, "token of no configured peer"),
-            DropReason::Crypto { name, .. } => write!(f, "not authentic ({name})"),
-            DropReason::NoSession => write!(f, "no session with the peer (handshake pending)"),
-            DropReason::ForeignSource => write!(f, "not from the peer's endpoint"),
-            DropReason::SpoofedSource => {
-                write!(f, "inner source is not the client's tunnel address")
-            }
-            DropReason::BadInner => write!(f, "inner packet is not IPv4/IPv6"),
-            DropReason::NoClient => write!(f, "inner destination is no configured client"),
-            DropReason::NoEndpoint => write!(f, "no endpoint known for the peer yet"),
-        }
+counter_table! {
+    /// Why a datagram (receive half) or an inner packet (send half, driver)
+    /// was dropped, or, for `unparsable_inner`, sent without flow state.
+    pub enum DropReason {
+        /// Shorter than the header or the probe body, filled the receive buffer, or no room to seal
+        Truncated,
+        /// Header version is not the one this agent speaks
+        UnknownVersion,
+        /// Header type is neither data nor probe
+        UnknownType,
+        /// Probe with an unknown kind or channel byte
+        BadProbe,
+        /// Data datagram without an inner packet
+        EmptyData,
+        /// Token of no configured peer (version 1, --insecure)
+        BadToken,
+        /// Refused by the encryption layer (per reason in crypto.drops)
+        Unauthentic,
+        /// No session with the peer yet or any more (handshake pending)
+        NoSession,
+        /// Authentic, but not from the peer's endpoint on that channel
+        ForeignSource,
+        /// Inner source is not the sending client's tunnel address
+        SpoofedSource,
+        /// Inner packet is not IPv4/IPv6 where its source must be checked
+        BadInner,
+        /// Inner packet the parser could not read (sent on the HBC, no flow)
+        UnparsableInner,
+        /// Inner destination is no configured client (gateway)
+        NoClient,
+        /// No endpoint known for the peer on either channel yet (gateway)
+        NoEndpoint,
+        /// The socket refused a datagram
+        SendError,
+        /// The TUN refused a packet
+        TunWriteError,
+        /// TUN read whose virtio_net_hdr or super-packet could not be cut into packets
+        BadOffload,
     }
 }
 
 impl From<WireError> for DropReason {
+    /// The counter of a datagram the wire decoder refused.
     fn from(e: WireError) -> Self {
-        DropReason::Wire(e)
+        match e {
+            WireError::Truncated { .. } => DropReason::Truncated,
+            WireError::UnknownVersion(_) => DropReason::UnknownVersion,
+            WireError::UnknownType(_) => DropReason::UnknownType,
+            WireError::BadProbe { .. } => DropReason::BadProbe,
+            WireError::EmptyData => DropReason::EmptyData,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_published_counters_and_unique() {
+        // the `malformed` keys the lab, docs and dashboards read
+        let names = DropReason::ALL.map(DropReason::name);
+        assert_eq!(
+            names,
+            [
+                "truncated",
+                "unknown_version",
+                "unknown_type",
+                "bad_probe",
+                "empty_data",
+                "bad_token",
+                "unauthentic",
+                "no_session",
+                "foreign_source",
+                "spoofed_source",
+                "bad_inner",
+                "unparsable_inner",
+                "no_client",
+                "no_endpoint",
+                "send_error",
+                "tun_write_error",
+                "bad_offload",
+            ]
+        );
+        assert_eq!(
+            DropReason::BadToken.help(),
+            "Token of no configured peer (version 1, --insecure)"
+        );
+        assert_eq!(
+            DropReason::from(WireError::BadProbe {
+                kind: 9,
+                channel: 0
+            }),
+            DropReason::BadProbe
+        );
     }
 }

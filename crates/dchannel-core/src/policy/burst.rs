@@ -85,11 +85,7 @@ impl Burst {
 
 impl Policy for Burst {
     fn spec(&self) -> String {
-        format!(
-            "burst:alpha={},gap_ms={}",
-            self.alpha,
-            self.gap as f64 / MS as f64
-        )
+        super::alpha_gap_spec("burst", self.alpha, self.gap)
     }
 
     fn decide(&mut self, pkt: &PacketInfo, _: &[u8], flow: &mut FlowState, ctx: &Ctx) -> Decision {

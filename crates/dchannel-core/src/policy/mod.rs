@@ -284,14 +284,8 @@ impl Policy for Rule {
         self.name.into()
     }
 
-    fn decide(
-        &mut self,
-        pkt: &PacketInfo,
-        raw: &[u8],
-        flow: &mut FlowState,
-        ctx: &Ctx,
-    ) -> Decision {
-        (self.decide)(pkt, raw, flow, ctx)
+    fn decide(&mut self, p: &PacketInfo, raw: &[u8], f: &mut FlowState, ctx: &Ctx) -> Decision {
+        (self.decide)(p, raw, f, ctx)
     }
 }
 
@@ -334,6 +328,12 @@ fn alpha_gap(arg: Option<&str>, alpha: f64, gap: Nanos) -> Result<(f64, Nanos), 
         return Err("gap_ms must be between 0 and 60000".into());
     }
     Ok((alpha, (gap_ms * MS as f64).round() as Nanos))
+}
+
+/// The spec `name:alpha=A,gap_ms=G` of `prewarm` and `burst`, which
+/// [`alpha_gap`] parses back.
+fn alpha_gap_spec(name: &str, alpha: f64, gap: Nanos) -> String {
+    format!("{name}:alpha={alpha},gap_ms={}", gap as f64 / MS as f64)
 }
 
 /// Parses a policy spec string (the scheme name, verbatim).

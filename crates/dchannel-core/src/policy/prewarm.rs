@@ -58,11 +58,7 @@ impl Prewarm {
 
 impl Policy for Prewarm {
     fn spec(&self) -> String {
-        format!(
-            "prewarm:alpha={},gap_ms={}",
-            self.alpha,
-            self.gap as f64 / MS as f64
-        )
+        super::alpha_gap_spec("prewarm", self.alpha, self.gap)
     }
 
     fn decide(

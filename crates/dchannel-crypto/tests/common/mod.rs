@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use dchannel_crypto::format::MAX_HANDSHAKE_LEN;
-use dchannel_crypto::{Config, Drop, Opened, PeerId, Peers, PrivateKey};
+use dchannel_crypto::{Config, CryptoDrop, Opened, PeerId, Peers, PrivateKey};
 use std::net::SocketAddr;
 
 /// The device's table (its one peer, the gateway, is the one it initiates
@@ -23,7 +23,7 @@ pub fn pair(dev_key: &PrivateKey, gw_key: &PrivateKey, cfg: Config) -> (Peers, P
 /// device's initiation to `gw` (its peer `g`), the gateway's response, the
 /// device's confirming keepalive. Returns what the gateway made of that
 /// keepalive (`Ok(Opened::Keepalive)` once both sides have the session).
-pub fn handshake(dev: &mut Peers, gw: &mut Peers, g: PeerId) -> Result<Opened, Drop> {
+pub fn handshake(dev: &mut Peers, gw: &mut Peers, g: PeerId) -> Result<Opened, CryptoDrop> {
     let from: SocketAddr = "198.18.0.2:1".parse().unwrap();
     let mut buf = [0u8; MAX_HANDSHAKE_LEN];
     dev.connect(0, g);
