@@ -124,7 +124,8 @@ def tally_cargo(output: str, returncode: int, tally: Tally) -> None:
     if returncode != 0 and (not found or "error:" in output):
         # A build error or a crashed test binary: no per-test line to count it by.
         tally.check("cargo test (build or harness failure)", False)
-    failed_names = re.findall(r"^---- (\S+) stdout ----$", output, re.M)
+    # libtest prints `---- name stdout ----`, libtest-mimic (the namespace tests) `---- name ----`
+    failed_names = re.findall(r"^---- (\S+)(?: stdout)? ----$", output, re.M)
     tally.failures.extend(f"cargo: {n}" for n in failed_names)
 
 
