@@ -165,13 +165,13 @@ def test_two_latin_seeds_sample_the_same_page_and_stretch_grid():
 
 
 def test_a_latin_campaign_replays_one_trace_realization_for_every_load(campaign):
-    from dchlab.experiments.runner import make_spec
+    from dchlab.experiments.runner import cell_config
     from dchlab.testbed import channels as ch
     from dchlab.workloads import api
 
     latin = campaign.variant(name="st-latin", offsets="latin")
     groups, _ = plan(latin, set())
-    specs = {(g.items[0], g.trial): make_spec(latin, g) for g in groups}
+    specs = {(g.items[0], g.trial): cell_config(latin, g) for g in groups}
     assert {s.trace_seed for s in specs.values()} == {LATIN_TRACE_SEED}
     cfg_a = api.testbed_config(specs[("p1", 0)], "p1")
     cfg_b = api.testbed_config(specs[("p2", 1)], "p2")
@@ -181,7 +181,7 @@ def test_a_latin_campaign_replays_one_trace_realization_for_every_load(campaign)
     # (by the trace seed), where a stratified or random campaign draws one per load
     assert ch.resolve_channel("MM-S", cfg_a.trace_seed) == ch.resolve_channel("MM-S", 1)
     assert ch.resolve_channel("MM-S", cfg_a.seed) != ch.resolve_channel("MM-S", cfg_b.seed)
-    stratified = {make_spec(campaign, g).trace_seed for g in plan(campaign, set())[0]}
+    stratified = {cell_config(campaign, g).trace_seed for g in plan(campaign, set())[0]}
     assert stratified == {None}
 
 

@@ -168,7 +168,7 @@ def test_report_does_not_list_a_rerun_as_an_orphan(campaign, tmp_path):
 
 
 def test_a_campaigns_cdn_block_reaches_webreplay(campaign, tmp_path):
-    from dchlab.experiments.runner import make_spec, plan
+    from dchlab.experiments.runner import cell_config, plan
 
     p = tmp_path / "cdn.yaml"
     p.write_text(
@@ -177,9 +177,9 @@ def test_a_campaigns_cdn_block_reaches_webreplay(campaign, tmp_path):
     )
     c = load_campaign(p, check_channels=False)
     groups, _ = plan(c, set())
-    args = make_spec(c, groups[0]).webreplay_args
+    args = cell_config(c, groups[0]).webreplay_args
     assert args == tuple(c.cdn.webreplay_args()) and args  # non-empty: the tier model is on
-    plain = make_spec(load_campaign(tmp_path / "rr.yaml", check_channels=False), groups[0])
+    plain = cell_config(load_campaign(tmp_path / "rr.yaml", check_channels=False), groups[0])
     assert plain.webreplay_args == ()
 
 

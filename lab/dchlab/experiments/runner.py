@@ -32,12 +32,15 @@ from typing import Any
 from rich.console import Console
 
 from dchlab import progress as progress_bar
-from dchlab.errors import EXIT_UNAVAILABLE, UserError
+from dchlab.errors import UserError
 from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
 from dchlab.experiments.offsets import trace_seed, trial_fraction
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
-from dchlab.units import format_size
+
+# WorkloadUnavailable, corpus_page_names: re-exported (callers of the runner use them)
+from dchlab.experiments.workload_kinds import WorkloadUnavailable, corpus_page_names  # noqa: F401
+from dchlab.run_config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +78,6 @@ def _stop_on_term() -> Iterator[None]:
             signal.signal(s, h)
 
 
-class WorkloadUnavailable(UserError, RuntimeError):
-    """A campaign's workload cannot run here (e.g. its corpus cannot be opened)."""
-
-    exit_code = EXIT_UNAVAILABLE
-
-
 @dataclass
 class Group:
     """One call into the workload layer: a (condition, trial, scheme) and its items."""
@@ -111,37 +108,9 @@ class RunSummary:
 # ---------------------------------------------------------------- items
 
 
-def corpus_page_names(corpus: str, limit: int | None = None) -> list[str]:
-    """Page names of a corpus (a directory, `synthetic[:SEED]` or `tp5n`), in manifest
-    order; WorkloadUnavailable (exit 3) names why it cannot be opened."""
-    from dchlab.pages import CorpusError, open_corpus
-
-    try:
-        names = [p.name for p in open_corpus(corpus).pages]
-    except (CorpusError, OSError) as e:
-        raise WorkloadUnavailable(f"corpus {corpus!r}: {e}") from e
-    return names[:limit] if limit else names
-
-
 def workload_items(c: Campaign) -> list[str]:
     """The item keys of the campaign's workload (what a cell measures besides scheme/trial)."""
-    wl = c.workload
-    if wl.kind == "pageload":
-        if isinstance(wl.pages, tuple):
-            return list(wl.pages)
-        return corpus_page_names(wl.corpus or "synthetic:1", wl.pages)
-    if wl.kind == "session":  # landing pages; plan() makes a cell of each page of a session
-        from dchlab.workloads.session import session_sites
-
-        try:
-            return session_sites(wl.corpus or "synthetic:1", wl.pages, wl.session_pages)
-        except OSError as e:
-            raise WorkloadUnavailable(f"corpus {wl.corpus!r}: {e}") from e
-    if wl.kind == "curl-phases":
-        return ["curl"]
-    if wl.kind == "bulk":
-        return [format_size(s) for s in wl.sizes]
-    return [f"{p}/{i}" for p in wl.profiles for i in wl.interactions]
+    return c.workload.kind_of().items(c.workload)
 
 
 def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
@@ -151,6 +120,7 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
     back to back and an interrupted run still holds complete paired comparisons; the
     scheme order rotates so that no scheme always goes first.
     """
+    kind = c.workload.kind_of()
     items = workload_items(c)
     groups: list[Group] = []
     total = 0
@@ -160,8 +130,8 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
                 frac = trial_fraction(c.offsets, c.seed, len(items), i, trial)
                 k = (trial + i) % len(c.schemes)
                 for sch in c.schemes[k:] + c.schemes[:k]:
-                    if c.workload.kind == "session":  # one group: every page of a session
-                        its = _session_items(it, c.workload.session_pages)
+                    its = kind.group_items(c.workload, it)
+                    if its is not None:  # one group: e.g. every page of a session
                         keys = [cell_key(cond.name, x, trial, sch.label) for x in its]
                         total += len(keys)
                         todo = [j for j, key in enumerate(keys) if key not in done]
@@ -174,12 +144,6 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
                     if key not in done:
                         groups.append(Group(cond, trial, sch, [it], [key], frac))
     return groups, total
-
-
-def _session_items(site: str, further: int) -> list[str]:
-    from dchlab.workloads.session import page_item
-
-    return [page_item(site, i) for i in range(further + 1)]
 
 
 def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
@@ -198,16 +162,10 @@ def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
 # ---------------------------------------------------------------- executing
 
 
-def _api() -> Any:
-    # Imported on first use: planning and `dch run --help` need no browser plumbing.
-    from dchlab.workloads import api
-
-    return api
-
-
-def make_spec(c: Campaign, g: Group) -> Any:
-    api = _api()
-    return api.RunSpec(
+def cell_config(c: Campaign, g: Group) -> RunConfig:
+    """The RunConfig of a group's cells: its condition, scheme, trial and offset, and the
+    campaign's seed, offsets, CDN model and analysis needs."""
+    return RunConfig(
         scheme=g.scheme.scheme,
         hbc=g.condition.hbc,
         llc=g.condition.llc,
@@ -230,40 +188,8 @@ def make_spec(c: Campaign, g: Group) -> Any:
 
 
 def execute_group(c: Campaign, g: Group) -> list[dict[str, Any]]:
-    """Measure one group through dchlab.workloads.api; one row per item, in item order."""
-    api = _api()
-    spec = make_spec(c, g)
-    wl = c.workload
-    if wl.kind == "pageload":
-        rows = list(api.pageload(spec, wl.corpus, pages=list(g.items), timeout_s=wl.timeout_s))
-        by_page = {str(r.get("page")): r for r in rows}
-        return [
-            by_page.get(it) or _missing_row(it, "no row returned for this page") for it in g.items
-        ]
-    if wl.kind == "session":  # one browsing session; the rows of the pending pages
-        from dchlab.workloads.session import campaign_session
-
-        site = g.items[0].rpartition("#")[0]
-        return campaign_session(
-            spec, wl.corpus or "synthetic:1", site, wl.session_pages, g.items, wl.timeout_s
-        )
-    if wl.kind == "curl-phases":
-        return [dict(api.curl_phases(spec, wl.url) if wl.url else api.curl_phases(spec))]
-    if wl.kind == "bulk":
-        sizes = [s for s in wl.sizes if format_size(s) in g.items]
-        rows = list(api.bulk(spec, sizes))
-        if len(rows) != len(sizes):
-            raise RuntimeError(f"bulk returned {len(rows)} rows for {len(sizes)} sizes")
-        return rows  # one per size, in order (an invalid download has no size_bytes)
-    out = []
-    for it in g.items:
-        profile, _, interaction = it.partition("/")
-        out.append(dict(api.app(spec, profile, interaction, timeout_s=wl.timeout_s)))
-    return out
-
-
-def _missing_row(item: str, why: str) -> dict[str, Any]:
-    return {"page": item, "valid": False, "error": why}
+    """Measure one group by its workload kind; one row per item, in item order."""
+    return c.workload.kind_of().measure(cell_config(c, g), c.workload, list(g.items))
 
 
 Executor = Callable[[Campaign, Group], list[dict[str, Any]]]
@@ -276,6 +202,9 @@ INFRA_FAILURES = ("testbed:", "driver exited")
 
 
 def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of a group's cells with the cell's provenance and configuration."""
+    run = cell_config(c, g)
+    kind = c.workload.kind_of()
     out = []
     for it, cell, r in zip(g.items, g.cells, rows, strict=True):
         row = dict(r)
@@ -283,28 +212,28 @@ def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict
         if not row.get("error") and row.get("valid") is False and reason.startswith(INFRA_FAILURES):
             row["error"] = reason
         row.setdefault("workload", c.workload.kind)
-        row.setdefault("scheme", g.scheme.scheme)
-        row.setdefault("hbc", g.condition.hbc)
-        row.setdefault("llc", g.condition.llc)
-        row.setdefault("cc", g.condition.cc)
-        row.setdefault("seed", c.seed)
+        row.setdefault("scheme", run.scheme)
+        row.setdefault("hbc", run.hbc)
+        row.setdefault("llc", run.llc)
+        row.setdefault("cc", run.cc)
+        row.setdefault("seed", run.seed)
         row["offsets"] = c.offsets
-        row.setdefault("trial", g.trial)
-        if c.workload.kind in ("pageload", "app"):
+        row.setdefault("trial", run.trial)
+        if kind.item_is_page:
             row.setdefault("page", it)
         row.update(
             cell=cell,
             condition=g.condition.name,
             arm=g.scheme.label,
             item=it,
-            agent_args=list(g.scheme.agent_args) + list(g.condition.agent_args),
-            client_args=list(g.scheme.client_args) + list(g.condition.client_args),
-            gateway_args=list(g.scheme.gateway_args) + list(g.condition.gateway_args),
-            server_delay_ms=g.condition.server_delay_ms,
+            agent_args=list(run.agent_args),
+            client_args=list(run.client_args),
+            gateway_args=list(run.gateway_args),
+            server_delay_ms=run.server_delay_ms,
             x=g.condition.x or None,
             quick=c.is_quick,
         )
-        if c.workload.kind == "pageload":
+        if kind.corpus_column:
             row.setdefault("corpus", c.workload.corpus)
         if c.rerun_of:
             row["rerun_of"] = c.rerun_of

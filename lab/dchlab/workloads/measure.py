@@ -8,11 +8,11 @@ build on it; it imports neither, so the two do not import each other's internals
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
+
+# paired_seed, testbed_config: re-exported (callers of the workload layer use them)
+from dchlab.run_config import RunConfig, paired_seed, testbed_config  # noqa: F401
 
 ROW_KEYS = [
     "workload",
@@ -55,37 +55,11 @@ ROW_KEYS = [
 ]
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    scheme: str
-    hbc: str
-    llc: str
-    seed: int = 1
-    trial: int = 0
-    # the trace start as a fraction of its period (stratified campaigns); None: from seed
-    offset_fraction: float | None = None
-    # synthesize the scenario traces with this seed (one realization for every load, a
-    # latin campaign); None: with the per-(page, trial) testbed seed
-    trace_seed: int | None = None
-    cc: str = "cubic"
-    server_delay_ms: float = 0.0
-    agent_args: tuple[str, ...] = field(default_factory=tuple)  # both agents
-    client_args: tuple[str, ...] = ()  # `dchannel client` only, after agent_args
-    gateway_args: tuple[str, ...] = ()  # `dchannel gateway` only, after agent_args
-    decision_logs: bool = False  # agents' decision/arrival logs -> reward error (Fig. 11)
-    # webreplay flags, e.g. a campaign's CDN model (dchlab.pages.cdn.CdnSpec.webreplay_args)
-    webreplay_args: tuple[str, ...] = ()
-    # Speed Index and atf_ms (the screencast costs the PLT ~6%); None: $DCH_SPEED_INDEX
-    speed_index: bool | None = None
+#: The name this module gave RunConfig before it moved to dchlab.run_config.
+RunSpec = RunConfig
 
 
-def paired_seed(seed: int, item: str, trial: int) -> int:
-    """Testbed seed for (seed, page/URL, trial): independent of the scheme (paired runs)."""
-    h = hashlib.sha256(f"{seed}\x00{item}\x00{trial}".encode()).digest()
-    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
-
-
-def new_row(spec: RunSpec, workload: str, page: str) -> dict[str, Any]:
+def new_row(spec: RunConfig, workload: str, page: str) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
     row.update(
         workload=workload,
@@ -112,27 +86,6 @@ def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
         out[f"bytes_{ch}"] = c["rx_bytes"] + c["tx_bytes"] if c else None
         out[f"pkts_{ch}"] = c["rx_packets"] + c["tx_packets"] if c else None
     return out
-
-
-def testbed_config(spec: RunSpec, item: str, corpus: Path | None = None):  # type: ignore[no-untyped-def]
-    from dchlab.testbed import TestbedConfig
-
-    return TestbedConfig(
-        scheme=spec.scheme,
-        hbc=spec.hbc,
-        llc=spec.llc,
-        cc=spec.cc,
-        seed=paired_seed(spec.seed, item, spec.trial),
-        offset_fraction=spec.offset_fraction,
-        trace_seed=spec.trace_seed,
-        server_delay_ms=spec.server_delay_ms,
-        corpus=corpus,
-        agent_args=list(spec.agent_args),
-        client_args=list(spec.client_args),
-        gateway_args=list(spec.gateway_args),
-        decision_logs=spec.decision_logs,
-        webreplay_args=list(spec.webreplay_args),
-    )
 
 
 def measure(
