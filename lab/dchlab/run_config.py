@@ -90,3 +90,6 @@ def testbed_config(
         keep_logs=keep_logs,
         pcap_dir=pcap_dir,
     )
+
+
+testbed_config.__test__ = False  # type: ignore[attr-defined]  # not a test when imported into one

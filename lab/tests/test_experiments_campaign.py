@@ -183,7 +183,7 @@ def _fake_bulk(calls):
     """TEST DATA ONLY: a deterministic stand-in for the bulk workload, to exercise the
     runner's bookkeeping without a testbed (the real one is tested with real loads)."""
 
-    def execute(c, g):
+    def execute(c, g, pool=None):
         calls.append((g.condition.name, g.trial, g.scheme.label, tuple(g.items)))
         if g.scheme.label == "dch-x2" and g.trial == 1 and g.condition.name == "embb60":
             raise RuntimeError("testbed exploded")
@@ -278,7 +278,7 @@ def test_lab_failures_are_retried_but_invalid_loads_are_measurements(tmp_path):
     c = load_campaign(write(tmp_path, GOOD), check_channels=False).quick()
     db = tmp_path / "f.duckdb"
 
-    def execute(c, g):  # TEST DATA ONLY
+    def execute(c, g, pool=None):  # TEST DATA ONLY
         if g.scheme.label == "all-hbc":
             return [{"valid": False, "invalid_reason": "testbed: binary 'chanemu' not found"}]
         return [{"valid": False, "invalid_reason": "1 resource failed", "test_data": True}]
@@ -326,7 +326,7 @@ def test_per_role_agent_args_are_stored_with_each_row(tmp_path):
     c = load_campaign(write(tmp_path, PER_ROLE), check_channels=False)
     db = tmp_path / "roles.duckdb"
 
-    def execute(c, g):  # TEST DATA ONLY
+    def execute(c, g, pool=None):  # TEST DATA ONLY
         return [{"valid": True, "total_ms": 1.0, "test_data": True} for _ in g.items]
 
     run_campaign(c, store_path=db, executor=execute)

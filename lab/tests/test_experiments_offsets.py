@@ -100,7 +100,7 @@ def test_plan_gives_every_scheme_of_a_page_and_trial_the_same_stretch(campaign):
 def test_rows_say_how_their_offsets_were_chosen(campaign, tmp_path):
     seen = []
 
-    def run(c, g):  # TEST DATA ONLY: records the fraction the workload layer would get
+    def run(c, g, pool=None):  # TEST DATA ONLY: records the fraction the workload layer would get
         seen.append(g.offset_fraction)
         return [{"page": it, "plt_ms": 1000.0, "valid": True} for it in g.items]
 
@@ -188,7 +188,7 @@ def test_a_latin_campaign_replays_one_trace_realization_for_every_load(campaign)
 def test_a_latin_run_short_of_a_full_cycle_says_so(campaign, tmp_path, capsys):
     from dataclasses import replace
 
-    def run(c, g):  # TEST DATA ONLY
+    def run(c, g, pool=None):  # TEST DATA ONLY
         return [{"page": it, "plt_ms": 1000.0, "valid": True} for it in g.items]
 
     def said() -> str:

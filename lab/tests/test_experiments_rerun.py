@@ -26,7 +26,7 @@ analysis: {kind: gain, baseline: all-hbc}
 
 
 def fake(dchannel_ms: float):
-    def run(c, g):  # TEST DATA ONLY: all-hbc 1000 ms, dchannel as given
+    def run(c, g, pool=None):  # TEST DATA ONLY: all-hbc 1000 ms, dchannel as given
         ms = 1000.0 if g.scheme.label == "all-hbc" else dchannel_ms
         return [{"page": it, "plt_ms": ms, "valid": True} for it in g.items]
 
@@ -124,7 +124,7 @@ def test_two_latin_runs_are_compared_on_the_stretches_both_measured(campaign, tm
     against a run of three trials it is compared on those stretches only, where the two
     runs measured the same network: here the same PLTs, so the move is exactly 0."""
 
-    def by_stretch(c, g):  # TEST DATA ONLY: dchannel 800 ms on stretch 0, else 600 ms
+    def by_stretch(c, g, pool=None):  # TEST DATA ONLY: dchannel 800 ms on stretch 0, else 600 ms
         frac = g.offset_fraction
         assert frac is not None
         ms = 1000.0 if g.scheme.label == "all-hbc" else (800.0 if frac < 1 / 3 else 600.0)

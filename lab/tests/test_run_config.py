@@ -17,6 +17,7 @@ from dchlab.experiments.campaign_check import Validator
 from dchlab.experiments.runner import annotate, cell_config, execute_group, plan
 from dchlab.run_config import RunConfig, paired_seed
 from dchlab.testbed import TestbedConfig
+from dchlab.workloads.pool import TestbedPool
 
 
 def test_testbed_config_pairs_the_seed_and_carries_every_run_field() -> None:
@@ -70,7 +71,9 @@ class Echo(workload_kinds.WorkloadKind):
     def group_items(self, wl: Workload, item: str) -> list[str] | None:
         return [item, item + "#1"] if item == "b" else None
 
-    def measure(self, run: RunConfig, wl: Workload, items: list[str]) -> list[dict[str, Any]]:
+    def measure(
+        self, run: RunConfig, wl: Workload, items: list[str], pool: TestbedPool
+    ) -> list[dict[str, Any]]:
         return [{"valid": True, "plt_ms": float(len(it)), "_run": run} for it in items]
 
 
@@ -98,7 +101,8 @@ def test_a_registered_kind_is_parsed_planned_and_measured(tmp_path: Path, echo_k
     assert total == 2 * 2 * (1 + 2)
     assert sorted({tuple(g.items) for g in groups}) == [("a",), ("b", "b#1")]
     g = next(g for g in groups if g.items == ["b", "b#1"] and g.scheme.label == "dchannel")
-    rows = annotate(c, g, execute_group(c, g))
+    with TestbedPool() as pool:
+        rows = annotate(c, g, execute_group(c, g, pool))
     assert [r["plt_ms"] for r in rows] == [1.0, 3.0]
     assert [r["page"] for r in rows] == ["b", "b#1"]  # item_is_page
     assert all("corpus" not in r for r in rows)  # corpus_column is off

@@ -41,6 +41,7 @@ from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, S
 # WorkloadUnavailable, corpus_page_names: re-exported (callers of the runner use them)
 from dchlab.experiments.workload_kinds import WorkloadUnavailable, corpus_page_names  # noqa: F401
 from dchlab.run_config import RunConfig
+from dchlab.workloads.pool import TestbedPool
 
 log = logging.getLogger(__name__)
 
@@ -187,12 +188,14 @@ def cell_config(c: Campaign, g: Group) -> RunConfig:
     )
 
 
-def execute_group(c: Campaign, g: Group) -> list[dict[str, Any]]:
-    """Measure one group by its workload kind; one row per item, in item order."""
-    return c.workload.kind_of().measure(cell_config(c, g), c.workload, list(g.items))
+def execute_group(c: Campaign, g: Group, pool: TestbedPool) -> list[dict[str, Any]]:
+    """Measure one group by its workload kind; one row per item, in item order. `pool`:
+    the dispatcher's, told which run follows this group."""
+    return c.workload.kind_of().measure(cell_config(c, g), c.workload, list(g.items), pool)
 
 
-Executor = Callable[[Campaign, Group], list[dict[str, Any]]]
+#: Measures a group with the dispatcher's testbed pool: its rows, one per item.
+Executor = Callable[[Campaign, Group, TestbedPool], list[dict[str, Any]]]
 
 
 #: `invalid_reason` prefixes of the workload layer that mean the *lab* failed (testbed
@@ -247,12 +250,14 @@ def error_rows(c: Campaign, g: Group, exc: BaseException) -> list[dict[str, Any]
     return annotate(c, g, [dict(base) for _ in g.items])
 
 
-def run_group(c: Campaign, g: Group, executor: Executor = execute_group) -> list[dict[str, Any]]:
+def run_group(
+    c: Campaign, g: Group, pool: TestbedPool, executor: Executor = execute_group
+) -> list[dict[str, Any]]:
     """The annotated rows of one group; an exception becomes error rows (the run goes on)."""
     from dchlab.testbed import TestbedInterrupted
 
     try:
-        return annotate(c, g, executor(c, g))
+        return annotate(c, g, executor(c, g, pool))
     except (KeyboardInterrupt, TestbedInterrupted, CampaignStopped):
         raise  # the user stopped the campaign (Ctrl-C, SIGTERM, SIGHUP): not a failed cell
     except Exception as e:
@@ -271,29 +276,20 @@ Dispatcher = Callable[
 def local_dispatch(
     c: Campaign, groups: list[Group], executor: Executor, status: Callable[[str], None]
 ) -> Iterator[tuple[Group, list[dict[str, Any]]]]:
-    """Every group in this process, one after another, in plan order."""
-    from dchlab.workloads import ahead
-
-    try:
+    """Every group in this process, one after another, in plan order. The testbed pool
+    is this dispatcher's: told which group comes next, it prepares that group's testbed
+    during the current load's tail; what it prepared for a load that will not come
+    (namespaces, a Chromium) is closed when the groups end, not at process exit."""
+    with TestbedPool() as pool:
         for i, g in enumerate(groups):
             status(f"{g.condition.name} t{g.trial} {g.scheme.label} ({len(g.items)})")
-            expect_next(groups[i + 1] if i + 1 < len(groups) else None)
-            yield g, run_group(c, g, executor)
-    finally:
-        expect_next(None)
-        # The last load prepared a testbed (namespaces, a Chromium) for a load that
-        # will not come: close it now, not when the process exits (a test process or
-        # a `dch run` of several files would keep it idling until then).
-        ahead.discard()
+            pool.expect(next_config(c, groups[i + 1 :]))
+            yield g, run_group(c, g, pool, executor)
 
 
-def expect_next(g: Group | None) -> None:
-    """Say which scheme the load after the current group uses, so that the browser
-    prepared during its tail is started the way that scheme starts it
-    (dchlab.workloads.ahead)."""
-    from dchlab.workloads import ahead
-
-    ahead.expect_next(g.scheme.scheme if g is not None else None)
+def next_config(c: Campaign, following: Sequence[Group]) -> RunConfig | None:
+    """The RunConfig of the first of `following` (None: nothing follows), for the pool."""
+    return cell_config(c, following[0]) if following else None
 
 
 def run_campaign(

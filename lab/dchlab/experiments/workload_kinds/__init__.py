@@ -12,7 +12,7 @@ What a kind answers, in the order a campaign uses it:
   3. `items(wl)`          — the item keys of a campaign (pages, URL labels, sizes);
   4. `group_items(wl, i)` — the cells one call measures for item `i` (a session: all
                             its pages, in one browser);
-  5. `measure(run, wl, items)` — one row per item, in item order, under `run`;
+  5. `measure(run, wl, items, pool)` — one row per item, in item order, under `run`;
   6. `item_is_page`, `corpus_column` — which provenance columns its rows carry;
      `pages_flag` — whether `dch run --pages N` applies.
 """
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from dchlab.experiments.campaign import Workload
     from dchlab.experiments.campaign_check import Validator
     from dchlab.run_config import RunConfig
+    from dchlab.workloads.pool import TestbedPool
 
 
 class WorkloadUnavailable(UserError, RuntimeError):
@@ -64,8 +65,11 @@ class WorkloadKind:
         """The cells one measurement of `item` covers (None: just the item)."""
         return None
 
-    def measure(self, run: RunConfig, wl: Workload, items: list[str]) -> list[dict[str, Any]]:
-        """One row per item, in item order, measured under `run`."""
+    def measure(
+        self, run: RunConfig, wl: Workload, items: list[str], pool: TestbedPool
+    ) -> list[dict[str, Any]]:
+        """One row per item, in item order, measured under `run`. `pool`: the
+        dispatcher's testbed pool (told which run follows this call's items)."""
         raise NotImplementedError
 
 

@@ -8,6 +8,7 @@ from dchlab.experiments.campaign import Workload
 from dchlab.experiments.campaign_check import Validator
 from dchlab.experiments.workload_kinds import WorkloadKind, register
 from dchlab.run_config import RunConfig
+from dchlab.workloads.pool import TestbedPool
 
 
 @register
@@ -37,7 +38,9 @@ class App(WorkloadKind):
     def items(self, wl: Workload) -> list[str]:
         return [f"{p}/{i}" for p in wl.profiles for i in wl.interactions]
 
-    def measure(self, run: RunConfig, wl: Workload, items: list[str]) -> list[dict[str, Any]]:
+    def measure(
+        self, run: RunConfig, wl: Workload, items: list[str], pool: TestbedPool
+    ) -> list[dict[str, Any]]:
         from dchlab.workloads import api
 
         out = []

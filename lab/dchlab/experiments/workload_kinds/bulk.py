@@ -9,6 +9,7 @@ from dchlab.experiments.campaign_check import Validator, parse_size
 from dchlab.experiments.workload_kinds import WorkloadKind, register
 from dchlab.run_config import RunConfig
 from dchlab.units import format_size
+from dchlab.workloads.pool import TestbedPool
 
 
 @register
@@ -30,7 +31,9 @@ class Bulk(WorkloadKind):
     def items(self, wl: Workload) -> list[str]:
         return [format_size(s) for s in wl.sizes]
 
-    def measure(self, run: RunConfig, wl: Workload, items: list[str]) -> list[dict[str, Any]]:
+    def measure(
+        self, run: RunConfig, wl: Workload, items: list[str], pool: TestbedPool
+    ) -> list[dict[str, Any]]:
         """One row per size, in order (an invalid download has no size_bytes)."""
         from dchlab.workloads import api
 

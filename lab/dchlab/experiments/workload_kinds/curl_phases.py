@@ -8,6 +8,7 @@ from dchlab.experiments.campaign import Workload
 from dchlab.experiments.campaign_check import Validator
 from dchlab.experiments.workload_kinds import WorkloadKind, register
 from dchlab.run_config import RunConfig
+from dchlab.workloads.pool import TestbedPool
 
 
 @register
@@ -28,7 +29,9 @@ class CurlPhases(WorkloadKind):
     def items(self, wl: Workload) -> list[str]:
         return ["curl"]
 
-    def measure(self, run: RunConfig, wl: Workload, items: list[str]) -> list[dict[str, Any]]:
+    def measure(
+        self, run: RunConfig, wl: Workload, items: list[str], pool: TestbedPool
+    ) -> list[dict[str, Any]]:
         from dchlab.workloads import api
 
         return [dict(api.curl_phases(run, wl.url) if wl.url else api.curl_phases(run))]

@@ -8,6 +8,7 @@ from dchlab.experiments.campaign import Workload
 from dchlab.experiments.campaign_check import Validator
 from dchlab.experiments.workload_kinds import WorkloadKind, corpus_page_names, register
 from dchlab.run_config import RunConfig
+from dchlab.workloads.pool import TestbedPool
 
 
 @register
@@ -32,10 +33,13 @@ class PageLoad(WorkloadKind):
             return list(wl.pages)
         return corpus_page_names(wl.corpus or "synthetic:1", wl.pages)
 
-    def measure(self, run: RunConfig, wl: Workload, items: list[str]) -> list[dict[str, Any]]:
+    def measure(
+        self, run: RunConfig, wl: Workload, items: list[str], pool: TestbedPool
+    ) -> list[dict[str, Any]]:
         from dchlab.workloads import api
 
-        rows = api.pageload(run, wl.corpus or "synthetic:1", pages=items, timeout_s=wl.timeout_s)
+        corpus = wl.corpus or "synthetic:1"
+        rows = api.pageload(run, corpus, pages=items, timeout_s=wl.timeout_s, pool=pool)
         by_page = {str(r.get("page")): r for r in rows}
         missing = {"valid": False, "error": "no row returned for this page"}
         return [by_page.get(it) or {"page": it, **missing} for it in items]

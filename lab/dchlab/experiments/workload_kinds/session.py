@@ -9,6 +9,7 @@ from dchlab.experiments.campaign import Workload
 from dchlab.experiments.campaign_check import Validator
 from dchlab.experiments.workload_kinds import WorkloadKind, WorkloadUnavailable, register
 from dchlab.run_config import RunConfig
+from dchlab.workloads.pool import TestbedPool
 
 
 @register
@@ -40,7 +41,9 @@ class Session(WorkloadKind):
 
         return [page_item(item, i) for i in range(wl.session_pages + 1)]
 
-    def measure(self, run: RunConfig, wl: Workload, items: list[str]) -> list[dict[str, Any]]:
+    def measure(
+        self, run: RunConfig, wl: Workload, items: list[str], pool: TestbedPool
+    ) -> list[dict[str, Any]]:
         """One browsing session; the rows of its pending pages."""
         from dchlab.workloads.session import campaign_session
 
