@@ -42,6 +42,7 @@ from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, S
 from dchlab.experiments.workload_kinds import WorkloadUnavailable, corpus_page_names  # noqa: F401
 from dchlab.run_config import RunConfig
 from dchlab.workloads.pool import TestbedPool
+from dchlab.workloads.rows import CELL_RUN_COLUMNS, config_columns
 
 log = logging.getLogger(__name__)
 
@@ -210,18 +211,12 @@ def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict
     kind = c.workload.kind_of()
     out = []
     for it, cell, r in zip(g.items, g.cells, rows, strict=True):
-        row = dict(r)
+        # what the workload did not say (an error row says nothing): the run's own
+        row = {"workload": c.workload.kind, **config_columns(run), **r}
         reason = str(row.get("invalid_reason") or "")
         if not row.get("error") and row.get("valid") is False and reason.startswith(INFRA_FAILURES):
             row["error"] = reason
-        row.setdefault("workload", c.workload.kind)
-        row.setdefault("scheme", run.scheme)
-        row.setdefault("hbc", run.hbc)
-        row.setdefault("llc", run.llc)
-        row.setdefault("cc", run.cc)
-        row.setdefault("seed", run.seed)
         row["offsets"] = c.offsets
-        row.setdefault("trial", run.trial)
         if kind.item_is_page:
             row.setdefault("page", it)
         row.update(
@@ -229,10 +224,7 @@ def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict
             condition=g.condition.name,
             arm=g.scheme.label,
             item=it,
-            agent_args=list(run.agent_args),
-            client_args=list(run.client_args),
-            gateway_args=list(run.gateway_args),
-            server_delay_ms=run.server_delay_ms,
+            **config_columns(run, CELL_RUN_COLUMNS),
             x=g.condition.x or None,
             quick=c.is_quick,
         )

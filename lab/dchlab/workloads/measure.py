@@ -1,6 +1,6 @@
-"""What every workload on the testbed shares: the run spec, the row it fills, the
-testbed configuration of a run (with the paired seed, applied here only) and the
-frame that measures one run in a fresh testbed.
+"""What every workload on the testbed shares: the row it fills (dchlab.workloads.rows),
+the testbed configuration of its run (dchlab.run_config: the paired seed is applied
+there only) and the frame that measures one run in a fresh testbed.
 
 workloads.api (page loads, curl phases, bulk) and apps.run (app interactions) both
 build on it; it imports neither, so the two do not import each other's internals.
@@ -14,67 +14,16 @@ from typing import Any
 # paired_seed, testbed_config: re-exported (callers of the workload layer use them)
 from dchlab.run_config import RunConfig, paired_seed, testbed_config  # noqa: F401
 
-ROW_KEYS = [
-    "workload",
-    "scheme",
-    "hbc",
-    "llc",
-    "cc",
-    "seed",
-    "trial",
-    "trace_offset_ms",
-    "page",
-    "plt_ms",
-    # pageload: paint and visual metrics, ms since the navigation start like plt_ms
-    # (dchlab.workloads.pagemetrics; docs/formats.md "Page metrics")
-    "fcp_ms",
-    "lcp_ms",
-    "speed_index_ms",
-    "atf_ms",
-    "valid",
-    "invalid_reason",
-    "resources_loaded",
-    "resources_failed",
-    "resources_failed_unexpected",  # failed requests outside the page's expected-missing set
-    "missing_expected",  # pageload: how many requests the corpus records it cannot answer
-    "dns_ms",
-    "connect_ms",
-    "tls_ms",
-    "ttfb_ms",
-    "transfer_ms",
-    "total_ms",
-    "size_bytes",
-    "bytes_hbc",
-    "bytes_llc",
-    "pkts_hbc",
-    "pkts_llc",
-    # the machine's CPU over this load: busy and stolen shares (dchlab.hostcpu)
-    "host_cpu_busy",
-    "host_cpu_steal",
-    "stats",
-]
-
+# ROW_KEYS: re-exported (the workload layer's row keys, dchlab.workloads.rows)
+from dchlab.workloads.rows import ROW_KEYS, Outcome, make_row  # noqa: F401
 
 #: The name this module gave RunConfig before it moved to dchlab.run_config.
 RunSpec = RunConfig
 
 
 def new_row(spec: RunConfig, workload: str, page: str) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
-    row.update(
-        workload=workload,
-        scheme=spec.scheme,
-        hbc=spec.hbc,
-        llc=spec.llc,
-        cc=spec.cc,
-        seed=spec.seed,
-        trial=spec.trial,
-        page=page,
-        valid=False,
-        invalid_reason="",
-        stats={},
-    )
-    return row
+    """The row a workload fills: `spec`'s configuration columns, nothing measured yet."""
+    return make_row(spec, workload, page, Outcome())
 
 
 def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:

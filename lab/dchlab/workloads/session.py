@@ -3,7 +3,7 @@ page and then further pages of the same site, one after the other, as a user cli
 through a site's menu would — the HTTP cache stays warm and open connections are kept
 (`dch pageload` instead starts every load cold, in a fresh browser and testbed).
 
-One row per page (ROW_KEYS plus the session keys below). Per page, from the CDP events
+One row per page (ROW_KEYS plus SessionColumns, dchlab.workloads.rows). Per page, from the CDP events
 of its load (dchlab.workloads.browser.navigate `observe`):
 
 - `requests`: requests that went to the network (not answered from Chromium's cache);
@@ -38,17 +38,6 @@ from dchlab.workloads import browser as B
 from dchlab.workloads.chromium_pipe import PipeChromium, chromium_for
 from dchlab.workloads.measure import RunSpec, measure, new_row, testbed_config
 from dchlab.workloads.validity import fill_page_row
-
-SESSION_KEYS = [
-    "session_id",
-    "page_index",
-    "requests",
-    "requests_cached",
-    "request_bytes",
-    "request_size_p99",
-    "connections_opened",
-    "connections_used",
-]
 
 
 def request_size(method: str, url: str, headers: dict[str, Any], body: int = 0) -> int:

@@ -1,0 +1,117 @@
+"""The typed row: its keys are the contract they were, one function makes a row, and the
+store's columns come from the types — and every published Parquet file still reads
+into them with the same column types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dchlab.experiments import publish, store
+from dchlab.run_config import RunConfig
+from dchlab.workloads.rows import (
+    APP_KEYS,
+    ROW_KEYS,
+    SESSION_KEYS,
+    Outcome,
+    column_types,
+    config_columns,
+    make_row,
+)
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
+
+# The row keys as they were written out by hand before they came from the types: the
+# contract of `--json` output, the store and results/published.
+OLD_ROW_KEYS = [
+    "workload", "scheme", "hbc", "llc", "cc", "seed", "trial", "trace_offset_ms", "page",
+    "plt_ms", "fcp_ms", "lcp_ms", "speed_index_ms", "atf_ms", "valid", "invalid_reason",
+    "resources_loaded", "resources_failed", "resources_failed_unexpected", "missing_expected",
+    "dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms", "total_ms", "size_bytes",
+    "bytes_hbc", "bytes_llc", "pkts_hbc", "pkts_llc", "host_cpu_busy", "host_cpu_steal",
+    "stats",
+]  # fmt: skip
+OLD_SESSION_KEYS = ["session_id", "page_index", "requests", "requests_cached", "request_bytes",
+                    "request_size_p99", "connections_opened", "connections_used"]  # fmt: skip
+OLD_APP_KEYS = ["app_profile", "interaction", "irt_ms", "requests", "requests_answered",
+                "order_violations", "depth", "warm_irt_ms", "critical_think_ms",
+                "input_delay_ms", "connections_opened"]  # fmt: skip
+
+
+def test_row_keys_are_the_contract_they_were() -> None:
+    assert ROW_KEYS == OLD_ROW_KEYS
+    assert SESSION_KEYS == OLD_SESSION_KEYS
+    assert APP_KEYS == OLD_APP_KEYS
+
+
+def test_make_row_joins_config_outcome_and_provenance_in_row_order() -> None:
+    run = RunConfig("dchannel", "MM-S", "urllc", seed=3, trial=2, agent_args=("--a", "1"))
+    row = make_row(
+        run, "pageload", "site0", Outcome(plt_ms=812.5, valid=True, resources_loaded=30),
+        {"cell": "MM-S|site0|t2|dchannel"},
+    )  # fmt: skip
+    assert list(row)[: len(ROW_KEYS)] == ROW_KEYS and list(row)[-1] == "cell"
+    assert (row["scheme"], row["seed"], row["trial"], row["page"]) == ("dchannel", 3, 2, "site0")
+    assert (row["plt_ms"], row["valid"], row["resources_loaded"]) == (812.5, True, 30)
+    assert row["fcp_ms"] is None and row["invalid_reason"] == "" and row["stats"] == {}
+    assert "agent_args" not in row  # a campaign cell's column, not every row's
+    assert config_columns(run, ("agent_args",)) == {"agent_args": ["--a", "1"]}
+    # a workload's own columns (a mapping outcome) follow the common ones
+    extra = make_row(run, "app", "social/launch", {"irt_ms": 5.0, "valid": True})
+    assert list(extra)[-1] == "irt_ms" and extra["valid"] is True
+
+
+def test_a_fresh_store_has_every_typed_column_with_its_type(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    store.append_rows([{"scheme": "all-hbc", "valid": True, "plt_ms": 1.0}], store=db)
+    with store.connect(db, read_only=True) as con:
+        have = store.existing_columns(con)
+    assert have == store.COLUMNS  # in order: the core first
+    assert list(have)[: len(store.CORE_ORDER)] == list(store.CORE_ORDER)
+    # hand-checked types of a few: counts and times DOUBLE, seed/trial BIGINT, nested JSON
+    assert (have["resources_loaded"], have["seed"], have["trial"]) == ("DOUBLE", "BIGINT", "BIGINT")
+    assert (have["warm_irt_ms"], have["x"], have["quick"], have["ts"]) == (
+        "VARCHAR", "VARCHAR", "BOOLEAN", "TIMESTAMP",
+    )  # fmt: skip
+
+
+PUBLISHED_FILES = sorted(PUBLISHED.glob("*.parquet"))
+
+
+@pytest.mark.skipif(not PUBLISHED_FILES, reason="no results/published/*.parquet here")
+def test_every_published_file_reads_into_the_typed_columns() -> None:
+    """Each column of each published file is a typed column of the same SQL type: the
+    old files still read, and the types say what they hold."""
+    types = column_types()
+    checked = 0
+    for path in PUBLISHED_FILES:
+        got = duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()
+        for name, kind, *_ in got:
+            assert name in types, f"{path.name}: column {name} has no type"
+            assert types[name] == kind, f"{path.name}: {name} is {kind}, typed {types[name]}"
+            checked += 1
+    assert checked > 40 * len(PUBLISHED_FILES)  # the files are not empty of columns
+    db = publish.published_store(PUBLISHED_FILES)
+    n = store.query("SELECT count(*) FROM results", store=db)[1][0][0]
+    assert n > 1000
+
+
+def test_an_old_published_file_appends_into_a_typed_store(tmp_path: Path) -> None:
+    """Rows of the oldest-shaped published file (fewest columns) go into a new store
+    unchanged: every value it held is read back the same."""
+    if not PUBLISHED_FILES:
+        pytest.skip("no results/published/*.parquet here")
+    widths = {p: len(duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{p}')").fetchall())
+              for p in PUBLISHED_FILES}  # fmt: skip
+    oldest = min(widths, key=lambda p: widths[p])
+    rows = publish.read_rows(oldest)[:20]
+    assert rows
+    db = tmp_path / "s.duckdb"
+    store.append_rows(rows, store=db)
+    back = {r["row_id"]: r for r in store.load_rows(store=db)}
+    for r in rows:
+        got = back[r["row_id"]]
+        for k, v in r.items():
+            assert got[k] == v, (oldest.name, k)
