@@ -4,6 +4,7 @@ into them with the same column types."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 import duckdb
@@ -19,6 +20,7 @@ from dchlab.workloads.rows import (
     column_types,
     config_columns,
     make_row,
+    sql_type,
 )
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "results" / "published"
@@ -115,3 +117,27 @@ def test_an_old_published_file_appends_into_a_typed_store(tmp_path: Path) -> Non
         got = back[r["row_id"]]
         for k, v in r.items():
             assert got[k] == v, (oldest.name, k)
+
+
+def test_a_workload_outcome_is_typed_as_the_columns_it_fills() -> None:
+    """curl's typed outcome fills Outcome columns of the same types (no drift), and a
+    row made from it holds its values (hand-computed: Table 2's phases)."""
+    import typing
+    from dataclasses import fields
+
+    from dchlab.workloads.api import CurlPhases, curl_outcome
+
+    mine, schema = typing.get_type_hints(CurlPhases), typing.get_type_hints(Outcome)
+    for f in fields(CurlPhases):
+        assert f.name in schema and column_types()[f.name] == sql_type(mine[f.name]), f.name
+    w = {"exitcode": 0, "http_code": 200, "time_namelookup": 0.01, "time_connect": 0.03,
+         "time_appconnect": 0.06, "time_starttransfer": 0.08, "time_total": 0.1,
+         "size_download": 1000}  # fmt: skip
+    out = curl_outcome(w, expect_size=1000)
+    row = make_row(RunConfig("all-hbc", "embb", "urllc"), "bulk", "u", asdict(out))
+    got = [round(row[k], 6) for k in ("dns_ms", "connect_ms", "tls_ms", "ttfb_ms", "transfer_ms", "total_ms")]  # fmt: skip
+    assert got == [10.0, 20.0, 30.0, 20.0, 40.0, 100.0] and row["size_bytes"] == 1000
+    assert row["valid"] is True and row["invalid_reason"] == ""
+    short = curl_outcome({**w, "size_download": 10}, expect_size=1000)
+    assert not short.valid and short.invalid_reason == "downloaded 10 bytes, expected 1000"
+    assert short.dns_ms is None  # an invalid fetch has no phases

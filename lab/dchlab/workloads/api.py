@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -224,25 +224,41 @@ def run_curl(tb: Any, url: str, timeout_s: float = 600) -> dict[str, Any]:
         return {"exitcode": proc.returncode, "errormsg": proc.stderr.decode()[-300:]}
 
 
-def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = None) -> None:
-    """Phases as in the paper's Table 2 (ms): DNS = time_namelookup; TCP connect =
-    time_connect − time_namelookup; TLS = time_appconnect − time_connect; transfer =
-    time_total − time_appconnect (request, server, response); total = time_total."""
+@dataclass(frozen=True)
+class CurlPhases:
+    """One curl fetch's outcome: its verdict and, when valid, the phases of the paper's
+    Table 2 (ms) and the bytes received (columns of dchlab.workloads.rows.Outcome)."""
+
+    valid: bool
+    invalid_reason: str = ""
+    dns_ms: float | None = None
+    connect_ms: float | None = None
+    tls_ms: float | None = None
+    ttfb_ms: float | None = None
+    transfer_ms: float | None = None
+    total_ms: float | None = None
+    size_bytes: int | None = None
+
+
+def curl_outcome(w: dict[str, Any], expect_size: int | None = None) -> CurlPhases:
+    """Phases as in the paper's Table 2 (ms) from curl's `-w %{json}` `w`: DNS =
+    time_namelookup; TCP connect = time_connect − time_namelookup; TLS =
+    time_appconnect − time_connect; transfer = time_total − time_appconnect (request,
+    server, response); total = time_total. `expect_size`: the bytes a valid fetch got
+    (a mismatch is noted in w["errormsg"], which the row's stats keep)."""
     ok = w.get("exitcode", 1) == 0 and 200 <= int(w.get("http_code", 0)) < 400
     if expect_size is not None and ok and int(w.get("size_download", -1)) != expect_size:
         ok = False
         w["errormsg"] = f"downloaded {w.get('size_download')} bytes, expected {expect_size}"
-    row["valid"] = ok
     if not ok:
-        row["invalid_reason"] = (
-            w.get("errormsg") or f"curl exit {w.get('exitcode')} http {w.get('http_code')}"
-        )
-        return
+        why = w.get("errormsg") or f"curl exit {w.get('exitcode')} http {w.get('http_code')}"
+        return CurlPhases(valid=False, invalid_reason=why)
     dns = w["time_namelookup"] * 1000
     conn = w["time_connect"] * 1000
     app = (w.get("time_appconnect") or 0) * 1000 or conn
     total = w["time_total"] * 1000
-    row.update(
+    return CurlPhases(
+        valid=True,
         dns_ms=dns,
         connect_ms=conn - dns,
         tls_ms=app - conn,
@@ -251,6 +267,11 @@ def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = N
         total_ms=total,
         size_bytes=int(w.get("size_download", 0)),
     )
+
+
+def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = None) -> None:
+    """Fill `row` with the outcome of the curl fetch `w` (curl_outcome)."""
+    row.update(asdict(curl_outcome(w, expect_size)))
 
 
 def curl_phases(spec: RunSpec, url: str = DEFAULT_CURL_URL) -> dict[str, Any]:
