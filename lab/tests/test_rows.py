@@ -126,10 +126,16 @@ def test_a_workload_outcome_is_typed_as_the_columns_it_fills() -> None:
     from dataclasses import fields
 
     from dchlab.workloads.api import CurlPhases, curl_outcome
+    from dchlab.workloads.measure import Frame
 
-    mine, schema = typing.get_type_hints(CurlPhases), typing.get_type_hints(Outcome)
-    for f in fields(CurlPhases):
-        assert f.name in schema and column_types()[f.name] == sql_type(mine[f.name]), f.name
+    schema = typing.get_type_hints(Outcome)
+    for cls in (CurlPhases, Frame):
+        mine = typing.get_type_hints(cls)
+        for f in fields(cls):
+            if f.name.endswith("_failure"):  # the frame's verdict, not a column
+                continue
+            assert f.name in schema, (cls.__name__, f.name)
+            assert column_types()[f.name] == sql_type(mine[f.name]), (cls.__name__, f.name)
     w = {"exitcode": 0, "http_code": 200, "time_namelookup": 0.01, "time_connect": 0.03,
          "time_appconnect": 0.06, "time_starttransfer": 0.08, "time_total": 0.1,
          "size_download": 1000}  # fmt: skip
@@ -141,3 +147,57 @@ def test_a_workload_outcome_is_typed_as_the_columns_it_fills() -> None:
     short = curl_outcome({**w, "size_download": 10}, expect_size=1000)
     assert not short.valid and short.invalid_reason == "downloaded 10 bytes, expected 1000"
     assert short.dns_ms is None  # an invalid fetch has no phases
+
+
+class _Scheme:
+    def __init__(self, reason: str | None) -> None:
+        self.reason = reason
+
+    def invalid_reason(self, stats: dict) -> str | None:
+        return self.reason
+
+
+class _Testbed:
+    """A testbed as the frame sees it: start/stop, an offset, stats, a scheme."""
+
+    offset_ms = 1234
+
+    def __init__(self, fail: BaseException | None = None, scheme_reason: str | None = None):
+        self.fail, self.scheme = fail, _Scheme(scheme_reason)
+        self.stopped = False
+
+    def __enter__(self):
+        if self.fail is not None:
+            raise self.fail
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped = True
+
+    def stats(self) -> dict:
+        link = {"rx_bytes": 100, "tx_bytes": 20, "rx_packets": 3, "tx_packets": 2}
+        return {"interfaces": {"ue": {"hbc": link}}}
+
+
+def test_the_testbed_frame_is_a_typed_outcome_with_its_verdict() -> None:
+    from dchlab.testbed import TestbedError, TestbedInterrupted
+    from dchlab.workloads.measure import in_testbed
+
+    ran: list = []
+    tb = _Testbed()
+    frame = in_testbed(tb, ran.append)
+    assert ran == [tb] and tb.stopped
+    assert (frame.trace_offset_ms, frame.bytes_hbc, frame.pkts_hbc) == (1234, 120, 5)
+    assert frame.bytes_llc is None and frame.testbed_failure is None
+    assert frame.verdict(True, "") == (True, "")
+    assert set(frame.columns()) <= set(ROW_KEYS) and "testbed_failure" not in frame.columns()
+    # a testbed that fails to start: never ran the body, no offset, invalid
+    broken = in_testbed(_Testbed(fail=TestbedError("no dnsmasq")), ran.append)
+    assert len(ran) == 1 and broken.trace_offset_ms is None
+    assert broken.verdict(True, "") == (False, "testbed: no dnsmasq")
+    # a scheme that never took effect invalidates a valid load, not an invalid one
+    idle = in_testbed(_Testbed(scheme_reason="no MPTCP connection"), lambda tb: None)
+    assert idle.verdict(True, "") == (False, "no MPTCP connection")
+    assert idle.verdict(False, "timeout") == (False, "timeout")
+    with pytest.raises(TestbedInterrupted):  # the owner stops: not an invalid load
+        in_testbed(_Testbed(fail=TestbedInterrupted("SIGTERM")), lambda tb: None)

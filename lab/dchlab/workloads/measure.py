@@ -9,6 +9,7 @@ build on it; it imports neither, so the two do not import each other's internals
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # paired_seed, testbed_config: re-exported (callers of the workload layer use them)
@@ -37,6 +38,74 @@ def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
     return out
 
 
+@dataclass(frozen=True)
+class Frame:
+    """What the testbed measured around a workload's body (columns of rows.Outcome: the
+    trace offset, the machine's CPU shares, each channel's counters, the stats) and why
+    it made the measurement invalid, if it did."""
+
+    trace_offset_ms: float | None = None  # None: the testbed never started
+    host_cpu_busy: float | None = None
+    host_cpu_steal: float | None = None
+    bytes_hbc: int | None = None
+    bytes_llc: int | None = None
+    pkts_hbc: int | None = None
+    pkts_llc: int | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    #: `testbed: ...`: the testbed failed under the workload (the lab failed)
+    testbed_failure: str | None = None
+    #: the scheme never took effect (its stats show it; Scheme.invalid_reason)
+    scheme_failure: str | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The row columns it measured."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.endswith("_failure")}  # fmt: skip
+
+    def verdict(self, valid: bool, reason: str) -> tuple[bool, str]:
+        """The measurement's (valid, invalid_reason) once the testbed had its say on the
+        workload's own: a failed testbed invalidates it, a scheme that never took effect
+        invalidates a load that was valid."""
+        if self.testbed_failure:
+            return False, self.testbed_failure
+        if self.scheme_failure and valid:
+            return False, self.scheme_failure
+        return valid, reason
+
+
+def in_testbed(tb: Any, body: Callable[[Any], None]) -> Frame:
+    """Start `tb`, run `body(tb)` in it, tear it down: what the testbed measured. A
+    TestbedError (set-up, a daemon that died) becomes the frame's testbed_failure;
+    TestbedInterrupted (SIGTERM/SIGHUP) propagates: the owner stops."""
+    from dchlab import hostcpu
+    from dchlab.testbed import TestbedError, TestbedInterrupted
+
+    offset: float | None = None
+    cpu: dict[str, float | None] = {}
+    failure = None
+    try:
+        with tb:
+            offset = tb.offset_ms
+            cpu_before = hostcpu.read_cpu_times()
+            try:
+                body(tb)
+            finally:
+                cpu = hostcpu.shares(cpu_before, hostcpu.read_cpu_times())
+    except TestbedInterrupted:
+        raise  # SIGTERM/SIGHUP: the owner stops, this is not an invalid load
+    except TestbedError as e:
+        failure = f"testbed: {e}"
+    stats = tb.stats()
+    return Frame(
+        trace_offset_ms=offset,
+        host_cpu_busy=cpu.get("host_cpu_busy"),
+        host_cpu_steal=cpu.get("host_cpu_steal"),
+        **channel_counters(stats),
+        stats=stats,
+        testbed_failure=failure,
+        scheme_failure=tb.scheme.invalid_reason(stats),
+    )
+
+
 def measure(
     row: dict[str, Any],
     cfg: Any,
@@ -44,33 +113,18 @@ def measure(
     prepare: Callable[[Any], None] | None = None,
     tb: Any = None,
 ) -> dict[str, Any]:
-    """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters.
-    `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue hooks);
-    `tb`: a prepared testbed (dchlab.workloads.ahead) to start instead of a new one."""
-    from dchlab import hostcpu
-    from dchlab.testbed import Testbed, TestbedError, TestbedInterrupted
+    """Run `body(tb)` (which fills the workload's columns of `row`) in a fresh testbed
+    (`cfg`) or the given one (`tb`: from a TestbedPool); add the frame's columns and its
+    verdict. `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue
+    hooks)."""
+    from dchlab.testbed import Testbed
 
     tb = tb or Testbed(cfg)
     if prepare is not None:
         prepare(tb)
-    try:
-        with tb:
-            row["trace_offset_ms"] = tb.offset_ms
-            cpu_before = hostcpu.read_cpu_times()
-            try:
-                body(tb)
-            finally:
-                row.update(hostcpu.shares(cpu_before, hostcpu.read_cpu_times()))
-    except TestbedInterrupted:
-        raise  # SIGTERM/SIGHUP: the owner stops, this is not an invalid load
-    except TestbedError as e:
-        row["valid"] = False
-        row["invalid_reason"] = f"testbed: {e}"
-    stats = tb.stats()
-    row["stats"] = stats
-    reason = tb.scheme.invalid_reason(stats)
-    if reason and row.get("valid", True):
-        row["valid"] = False
-        row["invalid_reason"] = reason
-    row.update(channel_counters(stats))
+    frame = in_testbed(tb, body)
+    row.update(frame.columns())
+    row["valid"], row["invalid_reason"] = frame.verdict(
+        row.get("valid", True), row.get("invalid_reason") or ""
+    )
     return row
