@@ -120,16 +120,18 @@ def test_an_old_published_file_appends_into_a_typed_store(tmp_path: Path) -> Non
 
 
 def test_a_workload_outcome_is_typed_as_the_columns_it_fills() -> None:
-    """curl's typed outcome fills Outcome columns of the same types (no drift), and a
-    row made from it holds its values (hand-computed: Table 2's phases)."""
+    """The frame's typed outcome fills Outcome columns of the same types (no drift);
+    curl's outcome is an Outcome and a row made from it holds its values (hand-computed:
+    Table 2's phases)."""
     import typing
     from dataclasses import fields
 
-    from dchlab.workloads.api import CurlPhases, curl_outcome
+    from dchlab.workloads.api import CURL_COLUMNS, curl_outcome
     from dchlab.workloads.measure import Frame
 
     schema = typing.get_type_hints(Outcome)
-    for cls in (CurlPhases, Frame):
+    assert set(CURL_COLUMNS) <= set(schema)
+    for cls in (Frame,):
         mine = typing.get_type_hints(cls)
         for f in fields(cls):
             if f.name.endswith("_failure"):  # the frame's verdict, not a column

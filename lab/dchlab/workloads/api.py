@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,12 @@ from dchlab.workloads.measure import (  # noqa: F401
     ROW_KEYS,
     RunSpec,
     channel_counters,
+    in_testbed,
     measure,
     new_row,
 )
 from dchlab.workloads.pool import Lease, TestbedPool
+from dchlab.workloads.rows import Outcome, make_row
 
 log = logging.getLogger(__name__)
 
@@ -103,23 +105,25 @@ def load_one(
             pool = own.enter_context(TestbedPool())
         t_start = time.monotonic()
         entry = corpus.page(page)
-        row = new_row(spec, "pageload", page)
-        # Requests the corpus itself cannot answer (importer/probe): failing exactly those
-        # is the page as recorded (valid); any other fails it (dchlab.workloads.validity).
-        row["missing_expected"] = entry.missing
         lease = pool.take(testbed_config(spec, page, corpus.root))
         timing: dict[str, float] = {}
-        browser: dict[str, Any] = {}
+        browser: dict[str, Any] = {}  # the driver's result (browser.LoadResult as a dict)
 
         def body(tb: Any) -> None:
-            res = load(tb, lease, entry.entry_url, timeout_s, spec.speed_index, pool, timing)
-            fill_page_row(row, res, entry.missing_urls)
-            browser.update(res)
+            browser.update(load(tb, lease, entry.entry_url, timeout_s, spec.speed_index, pool, timing))  # fmt: skip
 
         try:
-            measure(row, None, body, tb=lease.testbed)
+            frame = in_testbed(lease.testbed, body)
         finally:
             lease.close()
+    # Requests the corpus itself cannot answer (importer/probe): failing exactly those is
+    # the page as recorded (valid); any other fails it (dchlab.workloads.validity).
+    measured: dict[str, Any] = {"missing_expected": entry.missing, "valid": False, "invalid_reason": ""}  # fmt: skip
+    if browser:
+        fill_page_row(measured, browser, entry.missing_urls)
+    valid, reason = frame.verdict(measured["valid"], measured["invalid_reason"])
+    outcome = {**measured, **frame.columns(), "valid": valid, "invalid_reason": reason}
+    row = make_row(spec, "pageload", page, outcome)
     timing.update(lease.timing)
     row["stats"] = {**row["stats"], "browser": browser}
     timing["total"] = _ms(time.monotonic() - t_start)
@@ -224,23 +228,7 @@ def run_curl(tb: Any, url: str, timeout_s: float = 600) -> dict[str, Any]:
         return {"exitcode": proc.returncode, "errormsg": proc.stderr.decode()[-300:]}
 
 
-@dataclass(frozen=True)
-class CurlPhases:
-    """One curl fetch's outcome: its verdict and, when valid, the phases of the paper's
-    Table 2 (ms) and the bytes received (columns of dchlab.workloads.rows.Outcome)."""
-
-    valid: bool
-    invalid_reason: str = ""
-    dns_ms: float | None = None
-    connect_ms: float | None = None
-    tls_ms: float | None = None
-    ttfb_ms: float | None = None
-    transfer_ms: float | None = None
-    total_ms: float | None = None
-    size_bytes: int | None = None
-
-
-def curl_outcome(w: dict[str, Any], expect_size: int | None = None) -> CurlPhases:
+def curl_outcome(w: dict[str, Any], expect_size: int | None = None) -> Outcome:
     """Phases as in the paper's Table 2 (ms) from curl's `-w %{json}` `w`: DNS =
     time_namelookup; TCP connect = time_connect − time_namelookup; TLS =
     time_appconnect − time_connect; transfer = time_total − time_appconnect (request,
@@ -252,12 +240,12 @@ def curl_outcome(w: dict[str, Any], expect_size: int | None = None) -> CurlPhase
         w["errormsg"] = f"downloaded {w.get('size_download')} bytes, expected {expect_size}"
     if not ok:
         why = w.get("errormsg") or f"curl exit {w.get('exitcode')} http {w.get('http_code')}"
-        return CurlPhases(valid=False, invalid_reason=why)
+        return Outcome(valid=False, invalid_reason=why)
     dns = w["time_namelookup"] * 1000
     conn = w["time_connect"] * 1000
     app = (w.get("time_appconnect") or 0) * 1000 or conn
     total = w["time_total"] * 1000
-    return CurlPhases(
+    return Outcome(
         valid=True,
         dns_ms=dns,
         connect_ms=conn - dns,
@@ -269,9 +257,15 @@ def curl_outcome(w: dict[str, Any], expect_size: int | None = None) -> CurlPhase
     )
 
 
+#: The columns a curl fetch measures (the rest of its Outcome is the testbed frame's).
+CURL_COLUMNS = ("valid", "invalid_reason", "dns_ms", "connect_ms", "tls_ms", "ttfb_ms",
+                "transfer_ms", "total_ms", "size_bytes")  # fmt: skip
+
+
 def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = None) -> None:
-    """Fill `row` with the outcome of the curl fetch `w` (curl_outcome)."""
-    row.update(asdict(curl_outcome(w, expect_size)))
+    """Fill `row` with the columns the curl fetch `w` measured (curl_outcome)."""
+    out = curl_outcome(w, expect_size)
+    row.update({k: getattr(out, k) for k in CURL_COLUMNS})
 
 
 def curl_phases(spec: RunSpec, url: str = DEFAULT_CURL_URL) -> dict[str, Any]:
