@@ -25,7 +25,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, S
 from dchlab.experiments.workload_kinds import WorkloadUnavailable, corpus_page_names  # noqa: F401
 from dchlab.run_config import RunConfig
 from dchlab.workloads.pool import TestbedPool
-from dchlab.workloads.rows import CELL_RUN_COLUMNS, config_columns
+from dchlab.workloads.rows import CELL_RUN_COLUMNS, CellProvenance, config_columns, make_row
 
 log = logging.getLogger(__name__)
 
@@ -206,33 +206,30 @@ INFRA_FAILURES = ("testbed:", "driver exited")
 
 
 def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows of a group's cells with the cell's provenance and configuration."""
+    """The rows of a group's cells: each the workload's row (or an error row, which says
+    nothing else) joined by make_row with the cell's configuration and provenance."""
     run = cell_config(c, g)
     kind = c.workload.kind_of()
     out = []
     for it, cell, r in zip(g.items, g.cells, rows, strict=True):
-        # what the workload did not say (an error row says nothing): the run's own
-        row = {"workload": c.workload.kind, **config_columns(run), **r}
-        reason = str(row.get("invalid_reason") or "")
-        if not row.get("error") and row.get("valid") is False and reason.startswith(INFRA_FAILURES):
-            row["error"] = reason
-        row["offsets"] = c.offsets
-        if kind.item_is_page:
-            row.setdefault("page", it)
-        row.update(
+        reason = str(r.get("invalid_reason") or "")
+        infra = not r.get("error") and r.get("valid") is False and reason.startswith(INFRA_FAILURES)
+        where = CellProvenance(
             cell=cell,
             condition=g.condition.name,
             arm=g.scheme.label,
             item=it,
-            **config_columns(run, CELL_RUN_COLUMNS),
-            x=g.condition.x or None,
             quick=c.is_quick,
+            x=g.condition.x or None,
+            offsets=c.offsets,
+            rerun_of=c.rerun_of,
+            corpus=r.get("corpus") or (c.workload.corpus if kind.corpus_column else None),
+            error=reason if infra else r.get("error"),
         )
-        if kind.corpus_column:
-            row.setdefault("corpus", c.workload.corpus)
-        if c.rerun_of:
-            row["rerun_of"] = c.rerun_of
-        out.append(row)
+        provenance = {k: v for k, v in asdict(where).items() if v is not None}
+        provenance.update(config_columns(run, CELL_RUN_COLUMNS))
+        page = it if kind.item_is_page else None
+        out.append(make_row(run, c.workload.kind, page, {"page": page, **r}, provenance))
     return out
 
 
