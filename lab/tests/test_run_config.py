@@ -4,7 +4,7 @@ registered plug-ins (a new kind is its own file and one registration)."""
 from __future__ import annotations
 
 import textwrap
-from dataclasses import fields
+from dataclasses import FrozenInstanceError, fields
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ def test_testbed_config_pairs_the_seed_and_carries_every_run_field() -> None:
         "agent_args": ["--a"], "client_args": ["--c"], "gateway_args": ["--g"],
         "decision_logs": True,
     }  # fmt: skip
+    with pytest.raises(FrozenInstanceError):  # handed to the testbed unchanged
+        cfg.scheme = "mptcp"  # type: ignore[misc]
     # every field of the testbed's configuration is either described or a file location
     names = {f.name for f in fields(TestbedConfig)}
     assert names - set(described) == {"hosts", "stats_path", "keep_logs", "pcap_dir"}

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 
-@dataclass
+@dataclass(frozen=True)
 class TestbedConfig:
-    """What to build. All fields have the defaults of `dch shell`.
+    """What to build. All fields have the defaults of `dch shell`. Frozen: derived from a
+    run's RunConfig (dchlab.run_config.testbed_config) and handed to the testbed as is.
 
     scheme: what runs on ue/gw — an agent policy (`dchannel`, `dchannel:alpha=0.5`,
         `all-hbc`, `all-llc`, `pkt-size:750`, `pkt-control`, `pkt-uplink`, `pkt-state`,
