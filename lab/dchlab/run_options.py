@@ -1,9 +1,9 @@
 """The command-line options that choose a testbed run, written once.
 
 `dch shell` and the workload commands (`dch pageload|curl-phases|bulk|app`) add them
-with `add_testbed_args`; the workload commands turn them into frozen `RunSpec`s with
-`run_specs` (a campaign cell makes its RunSpec in experiments/runner.make_spec; the
-paired seed is applied to either in workloads/measure.testbed_config).
+with `add_testbed_args` and turn them into frozen `RunConfig`s with `run_configs` (a
+campaign cell makes its RunConfig in experiments/runner.cell_config; either becomes the
+testbed's configuration in dchlab.run_config.testbed_config).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from dchlab.run_config import RunConfig
 from dchlab.traces.faults import Fault, parse_burst, parse_outage, with_faults
-from dchlab.workloads.measure import RunSpec
 
 
 def add_testbed_args(p: argparse.ArgumentParser, *, several_schemes: bool = False) -> None:
@@ -65,26 +65,27 @@ def add_testbed_args(p: argparse.ArgumentParser, *, several_schemes: bool = Fals
     p.add_argument("--gateway-arg", action="append", default=[], metavar="ARG", help="extra argument for the gateway agent on gw only, after the --agent-arg ones (repeatable); --gateway-arg=--reorder --gateway-arg=off keeps the reorder buffer at the client only. Give a value that starts with - as --X-arg=VALUE; a flag may reach an agent once (not in --agent-arg and per role too)")  # fmt: skip
 
 
-def run_specs(args: argparse.Namespace, trial: int) -> list[RunSpec]:
-    """One RunSpec per scheme of --scheme (comma-separated), for `trial`."""
-    return [
-        RunSpec(
-            scheme=s.strip(),
-            hbc=args.hbc,
-            llc=args.llc,
-            seed=args.seed,
-            trial=trial,
-            cc=args.cc,
-            server_delay_ms=args.server_delay_ms,
-            agent_args=tuple(args.agent_arg),
-            client_args=tuple(args.client_arg),
-            gateway_args=tuple(args.gateway_arg),
-            # --speed-index (pageload, session); without it $DCH_SPEED_INDEX decides
-            speed_index=True if getattr(args, "speed_index", False) else None,
-        )
-        for s in args.scheme.split(",")
-        if s.strip()
-    ]
+def run_config(args: argparse.Namespace, scheme: str, trial: int) -> RunConfig:
+    """The RunConfig of the command line for one scheme and `trial`."""
+    return RunConfig(
+        scheme=scheme,
+        hbc=args.hbc,
+        llc=args.llc,
+        seed=args.seed,
+        trial=trial,
+        cc=args.cc,
+        server_delay_ms=args.server_delay_ms,
+        agent_args=tuple(args.agent_arg),
+        client_args=tuple(args.client_arg),
+        gateway_args=tuple(args.gateway_arg),
+        # --speed-index (pageload, session); without it $DCH_SPEED_INDEX decides
+        speed_index=True if getattr(args, "speed_index", False) else None,
+    )
+
+
+def run_configs(args: argparse.Namespace, trial: int) -> list[RunConfig]:
+    """One RunConfig per scheme of --scheme (comma-separated), for `trial`."""
+    return [run_config(args, s.strip(), trial) for s in args.scheme.split(",") if s.strip()]
 
 
 def _fault_value(parse: Callable[[str], Fault]) -> Callable[[str], Fault]:

@@ -4,24 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 from dchlab.paths import shared_data, target_dir
-
-
-@pytest.fixture(autouse=True)
-def _close_testbed_prepared_ahead():
-    """A test that loads pages in this process leaves the next load's testbed prepared
-    (dchlab.workloads.ahead): namespaces and an idle Chromium. Close it when the test
-    ends, so that it neither loads the machine under later tests nor stays open (with
-    its signal handlers) until the session exits."""
-    yield
-    ahead = sys.modules.get("dchlab.workloads.ahead")
-    if ahead is not None:
-        ahead.discard()
 
 
 def require_root() -> None:

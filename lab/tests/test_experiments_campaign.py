@@ -183,7 +183,7 @@ def _fake_bulk(calls):
     """TEST DATA ONLY: a deterministic stand-in for the bulk workload, to exercise the
     runner's bookkeeping without a testbed (the real one is tested with real loads)."""
 
-    def execute(c, g):
+    def execute(c, g, pool=None):
         calls.append((g.condition.name, g.trial, g.scheme.label, tuple(g.items)))
         if g.scheme.label == "dch-x2" and g.trial == 1 and g.condition.name == "embb60":
             raise RuntimeError("testbed exploded")
@@ -278,7 +278,7 @@ def test_lab_failures_are_retried_but_invalid_loads_are_measurements(tmp_path):
     c = load_campaign(write(tmp_path, GOOD), check_channels=False).quick()
     db = tmp_path / "f.duckdb"
 
-    def execute(c, g):  # TEST DATA ONLY
+    def execute(c, g, pool=None):  # TEST DATA ONLY
         if g.scheme.label == "all-hbc":
             return [{"valid": False, "invalid_reason": "testbed: binary 'chanemu' not found"}]
         return [{"valid": False, "invalid_reason": "1 resource failed", "test_data": True}]
@@ -303,7 +303,7 @@ workload: {kind: bulk, sizes: [10KB]}
 
 def test_per_role_agent_args_parse_and_reach_the_run_spec(tmp_path):
     pytest.importorskip("dchlab.workloads.api")
-    from dchlab.experiments.runner import make_spec
+    from dchlab.experiments.runner import cell_config
 
     c = load_campaign(write(tmp_path, PER_ROLE), check_channels=False)
     assert c.scheme("client-only").gateway_args == ("--reorder", "off")
@@ -311,7 +311,7 @@ def test_per_role_agent_args_parse_and_reach_the_run_spec(tmp_path):
     assert c.scheme("mixed").client_args == ("--reorder-timeout-ms", "50")
     assert c.conditions[0].gateway_args == ("--probe-interval-ms", "250")
     groups, _ = plan(c, set())
-    specs = {g.scheme.label: make_spec(c, g) for g in groups}
+    specs = {g.scheme.label: cell_config(c, g) for g in groups}
     # scheme flags first, then the condition's, per role
     assert specs["client-only"].gateway_args == (
         "--reorder", "off", "--probe-interval-ms", "250",
@@ -326,7 +326,7 @@ def test_per_role_agent_args_are_stored_with_each_row(tmp_path):
     c = load_campaign(write(tmp_path, PER_ROLE), check_channels=False)
     db = tmp_path / "roles.duckdb"
 
-    def execute(c, g):  # TEST DATA ONLY
+    def execute(c, g, pool=None):  # TEST DATA ONLY
         return [{"valid": True, "total_ms": 1.0, "test_data": True} for _ in g.items]
 
     run_campaign(c, store_path=db, executor=execute)
@@ -383,7 +383,7 @@ def test_shipped_campaigns_use_known_testbed_schemes(path):
 
 
 def test_speed_index_is_the_campaign_files_choice(tmp_path):
-    from dchlab.experiments.runner import make_spec
+    from dchlab.experiments.runner import cell_config
 
     data = yaml.safe_load(GOOD)
     data["workload"] = {"kind": "pageload", "corpus": "synthetic:1", "speed_index": True}
@@ -391,9 +391,9 @@ def test_speed_index_is_the_campaign_files_choice(tmp_path):
     data["workload"].pop("speed_index")
     off = load_campaign(write(tmp_path, yaml.safe_dump(data)), check_channels=False)
     g_on, g_off = plan(on, set())[0][0], plan(off, set())[0][0]
-    assert make_spec(on, g_on).speed_index is True
+    assert cell_config(on, g_on).speed_index is True
     # not asked: off, whatever $DCH_SPEED_INDEX says (a campaign is reproducible)
-    assert make_spec(off, g_off).speed_index is False
+    assert cell_config(off, g_off).speed_index is False
 
 
 def test_hindsight_names_schemes_of_the_campaign(tmp_path):

@@ -100,7 +100,7 @@ def test_plan_gives_every_scheme_of_a_page_and_trial_the_same_stretch(campaign):
 def test_rows_say_how_their_offsets_were_chosen(campaign, tmp_path):
     seen = []
 
-    def run(c, g):  # TEST DATA ONLY: records the fraction the workload layer would get
+    def run(c, g, pool=None):  # TEST DATA ONLY: records the fraction the workload layer would get
         seen.append(g.offset_fraction)
         return [{"page": it, "plt_ms": 1000.0, "valid": True} for it in g.items]
 
@@ -165,13 +165,13 @@ def test_two_latin_seeds_sample_the_same_page_and_stretch_grid():
 
 
 def test_a_latin_campaign_replays_one_trace_realization_for_every_load(campaign):
-    from dchlab.experiments.runner import make_spec
+    from dchlab.experiments.runner import cell_config
     from dchlab.testbed import channels as ch
     from dchlab.workloads import api
 
     latin = campaign.variant(name="st-latin", offsets="latin")
     groups, _ = plan(latin, set())
-    specs = {(g.items[0], g.trial): make_spec(latin, g) for g in groups}
+    specs = {(g.items[0], g.trial): cell_config(latin, g) for g in groups}
     assert {s.trace_seed for s in specs.values()} == {LATIN_TRACE_SEED}
     cfg_a = api.testbed_config(specs[("p1", 0)], "p1")
     cfg_b = api.testbed_config(specs[("p2", 1)], "p2")
@@ -181,14 +181,14 @@ def test_a_latin_campaign_replays_one_trace_realization_for_every_load(campaign)
     # (by the trace seed), where a stratified or random campaign draws one per load
     assert ch.resolve_channel("MM-S", cfg_a.trace_seed) == ch.resolve_channel("MM-S", 1)
     assert ch.resolve_channel("MM-S", cfg_a.seed) != ch.resolve_channel("MM-S", cfg_b.seed)
-    stratified = {make_spec(campaign, g).trace_seed for g in plan(campaign, set())[0]}
+    stratified = {cell_config(campaign, g).trace_seed for g in plan(campaign, set())[0]}
     assert stratified == {None}
 
 
 def test_a_latin_run_short_of_a_full_cycle_says_so(campaign, tmp_path, capsys):
     from dataclasses import replace
 
-    def run(c, g):  # TEST DATA ONLY
+    def run(c, g, pool=None):  # TEST DATA ONLY
         return [{"page": it, "plt_ms": 1000.0, "valid": True} for it in g.items]
 
     def said() -> str:

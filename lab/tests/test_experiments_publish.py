@@ -25,7 +25,7 @@ quick: {schemes: [all-hbc, dchannel], trials: 1}
 
 
 def fake_ms(ms: float):
-    def run(c, g):
+    def run(c, g, pool=None):
         return [{"valid": True, "total_ms": ms, "size_bytes": 1000}]
 
     return run
@@ -80,7 +80,7 @@ def test_run_resumes_from_published_rows_on_an_empty_store(campaign, tmp_path, p
     first = tmp_path / "machine1.duckdb"
     calls = []
 
-    def two_then_stop(c, g):
+    def two_then_stop(c, g, pool=None):
         calls.append(g.cells[0])
         if len(calls) == 3:
             raise KeyboardInterrupt

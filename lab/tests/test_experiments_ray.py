@@ -142,7 +142,7 @@ class Rendezvous:
         self.marks = marks
         self.patience = patience
 
-    def __call__(self, c: Campaign, g: Group) -> list[dict[str, object]]:
+    def __call__(self, c: Campaign, g: Group, pool: object = None) -> list[dict[str, object]]:
         node = ray.get_runtime_context().get_node_id()
         me = self.marks / f"run-{node}-{os.getpid()}-{time.monotonic_ns()}"
         me.touch()
@@ -164,7 +164,7 @@ class SlowFake:
         self.seconds = seconds
         self.marks = marks
 
-    def __call__(self, c: Campaign, g: Group) -> list[dict[str, object]]:
+    def __call__(self, c: Campaign, g: Group, pool: object = None) -> list[dict[str, object]]:
         node = ray.get_runtime_context().get_node_id()
         (self.marks / f"started-{node}").touch()
         t0 = time.time()
@@ -245,7 +245,7 @@ class CrashOn:
     def __init__(self, item: str) -> None:
         self.item = item
 
-    def __call__(self, c: Campaign, g: Group) -> list[dict[str, object]]:
+    def __call__(self, c: Campaign, g: Group, pool: object = None) -> list[dict[str, object]]:
         if g.items == [self.item]:
             os._exit(3)
         return [{"valid": True, "total_ms": 1.0, "t_start": 0.0, "t_end": 0.0}]

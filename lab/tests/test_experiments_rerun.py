@@ -26,7 +26,7 @@ analysis: {kind: gain, baseline: all-hbc}
 
 
 def fake(dchannel_ms: float):
-    def run(c, g):  # TEST DATA ONLY: all-hbc 1000 ms, dchannel as given
+    def run(c, g, pool=None):  # TEST DATA ONLY: all-hbc 1000 ms, dchannel as given
         ms = 1000.0 if g.scheme.label == "all-hbc" else dchannel_ms
         return [{"page": it, "plt_ms": ms, "valid": True} for it in g.items]
 
@@ -121,7 +121,7 @@ def test_two_latin_runs_are_compared_on_the_stretches_both_measured(campaign, tm
     against a run of three trials it is compared on those stretches only, where the two
     runs measured the same network: here the same PLTs, so the move is exactly 0."""
 
-    def by_stretch(c, g):  # TEST DATA ONLY: dchannel 800 ms on stretch 0, else 600 ms
+    def by_stretch(c, g, pool=None):  # TEST DATA ONLY: dchannel 800 ms on stretch 0, else 600 ms
         frac = g.offset_fraction
         assert frac is not None
         ms = 1000.0 if g.scheme.label == "all-hbc" else (800.0 if frac < 1 / 3 else 600.0)
@@ -155,7 +155,7 @@ def test_report_does_not_list_a_rerun_as_an_orphan(campaign, tmp_path):
 
 
 def test_a_campaigns_cdn_block_reaches_webreplay(campaign, tmp_path):
-    from dchlab.experiments.runner import make_spec, plan
+    from dchlab.experiments.runner import cell_config, plan
 
     p = tmp_path / "cdn.yaml"
     p.write_text(
@@ -164,9 +164,9 @@ def test_a_campaigns_cdn_block_reaches_webreplay(campaign, tmp_path):
     )
     c = load_campaign(p, check_channels=False)
     groups, _ = plan(c, set())
-    args = make_spec(c, groups[0]).webreplay_args
+    args = cell_config(c, groups[0]).webreplay_args
     assert args == tuple(c.cdn.webreplay_args()) and args  # non-empty: the tier model is on
-    plain = make_spec(load_campaign(tmp_path / "rr.yaml", check_channels=False), groups[0])
+    plain = cell_config(load_campaign(tmp_path / "rr.yaml", check_channels=False), groups[0])
     assert plain.webreplay_args == ()
 
 

@@ -3,6 +3,7 @@ rows already measured are kept when the run is interrupted."""
 
 from __future__ import annotations
 
+import itertools
 import textwrap
 
 import pytest
@@ -12,7 +13,7 @@ from dchlab.experiments.campaign import load_campaign
 from dchlab.soak_kills import CAMPAIGN
 
 
-def fake(c, g):
+def fake(c, g, pool=None):
     return [{"valid": True, "total_ms": 1.0, "size_bytes": 1000}]
 
 
@@ -43,7 +44,7 @@ def test_one_store_write_per_pair_in_plan_order(campaign, tmp_path, monkeypatch)
 def test_interrupted_run_keeps_what_it_measured(campaign, tmp_path):
     calls = []
 
-    def interrupted(c, g):
+    def interrupted(c, g, pool=None):
         calls.append(g.cells[0])
         if len(calls) == 5:  # the second scheme of the second pair
             raise KeyboardInterrupt
@@ -65,7 +66,7 @@ def test_testbed_interrupted_stops_the_campaign_without_error_rows(campaign, tmp
 
     calls = []
 
-    def terminated(c, g):
+    def terminated(c, g, pool=None):
         calls.append(g.cells[0])
         if len(calls) == 4:  # the first scheme of the second pair
             raise TestbedInterrupted("testbed dtb0 interrupted by SIGTERM")
@@ -89,7 +90,7 @@ def test_sigterm_between_loads_stores_rows_and_resumes(campaign, tmp_path):
 
     calls = []
 
-    def signalled(c, g):
+    def signalled(c, g, pool=None):
         calls.append(g.cells[0])
         if len(calls) == 5:
             os.kill(os.getpid(), signal.SIGTERM)  # handled before this returns
@@ -108,7 +109,7 @@ def test_sigterm_between_loads_stores_rows_and_resumes(campaign, tmp_path):
 
 
 class _Prepared:
-    """Stands for a testbed prepared ahead (dchlab.workloads.ahead): records close()."""
+    """Stands for a testbed prepared ahead (dchlab.workloads.pool): records close()."""
 
     prefix = "dchX"
 
@@ -119,33 +120,50 @@ class _Prepared:
         self.closed += 1
 
 
-def _prepare_fake(monkeypatch):
-    import threading
-
-    from dchlab.workloads import ahead
+def _preparing(calls):
+    """An executor that records what its pool expects next and, on its first call,
+    leaves a (fake) testbed prepared in the pool, as a page load's tail does."""
+    from dchlab.workloads.pool import Lease
 
     tb = _Prepared()
-    monkeypatch.setitem(ahead._NEXT, threading.get_ident(), (tb, [], {}, ()))
-    return tb, ahead
+
+    def execute(c, g, pool):
+        calls.append((g.scheme.scheme, pool.next_run))
+        if len(calls) == 1:
+            pool._prepared = (Lease(tb, prepared=True), ())
+        return fake(c, g)
+
+    return tb, execute
 
 
-def test_campaign_end_closes_the_testbed_prepared_for_a_load_that_never_comes(
-    campaign, tmp_path, monkeypatch
-):
-    tb, ahead = _prepare_fake(monkeypatch)
-    s = runner.run_campaign(campaign, store_path=tmp_path / "s.duckdb", executor=fake)
+def test_campaign_end_closes_the_testbed_prepared_for_a_load_that_never_comes(campaign, tmp_path):
+    calls: list = []
+    tb, execute = _preparing(calls)
+    s = runner.run_campaign(campaign, store_path=tmp_path / "s.duckdb", executor=execute)
     assert s.measured == 12
     assert tb.closed == 1
-    assert not ahead._NEXT
 
 
-def test_interrupted_campaign_closes_the_prepared_testbed_too(campaign, tmp_path, monkeypatch):
-    tb, ahead = _prepare_fake(monkeypatch)
+def test_the_pool_is_told_the_run_of_the_next_group(campaign, tmp_path):
+    calls: list = []
+    _, execute = _preparing(calls)
+    runner.run_campaign(campaign, store_path=tmp_path / "s.duckdb", executor=execute)
+    assert len(calls) == 12
+    # each group's pool expects the next group's scheme (and run); the last, nothing
+    for (_, expected), (scheme_after, _) in itertools.pairwise(calls):
+        assert expected is not None and expected.scheme == scheme_after
+    assert calls[-1][1] is None
+    assert {e.seed for _, e in calls[:-1]} == {campaign.seed}
 
-    def interrupted(c, g):
+
+def test_interrupted_campaign_closes_the_prepared_testbed_too(campaign, tmp_path):
+    calls: list = []
+    tb, execute = _preparing(calls)
+
+    def interrupted(c, g, pool):
+        execute(c, g, pool)
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         runner.run_campaign(campaign, store_path=tmp_path / "s.duckdb", executor=interrupted)
     assert tb.closed == 1
-    assert not ahead._NEXT

@@ -76,7 +76,7 @@ def test_campaign_stops_after_three_identical_testbed_errors(campaign, tmp_path)
     prefixes = _prefixes()
     calls = []
 
-    def broken(c, g):
+    def broken(c, g, pool=None):
         calls.append(g.cells[0])
         raise TestbedError(REFUSED.format(p=next(prefixes)))
 
@@ -98,7 +98,7 @@ def test_testbed_rows_count_too_and_a_measurement_resets_the_streak(campaign, tm
     prefixes = _prefixes()
     n = itertools.count()
 
-    def flaky(c, g):
+    def flaky(c, g, pool=None):
         i = next(n)
         if i % 3 == 2:  # every third group measures fine: never 3 failures in a row
             return [{"valid": True, "total_ms": 100.0, "size_bytes": 10_000}]
@@ -108,7 +108,7 @@ def test_testbed_rows_count_too_and_a_measurement_resets_the_streak(campaign, tm
     assert s.stopped is None
     assert (s.measured, s.failed) == (4, 8)
 
-    def broken_rows(c, g):
+    def broken_rows(c, g, pool=None):
         return [{"valid": False, "invalid_reason": "testbed: " + REFUSED.format(p=next(prefixes))}]
 
     s2 = run_campaign(campaign, store_path=tmp_path / "s2.duckdb", executor=broken_rows)

@@ -141,20 +141,23 @@ def test_consecutive_loads_are_fresh_cold_and_leave_nothing(tmp_path: Path) -> N
         import json
         from dchlab.pages import open_corpus
         from dchlab.workloads.api import RunSpec, load_one, paired_seed
+        from dchlab.workloads.pool import TestbedPool
         c = open_corpus({str(corpus.root)!r})
-        for trial, scheme in ((0, "all-hbc"), (1, "all-hbc"), (0, "dchannel")):
-            spec = RunSpec(scheme, "MM-S", "urllc", seed=1, trial=trial)
-            r = load_one(spec, c, {page!r})
+        pool = TestbedPool()  # never closed: the process ends with one prepared
+        plan = [RunSpec(scheme, "MM-S", "urllc", seed=1, trial=trial)
+                for trial, scheme in ((0, "all-hbc"), (1, "all-hbc"), (0, "dchannel"))]
+        for k, spec in enumerate(plan):
+            pool.expect(plan[k + 1] if k + 1 < len(plan) else spec)  # another load follows
+            r = load_one(spec, c, {page!r}, 60, pool)
             s = r["stats"]
             print(json.dumps({{
                 "valid": r["valid"], "why": r["invalid_reason"], "plt": r["plt_ms"],
                 "dns": r["dns_ms"], "connect": r["connect_ms"], "tls": r["tls_ms"],
                 "offset": r["trace_offset_ms"], "prefix": s["prefix"],
-                "seed": s["seed"], "want_seed": paired_seed(1, {page!r}, trial),
+                "seed": s["seed"], "want_seed": paired_seed(1, {page!r}, spec.trial),
                 "timing": s["timing"]["load"],
             }}), flush=True)
-        from dchlab.workloads import ahead
-        print("spare", " ".join(v[0].prefix for v in ahead._NEXT.values()), flush=True)
+        print("spare", pool.prepared_testbed().prefix, flush=True)
         """
     )
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -210,23 +213,24 @@ def test_a_prepared_browser_serves_only_a_scheme_that_starts_it_the_same_way(
 ) -> None:
     """mptcp wraps Chromium in mptcpize and objproxy points it at the proxy: a browser
     prepared for all-hbc must not serve them (fig3's mptcp rows once had 0 MPTCP
-    connections). Announced (expect_next, as the campaign runner does), the next
-    scheme's browser is prepared its own way; unannounced, the load launches its own
-    browser and lets it settle before navigating."""
+    connections). Announced to the pool (as the campaign's dispatcher does), the next
+    scheme's browser is prepared its own way; when the pool prepared for another
+    scheme, the load launches its own browser and lets it settle before navigating."""
     corpus, page = _browser_testbed_page(tmp_path, "chanemu", "webreplay", "dchannel", "objproxy")
     script = textwrap.dedent(
         f"""
         import json
         from dchlab.pages import open_corpus
-        from dchlab.workloads import ahead
         from dchlab.workloads.api import RunSpec, load_one
+        from dchlab.workloads.pool import TestbedPool
         c = open_corpus({str(corpus.root)!r})
-        # (scheme, what the runner announces as the next load's scheme)
-        plan = [("all-hbc", None), ("mptcp", "obj-oracle"), ("obj-oracle", "mptcp"),
-                ("mptcp", None)]
+        # (scheme, the scheme the pool is told comes next)
+        plan = [("all-hbc", "all-hbc"), ("mptcp", "obj-oracle"), ("obj-oracle", "mptcp"),
+                ("mptcp", "mptcp")]
+        pool = TestbedPool()
         for scheme, nxt in plan:
-            ahead.expect_next(nxt)
-            r = load_one(RunSpec(scheme, "fixed:20ms/50mbit", "urllc"), c, {page!r})
+            pool.expect(RunSpec(nxt, "fixed:20ms/50mbit", "urllc"))
+            r = load_one(RunSpec(scheme, "fixed:20ms/50mbit", "urllc"), c, {page!r}, 60, pool)
             s = r["stats"]
             print(json.dumps({{
                 "scheme": scheme, "valid": r["valid"], "why": r["invalid_reason"],
@@ -244,8 +248,8 @@ def test_a_prepared_browser_serves_only_a_scheme_that_starts_it_the_same_way(
     first, mptcp_after_hbc, obj, mptcp_after_obj = rows
     from dchlab.workloads.chromium_pipe import SETTLE_S
 
-    # No prepared browser (the first load; mptcp after a browser prepared for all-hbc,
-    # unannounced): each launched its own and let it settle before navigating.
+    # No prepared browser (the first load; mptcp after a browser prepared for all-hbc):
+    # each launched its own and let it settle before navigating.
     for row in (first, mptcp_after_hbc):
         assert row["timing"].get("prepared_ahead") is None, row
         assert row["browser"]["attached_for"] >= SETTLE_S * 1000 - 1, row

@@ -7,7 +7,7 @@ import argparse
 
 from dchlab import cli
 from dchlab.commands import shell
-from dchlab.run_options import run_specs
+from dchlab.run_options import run_configs
 from dchlab.workloads import measure
 
 TESTBED = {"scheme", "hbc", "llc", "cc", "seed", "server_delay_ms", "agent_arg", "client_arg", "gateway_arg"}  # fmt: skip
@@ -35,7 +35,7 @@ def test_workload_flags_reach_every_runspec_and_the_testbed() -> None:
         ["--scheme", "all-hbc, dchannel", "--seed", "7", "--agent-arg=--probe-interval-ms",
          "--agent-arg=250", "--gateway-arg=--reorder", "--gateway-arg=off"]
     )  # fmt: skip
-    specs = run_specs(args, trial=2)
+    specs = run_configs(args, trial=2)
     assert [s.scheme for s in specs] == ["all-hbc", "dchannel"]
     assert all(s.gateway_args == ("--reorder", "off") and s.trial == 2 for s in specs)
     cfgs = [measure.testbed_config(s, "url") for s in specs]
@@ -48,8 +48,8 @@ def test_workload_flags_reach_every_runspec_and_the_testbed() -> None:
 
 def test_speed_index_flag_reaches_the_runspec_and_is_off_by_default() -> None:
     for command in ("pageload", "session"):
-        on = run_specs(_sub(command).parse_args(["--speed-index", "--scheme", "all-hbc"]), 0)
-        off = run_specs(_sub(command).parse_args(["--scheme", "all-hbc"]), 0)
+        on = run_configs(_sub(command).parse_args(["--speed-index", "--scheme", "all-hbc"]), 0)
+        off = run_configs(_sub(command).parse_args(["--scheme", "all-hbc"]), 0)
         assert on[0].speed_index is True, command
         assert off[0].speed_index is None, command  # $DCH_SPEED_INDEX decides
-    assert run_specs(_sub("bulk").parse_args(["--scheme", "all-hbc"]), 0)[0].speed_index is None
+    assert run_configs(_sub("bulk").parse_args(["--scheme", "all-hbc"]), 0)[0].speed_index is None

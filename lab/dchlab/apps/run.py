@@ -19,22 +19,11 @@ from urllib.parse import urlsplit
 from dchlab import REPO_ROOT
 from dchlab.apps.compile import cached_corpus, request_url, shell_url
 from dchlab.apps.profile import AppProfile, load_profile, session_for
+from dchlab.workloads import rows
 from dchlab.workloads.measure import RunSpec, measure, new_row, testbed_config
 
-#: Row keys this workload adds to dchlab.workloads.measure.ROW_KEYS.
-APP_KEYS = [
-    "app_profile",
-    "interaction",
-    "irt_ms",
-    "requests",
-    "requests_answered",
-    "order_violations",
-    "depth",
-    "warm_irt_ms",
-    "critical_think_ms",
-    "input_delay_ms",
-    "connections_opened",
-]
+#: Row keys this workload adds to ROW_KEYS: AppColumns' fields (re-exported).
+APP_KEYS = rows.APP_KEYS
 #: Slack for comparing page clocks: Resource Timing and performance.now() share one
 #: clock, but Chromium coarsens both to 5 µs (100 µs without cross-origin isolation).
 CLOCK_SLACK_MS = 0.2

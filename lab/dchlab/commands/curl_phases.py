@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 from dchlab.commands import add_command
-from dchlab.run_options import run_specs
+from dchlab.run_options import run_configs
 from dchlab.workloads.cli_common import add_common, fmt_ms, run_jobs
 
 
@@ -33,7 +33,7 @@ def cmd_curl_phases(args: argparse.Namespace) -> int:
 
     jobs = []
     for trial in range(args.trials):
-        for spec in run_specs(args, trial):
+        for spec in run_configs(args, trial):
             jobs.append((f"{spec.scheme} #{trial}", lambda s=spec: [curl_phases(s, args.url)]))
     return run_jobs(jobs, args, _show)
 

@@ -27,23 +27,24 @@ def _show(row: dict[str, Any]) -> str:
 def cmd_pageload(args: argparse.Namespace) -> int:
     from dchlab.pages import open_corpus
     from dchlab.workloads.api import load_one
+    from dchlab.workloads.pool import TestbedPool
 
     corpus = open_corpus(args.corpus)
     names = cli_common.chosen_pages(corpus, args.pages, [p.name for p in corpus.pages], None)
-    jobs = []
     todo = cli_common.paired_runs(args, names)
-    for i, (name, trial, spec) in enumerate(todo):
-        label = f"{spec.scheme} {name} #{trial}"
-        more = i + 1 < len(todo)  # the last load prepares no testbed for a next one
-        # the browser prepared during this load's tail is started the next scheme's way
-        nxt = todo[i + 1][2].scheme if more else None
-        jobs.append(
-            (
-                label,
-                lambda s=spec, n=name, m=more, x=nxt: [load_one(s, corpus, n, args.timeout, m, x)],
-            )
-        )
-    return cli_common.run_jobs(jobs, args, _show)
+    with TestbedPool() as pool:
+
+        def job(i: int) -> list[dict[str, Any]]:
+            name, _, run = todo[i]
+            # the testbed prepared during this load's tail is the next load's
+            pool.expect(todo[i + 1][2] if i + 1 < len(todo) else None)
+            return [load_one(run, corpus, name, args.timeout, pool)]
+
+        jobs = [
+            (f"{run.scheme} {name} #{trial}", lambda i=i: job(i))
+            for i, (name, trial, run) in enumerate(todo)
+        ]
+        return cli_common.run_jobs(jobs, args, _show)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -18,9 +18,11 @@ import logging
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 
 from dchlab import run_options
 from dchlab.commands import add_command
+from dchlab.run_config import testbed_config
 from dchlab.testbed import (
     Testbed,
     TestbedConfig,
@@ -45,19 +47,15 @@ def add_testbed_args(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> TestbedConfig:
+    """The testbed of `dch shell`: the run of the command line (with its channel faults),
+    unpaired (the seed as given), with the shell's own options."""
     hbc, llc = run_options.faulty_channels(args)
-    return TestbedConfig(
-        scheme=args.scheme,
-        hbc=hbc,
-        llc=llc,
-        cc=args.cc,
-        seed=args.seed,
-        server_delay_ms=args.server_delay_ms,
-        corpus=args.corpus,
+    run = replace(run_options.run_config(args, args.scheme, trial=0), hbc=hbc, llc=llc)
+    return testbed_config(
+        run,
+        None,
+        args.corpus,
         hosts=list(args.host) or None,
-        agent_args=list(args.agent_arg),
-        client_args=list(args.client_arg),
-        gateway_args=list(args.gateway_arg),
         stats_path=getattr(args, "stats", None),
         keep_logs=getattr(args, "keep_logs", False),
         pcap_dir=getattr(args, "pcap", None),

@@ -47,10 +47,11 @@ from dchlab.experiments.runner import (
     Executor,
     Group,
     error_rows,
-    expect_next,
+    next_config,
     pair_units,
     run_group,
 )
+from dchlab.workloads.pool import TestbedPool
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +119,13 @@ def run_unit(
     if host["code_rev"] != head_rev:
         prov["node_code_rev"] = host["code_rev"]
     out = []
-    for i, g in enumerate(unit):
-        expect_next(unit[i + 1] if i + 1 < len(unit) else None)
-        rows = run_group(c, g, executor)
-        for r in rows:
-            r.update(prov)
-        out.append(rows)
+    with TestbedPool() as pool:  # this node's: the unit's schemes back to back
+        for i, g in enumerate(unit):
+            pool.expect(next_config(c, unit[i + 1 :]))
+            rows = run_group(c, g, pool, executor)
+            for r in rows:
+                r.update(prov)
+            out.append(rows)
     return out
 
 

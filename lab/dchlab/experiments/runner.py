@@ -25,19 +25,24 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from dchlab import progress as progress_bar
-from dchlab.errors import EXIT_UNAVAILABLE, UserError
+from dchlab.errors import UserError
 from dchlab.experiments import publish, store
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
 from dchlab.experiments.offsets import trace_seed, trial_fraction
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
-from dchlab.units import format_size
+
+# WorkloadUnavailable, corpus_page_names: re-exported (callers of the runner use them)
+from dchlab.experiments.workload_kinds import WorkloadUnavailable, corpus_page_names  # noqa: F401
+from dchlab.run_config import RunConfig
+from dchlab.workloads.pool import TestbedPool
+from dchlab.workloads.rows import CELL_RUN_COLUMNS, CellProvenance, config_columns, make_row
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +80,6 @@ def _stop_on_term() -> Iterator[None]:
             signal.signal(s, h)
 
 
-class WorkloadUnavailable(UserError, RuntimeError):
-    """A campaign's workload cannot run here (e.g. its corpus cannot be opened)."""
-
-    exit_code = EXIT_UNAVAILABLE
-
-
 @dataclass
 class Group:
     """One call into the workload layer: a (condition, trial, scheme) and its items."""
@@ -111,37 +110,9 @@ class RunSummary:
 # ---------------------------------------------------------------- items
 
 
-def corpus_page_names(corpus: str, limit: int | None = None) -> list[str]:
-    """Page names of a corpus (a directory, `synthetic[:SEED]` or `tp5n`), in manifest
-    order; WorkloadUnavailable (exit 3) names why it cannot be opened."""
-    from dchlab.pages import CorpusError, open_corpus
-
-    try:
-        names = [p.name for p in open_corpus(corpus).pages]
-    except (CorpusError, OSError) as e:
-        raise WorkloadUnavailable(f"corpus {corpus!r}: {e}") from e
-    return names[:limit] if limit else names
-
-
 def workload_items(c: Campaign) -> list[str]:
     """The item keys of the campaign's workload (what a cell measures besides scheme/trial)."""
-    wl = c.workload
-    if wl.kind == "pageload":
-        if isinstance(wl.pages, tuple):
-            return list(wl.pages)
-        return corpus_page_names(wl.corpus or "synthetic:1", wl.pages)
-    if wl.kind == "session":  # landing pages; plan() makes a cell of each page of a session
-        from dchlab.workloads.session import session_sites
-
-        try:
-            return session_sites(wl.corpus or "synthetic:1", wl.pages, wl.session_pages)
-        except OSError as e:
-            raise WorkloadUnavailable(f"corpus {wl.corpus!r}: {e}") from e
-    if wl.kind == "curl-phases":
-        return ["curl"]
-    if wl.kind == "bulk":
-        return [format_size(s) for s in wl.sizes]
-    return [f"{p}/{i}" for p in wl.profiles for i in wl.interactions]
+    return c.workload.kind_of().items(c.workload)
 
 
 def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
@@ -151,6 +122,7 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
     back to back and an interrupted run still holds complete paired comparisons; the
     scheme order rotates so that no scheme always goes first.
     """
+    kind = c.workload.kind_of()
     items = workload_items(c)
     groups: list[Group] = []
     total = 0
@@ -160,8 +132,8 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
                 frac = trial_fraction(c.offsets, c.seed, len(items), i, trial)
                 k = (trial + i) % len(c.schemes)
                 for sch in c.schemes[k:] + c.schemes[:k]:
-                    if c.workload.kind == "session":  # one group: every page of a session
-                        its = _session_items(it, c.workload.session_pages)
+                    its = kind.group_items(c.workload, it)
+                    if its is not None:  # one group: e.g. every page of a session
                         keys = [cell_key(cond.name, x, trial, sch.label) for x in its]
                         total += len(keys)
                         todo = [j for j, key in enumerate(keys) if key not in done]
@@ -174,12 +146,6 @@ def plan(c: Campaign, done: set[str]) -> tuple[list[Group], int]:
                     if key not in done:
                         groups.append(Group(cond, trial, sch, [it], [key], frac))
     return groups, total
-
-
-def _session_items(site: str, further: int) -> list[str]:
-    from dchlab.workloads.session import page_item
-
-    return [page_item(site, i) for i in range(further + 1)]
 
 
 def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
@@ -198,16 +164,10 @@ def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
 # ---------------------------------------------------------------- executing
 
 
-def _api() -> Any:
-    # Imported on first use: planning and `dch run --help` need no browser plumbing.
-    from dchlab.workloads import api
-
-    return api
-
-
-def make_spec(c: Campaign, g: Group) -> Any:
-    api = _api()
-    return api.RunSpec(
+def cell_config(c: Campaign, g: Group) -> RunConfig:
+    """The RunConfig of a group's cells: its condition, scheme, trial and offset, and the
+    campaign's seed, offsets, CDN model and analysis needs."""
+    return RunConfig(
         scheme=g.scheme.scheme,
         hbc=g.condition.hbc,
         llc=g.condition.llc,
@@ -229,44 +189,14 @@ def make_spec(c: Campaign, g: Group) -> Any:
     )
 
 
-def execute_group(c: Campaign, g: Group) -> list[dict[str, Any]]:
-    """Measure one group through dchlab.workloads.api; one row per item, in item order."""
-    api = _api()
-    spec = make_spec(c, g)
-    wl = c.workload
-    if wl.kind == "pageload":
-        rows = list(api.pageload(spec, wl.corpus, pages=list(g.items), timeout_s=wl.timeout_s))
-        by_page = {str(r.get("page")): r for r in rows}
-        return [
-            by_page.get(it) or _missing_row(it, "no row returned for this page") for it in g.items
-        ]
-    if wl.kind == "session":  # one browsing session; the rows of the pending pages
-        from dchlab.workloads.session import campaign_session
-
-        site = g.items[0].rpartition("#")[0]
-        return campaign_session(
-            spec, wl.corpus or "synthetic:1", site, wl.session_pages, g.items, wl.timeout_s
-        )
-    if wl.kind == "curl-phases":
-        return [dict(api.curl_phases(spec, wl.url) if wl.url else api.curl_phases(spec))]
-    if wl.kind == "bulk":
-        sizes = [s for s in wl.sizes if format_size(s) in g.items]
-        rows = list(api.bulk(spec, sizes))
-        if len(rows) != len(sizes):
-            raise RuntimeError(f"bulk returned {len(rows)} rows for {len(sizes)} sizes")
-        return rows  # one per size, in order (an invalid download has no size_bytes)
-    out = []
-    for it in g.items:
-        profile, _, interaction = it.partition("/")
-        out.append(dict(api.app(spec, profile, interaction, timeout_s=wl.timeout_s)))
-    return out
+def execute_group(c: Campaign, g: Group, pool: TestbedPool) -> list[dict[str, Any]]:
+    """Measure one group by its workload kind; one row per item, in item order. `pool`:
+    the dispatcher's, told which run follows this group."""
+    return c.workload.kind_of().measure(cell_config(c, g), c.workload, list(g.items), pool)
 
 
-def _missing_row(item: str, why: str) -> dict[str, Any]:
-    return {"page": item, "valid": False, "error": why}
-
-
-Executor = Callable[[Campaign, Group], list[dict[str, Any]]]
+#: Measures a group with the dispatcher's testbed pool: its rows, one per item.
+Executor = Callable[[Campaign, Group, TestbedPool], list[dict[str, Any]]]
 
 
 #: `invalid_reason` prefixes of the workload layer that mean the *lab* failed (testbed
@@ -276,39 +206,30 @@ INFRA_FAILURES = ("testbed:", "driver exited")
 
 
 def annotate(c: Campaign, g: Group, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of a group's cells: each the workload's row (or an error row, which says
+    nothing else) joined by make_row with the cell's configuration and provenance."""
+    run = cell_config(c, g)
+    kind = c.workload.kind_of()
     out = []
     for it, cell, r in zip(g.items, g.cells, rows, strict=True):
-        row = dict(r)
-        reason = str(row.get("invalid_reason") or "")
-        if not row.get("error") and row.get("valid") is False and reason.startswith(INFRA_FAILURES):
-            row["error"] = reason
-        row.setdefault("workload", c.workload.kind)
-        row.setdefault("scheme", g.scheme.scheme)
-        row.setdefault("hbc", g.condition.hbc)
-        row.setdefault("llc", g.condition.llc)
-        row.setdefault("cc", g.condition.cc)
-        row.setdefault("seed", c.seed)
-        row["offsets"] = c.offsets
-        row.setdefault("trial", g.trial)
-        if c.workload.kind in ("pageload", "app"):
-            row.setdefault("page", it)
-        row.update(
+        reason = str(r.get("invalid_reason") or "")
+        infra = not r.get("error") and r.get("valid") is False and reason.startswith(INFRA_FAILURES)
+        where = CellProvenance(
             cell=cell,
             condition=g.condition.name,
             arm=g.scheme.label,
             item=it,
-            agent_args=list(g.scheme.agent_args) + list(g.condition.agent_args),
-            client_args=list(g.scheme.client_args) + list(g.condition.client_args),
-            gateway_args=list(g.scheme.gateway_args) + list(g.condition.gateway_args),
-            server_delay_ms=g.condition.server_delay_ms,
-            x=g.condition.x or None,
             quick=c.is_quick,
+            x=g.condition.x or None,
+            offsets=c.offsets,
+            rerun_of=c.rerun_of,
+            corpus=r.get("corpus") or (c.workload.corpus if kind.corpus_column else None),
+            error=reason if infra else r.get("error"),
         )
-        if c.workload.kind == "pageload":
-            row.setdefault("corpus", c.workload.corpus)
-        if c.rerun_of:
-            row["rerun_of"] = c.rerun_of
-        out.append(row)
+        provenance = {k: v for k, v in asdict(where).items() if v is not None}
+        provenance.update(config_columns(run, CELL_RUN_COLUMNS))
+        page = it if kind.item_is_page else None
+        out.append(make_row(run, c.workload.kind, page, {"page": page, **r}, provenance))
     return out
 
 
@@ -318,12 +239,14 @@ def error_rows(c: Campaign, g: Group, exc: BaseException) -> list[dict[str, Any]
     return annotate(c, g, [dict(base) for _ in g.items])
 
 
-def run_group(c: Campaign, g: Group, executor: Executor = execute_group) -> list[dict[str, Any]]:
+def run_group(
+    c: Campaign, g: Group, pool: TestbedPool, executor: Executor = execute_group
+) -> list[dict[str, Any]]:
     """The annotated rows of one group; an exception becomes error rows (the run goes on)."""
     from dchlab.testbed import TestbedInterrupted
 
     try:
-        return annotate(c, g, executor(c, g))
+        return annotate(c, g, executor(c, g, pool))
     except (KeyboardInterrupt, TestbedInterrupted, CampaignStopped):
         raise  # the user stopped the campaign (Ctrl-C, SIGTERM, SIGHUP): not a failed cell
     except Exception as e:
@@ -342,29 +265,20 @@ Dispatcher = Callable[
 def local_dispatch(
     c: Campaign, groups: list[Group], executor: Executor, status: Callable[[str], None]
 ) -> Iterator[tuple[Group, list[dict[str, Any]]]]:
-    """Every group in this process, one after another, in plan order."""
-    from dchlab.workloads import ahead
-
-    try:
+    """Every group in this process, one after another, in plan order. The testbed pool
+    is this dispatcher's: told which group comes next, it prepares that group's testbed
+    during the current load's tail; what it prepared for a load that will not come
+    (namespaces, a Chromium) is closed when the groups end, not at process exit."""
+    with TestbedPool() as pool:
         for i, g in enumerate(groups):
             status(f"{g.condition.name} t{g.trial} {g.scheme.label} ({len(g.items)})")
-            expect_next(groups[i + 1] if i + 1 < len(groups) else None)
-            yield g, run_group(c, g, executor)
-    finally:
-        expect_next(None)
-        # The last load prepared a testbed (namespaces, a Chromium) for a load that
-        # will not come: close it now, not when the process exits (a test process or
-        # a `dch run` of several files would keep it idling until then).
-        ahead.discard()
+            pool.expect(next_config(c, groups[i + 1 :]))
+            yield g, run_group(c, g, pool, executor)
 
 
-def expect_next(g: Group | None) -> None:
-    """Say which scheme the load after the current group uses, so that the browser
-    prepared during its tail is started the way that scheme starts it
-    (dchlab.workloads.ahead)."""
-    from dchlab.workloads import ahead
-
-    ahead.expect_next(g.scheme.scheme if g is not None else None)
+def next_config(c: Campaign, following: Sequence[Group]) -> RunConfig | None:
+    """The RunConfig of the first of `following` (None: nothing follows), for the pool."""
+    return cell_config(c, following[0]) if following else None
 
 
 def run_campaign(

@@ -5,10 +5,11 @@ full provenance (code revision, scheme and parameters, channel profiles, trace
 offset, page, trial, seed, Chromium and kernel versions, host, time), so a number
 in a report can always be traced back to how it was made.
 
-The table `results` has a fixed core of columns (below) and grows a new column
-the first time a row brings an unknown key: numbers become DOUBLE, booleans
-BOOLEAN, strings VARCHAR, and nested values (dicts, lists) are stored as JSON
-text. Several processes may append (the campaign runner, `dch pageload`): DuckDB
+The table `results` has the columns of the row's types (dchlab.workloads.rows: the
+run's configuration, each workload's outcome, the provenance), created with the table
+and added to a store made before one existed; numbers are DOUBLE, booleans BOOLEAN,
+strings VARCHAR, nested values (dicts, lists) JSON text. A key outside those types (a
+test's marker) still adds a column of its value's type the first time it appears. Several processes may append (the campaign runner, `dch pageload`): DuckDB
 allows one writer at a time, so every call opens a short-lived connection and
 retries while another process holds the lock.
 
@@ -37,49 +38,28 @@ import duckdb
 
 from dchlab.errors import UserError
 from dchlab.paths import repo_root
+from dchlab.workloads.rows import column_types
 
 log = logging.getLogger(__name__)
 
 TABLE = "results"
 
-#: Core columns, always present, in this order. Other keys add columns on demand.
-CORE_COLUMNS: dict[str, str] = {
-    "row_id": "VARCHAR",
-    "ts": "TIMESTAMP",
-    "campaign": "VARCHAR",
-    "cell": "VARCHAR",
-    "condition": "VARCHAR",
-    "arm": "VARCHAR",
-    "item": "VARCHAR",
-    "quick": "BOOLEAN",
-    "workload": "VARCHAR",
-    "scheme": "VARCHAR",
-    "scheme_name": "VARCHAR",
-    "scheme_params": "VARCHAR",
-    "agent_args": "VARCHAR",
-    "hbc": "VARCHAR",
-    "llc": "VARCHAR",
-    "profiles": "VARCHAR",
-    "cc": "VARCHAR",
-    "seed": "BIGINT",
-    "trial": "BIGINT",
-    "trace_offset_ms": "DOUBLE",
-    "page": "VARCHAR",
-    "plt_ms": "DOUBLE",
-    "valid": "BOOLEAN",
-    "invalid_reason": "VARCHAR",
+#: The first columns of the table, in this order; their types, and those of every other
+#: typed column, come from the row's types (dchlab.workloads.rows.column_types).
+CORE_ORDER = (
+    "row_id", "ts", "campaign", "cell", "condition", "arm", "item", "quick", "workload",
+    "scheme", "scheme_name", "scheme_params", "agent_args", "hbc", "llc", "profiles", "cc",
+    "seed", "trial", "trace_offset_ms", "page", "plt_ms", "valid", "invalid_reason",
     # Validity against the corpus' record (dchlab.workloads.validity): failed requests,
     # those outside the page's expected-missing set, and the size of that set.
-    "resources_failed": "DOUBLE",
-    "resources_failed_unexpected": "DOUBLE",
-    "missing_expected": "DOUBLE",
-    "error": "VARCHAR",
-    "code_rev": "VARCHAR",
-    "code_dirty": "BOOLEAN",
-    "chromium_version": "VARCHAR",
-    "kernel_version": "VARCHAR",
-    "hostname": "VARCHAR",
-}
+    "resources_failed", "resources_failed_unexpected", "missing_expected",
+    "error", "code_rev", "code_dirty", "chromium_version", "kernel_version", "hostname",
+)  # fmt: skip
+#: Every typed column and its SQL type: the core first, then the rest of the row's types.
+COLUMNS: dict[str, str] = {name: column_types()[name] for name in CORE_ORDER}
+COLUMNS.update(column_types())
+#: The core columns with their types (kept for callers of the store).
+CORE_COLUMNS: dict[str, str] = {name: COLUMNS[name] for name in CORE_ORDER}
 
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -231,13 +211,13 @@ def connect(
 
 
 def _ensure_table(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    cols = ", ".join(f'"{k}" {t}' for k, t in CORE_COLUMNS.items())
+    cols = ", ".join(f'"{k}" {t}' for k, t in COLUMNS.items())
     con.execute(f"CREATE TABLE IF NOT EXISTS {TABLE} ({cols})")
     have = existing_columns(con)
-    # Stores made before a core column existed get it (NULL in their old rows), so
+    # Stores made before a typed column existed get it (NULL in their old rows), so
     # queries over old and new rows see the same columns.
     lower = {c.lower() for c in have}
-    for k, t in CORE_COLUMNS.items():
+    for k, t in COLUMNS.items():
         if k.lower() not in lower:
             con.execute(f'ALTER TABLE {TABLE} ADD COLUMN "{k}" {t}')
             have[k] = t

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 
-@dataclass
+@dataclass(frozen=True)
 class TestbedConfig:
-    """What to build. All fields have the defaults of `dch shell`.
+    """What to build. All fields have the defaults of `dch shell`. Frozen: derived from a
+    run's RunConfig (dchlab.run_config.testbed_config) and handed to the testbed as is.
 
     scheme: what runs on ue/gw — an agent policy (`dchannel`, `dchannel:alpha=0.5`,
         `all-hbc`, `all-llc`, `pkt-size:750`, `pkt-control`, `pkt-uplink`, `pkt-state`,
@@ -82,20 +83,20 @@ class TestbedConfig:
     pcap_dir: Path | str | None = None
 
     def describe(self) -> dict[str, object]:
-        """The configuration as plain JSON-able values (for stats and results rows)."""
-        return {
-            "scheme": self.scheme,
-            "hbc": self.hbc,
-            "llc": self.llc,
-            "cc": self.cc,
-            "seed": self.seed,
-            "offset_fraction": self.offset_fraction,
-            "trace_seed": self.trace_seed,
-            "server_delay_ms": self.server_delay_ms,
-            "corpus": str(self.corpus) if self.corpus else None,
-            "webreplay_args": list(self.webreplay_args),
-            "agent_args": list(self.agent_args),
-            "client_args": list(self.client_args),
-            "gateway_args": list(self.gateway_args),
-            "decision_logs": self.decision_logs,
-        }
+        """The configuration as plain JSON-able values (for stats and results rows):
+        every field except where the run's files go and the extra host names."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            if f.name in _NOT_DESCRIBED:
+                continue
+            value = getattr(self, f.name)
+            if f.name == "corpus":
+                value = str(value) if value else None
+            elif isinstance(value, (list, tuple)):
+                value = list(value)
+            out[f.name] = value
+        return out
+
+
+#: Fields describe() leaves out: where logs, stats and captures go, and extra hosts.
+_NOT_DESCRIBED = frozenset({"hosts", "stats_path", "keep_logs", "pcap_dir"})

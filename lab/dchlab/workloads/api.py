@@ -12,9 +12,9 @@ scheme of a comparison sees the same trace sub-sequence for a given page and tri
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import os
 import sys
 import time
 from dataclasses import asdict
@@ -23,16 +23,18 @@ from typing import Any
 
 from dchlab import REPO_ROOT
 
-# ROW_KEYS, channel_counters, paired_seed: re-exported (callers of this API use them).
+# ROW_KEYS, RunSpec, channel_counters, paired_seed: re-exported (callers of this API).
+from dchlab.run_config import RunConfig, paired_seed, testbed_config  # noqa: F401
 from dchlab.workloads.measure import (  # noqa: F401
     ROW_KEYS,
     RunSpec,
     channel_counters,
+    in_testbed,
     measure,
     new_row,
-    paired_seed,
-    testbed_config,
 )
+from dchlab.workloads.pool import Lease, TestbedPool
+from dchlab.workloads.rows import Outcome, make_row
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +46,25 @@ DEFAULT_CURL_URL = "https://server.test/bytes/200000"
 
 
 def pageload(
-    spec: RunSpec, corpus: str, pages: list[str] | None = None, timeout_s: float = 60
+    spec: RunConfig,
+    corpus: str,
+    pages: list[str] | None = None,
+    timeout_s: float = 60,
+    pool: TestbedPool | None = None,
 ) -> list[dict[str, Any]]:
-    """Load each page of `corpus` (a directory or `synthetic[:SEED]`) once in Chromium."""
+    """Load each page of `corpus` (a directory or `synthetic[:SEED]`) once in Chromium.
+    `pool`: the caller's (it says what follows the last page); None: a pool of these."""
     c = open_corpus_cached(corpus)
     names = pages if pages else [p.name for p in c.pages]
-    # inside the list the next load is of the same scheme; after its last one, what
-    # the caller announced (dchlab.workloads.ahead.expect_next)
-    last = len(names) - 1
-    return [
-        load_one(spec, c, c.page(n).name, timeout_s, next_scheme=None if k == last else spec.scheme)
-        for k, n in enumerate(names)
-    ]
+    with contextlib.ExitStack() as own:
+        if pool is None:
+            pool = own.enter_context(TestbedPool())
+        after = pool.next_run  # what the caller runs after these pages
+        rows = []
+        for k, n in enumerate(names):
+            pool.expect(spec if k + 1 < len(names) else after)
+            rows.append(load_one(spec, c, c.page(n).name, timeout_s, pool))
+    return rows
 
 
 _CORPORA: dict[tuple[str, int, int], Any] = {}
@@ -79,88 +88,43 @@ def open_corpus_cached(spec: str) -> Any:
 
 
 def load_one(
-    spec: RunSpec,
+    spec: RunConfig,
     corpus: Any,
     page: str,
     timeout_s: float = 60,
-    more: bool = True,
-    next_scheme: str | None = None,
+    pool: TestbedPool | None = None,
 ) -> dict[str, Any]:
-    """One cold Chromium load of `page` in a fresh testbed. Chromium (a new process and
-    profile) is driven over a CDP pipe from this process and launched while the testbed
-    finishes its build; during this load's quiet tail the next load's namespaces and
-    Chromium are prepared (dchlab.workloads.ahead). $DCH_BROWSER_DRIVER=subprocess: the
-    older per-load Python driver on ue; $DCH_BROWSER_EARLY=0: launch Chromium only once
-    the testbed is up; $DCH_PREPARE_AHEAD=0: nothing prepared ahead. `more=False`:
-    the caller knows no load follows (nothing is prepared for it); `next_scheme`: the
-    scheme of the load that follows, when the caller knows it (ahead.prepare_next)."""
-    from dchlab.workloads import ahead
+    """One cold Chromium load of `page` in a fresh testbed: its row. The testbed comes
+    from `pool` (prepared during the previous load's tail, when the pool expected this
+    run; dchlab.workloads.pool), which prepares the one of the run it expects next while
+    this load's tail runs. None: a pool of this load alone (nothing prepared)."""
     from dchlab.workloads.validity import fill_page_row
 
-    t_start = time.monotonic()
-    entry = corpus.page(page)
-    row = new_row(spec, "pageload", page)
-    timing: dict[str, float] = {}
+    with contextlib.ExitStack() as own:
+        if pool is None:
+            pool = own.enter_context(TestbedPool())
+        t_start = time.monotonic()
+        entry = corpus.page(page)
+        lease = pool.take(testbed_config(spec, page, corpus.root))
+        timing: dict[str, float] = {}
+        browser: dict[str, Any] = {}  # the driver's result (browser.LoadResult as a dict)
+
+        def body(tb: Any) -> None:
+            browser.update(load(tb, lease, entry.entry_url, timeout_s, spec.speed_index, pool, timing))  # fmt: skip
+
+        try:
+            frame = in_testbed(lease.testbed, body)
+        finally:
+            lease.close()
     # Requests the corpus itself cannot answer (importer/probe): failing exactly those is
-    # the page as recorded (valid); any other failure is not (dchlab.workloads.validity).
-    row["missing_expected"] = entry.missing
-
-    pipe = os.environ.get("DCH_BROWSER_DRIVER", "pipe") != "subprocess"
-    early = pipe and os.environ.get("DCH_BROWSER_EARLY", "1") != "0"
-    use_ahead = early and ahead.enabled()
-    cfg = testbed_config(spec, page, corpus.root)
-    browsers: list[Any] = []
-    prepared = ahead.take(cfg) if use_ahead else None
-    if prepared is not None:
-        browsers = prepared[1]
-        timing.update(prepared[2], prepared_ahead=1.0)
-
-    def launch(tb: Any) -> None:
-        browsers.append(launch_browser(tb, timing))
-
-    def next_ahead() -> None:
-        t0 = time.monotonic()
-        ahead.prepare_next(cfg, launch_browser, next_scheme)
-        timing["prepare_next"] = _ms(time.monotonic() - t0)
-
-    def body(tb: Any) -> None:
-        from dchlab.testbed.runrecord import wait_removals
-
-        t0 = time.monotonic()
-        wait_removals()  # the previous load's run directory: never during this PLT
-        timing["wait_removals"] = _ms(time.monotonic() - t0)
-        if pipe:
-            if not browsers:
-                launch(tb)
-            t1 = time.monotonic()
-            browsers[0].speed_index = spec.speed_index
-            after = next_ahead if use_ahead and more else None
-            res = asdict(browsers[0].load(entry.entry_url, timeout_s, after_load=after))
-        else:
-            from dchlab.testbed import copy_nss_db
-
-            home = tb.run_dir / "chromium-home"
-            t0 = time.monotonic()
-            copy_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
-            t1 = time.monotonic()
-            timing["nss_db"] = _ms(t1 - t0)
-            res = run_browser(tb, entry.entry_url, timeout_s, home)
-        timing["driver"] = _ms(time.monotonic() - t1)
-        fill_page_row(row, res, entry.missing_urls, corpus.all_hosts())
-        row["_browser"] = res
-
-    try:
-        measure(
-            row,
-            cfg,
-            body,
-            (lambda tb: tb.on_ue(launch)) if early and prepared is None else None,
-            prepared[0] if prepared is not None else None,
-        )
-    finally:
-        for b in browsers:
-            b.close()
-    browser = row.pop("_browser", {})
+    # the page as recorded (valid); any other fails it (dchlab.workloads.validity).
+    measured: dict[str, Any] = {"missing_expected": entry.missing, "valid": False, "invalid_reason": ""}  # fmt: skip
+    if browser:
+        fill_page_row(measured, browser, entry.missing_urls, corpus.all_hosts())
+    valid, reason = frame.verdict(measured["valid"], measured["invalid_reason"])
+    outcome = {**measured, **frame.columns(), "valid": valid, "invalid_reason": reason}
+    row = make_row(spec, "pageload", page, outcome)
+    timing.update(lease.timing)
     row["stats"] = {**row["stats"], "browser": browser}
     timing["total"] = _ms(time.monotonic() - t_start)
     timing["outside_plt"] = round(timing["total"] - (row.get("plt_ms") or 0.0), 1)
@@ -174,25 +138,54 @@ def load_one(
     return row
 
 
+def load(
+    tb: Any,
+    lease: Lease,
+    url: str,
+    timeout_s: float,
+    speed_index: bool | None,
+    pool: TestbedPool,
+    timing: dict[str, float],
+) -> dict[str, Any]:
+    """Load `url` in the lease's browser on the started testbed `tb`: the driver's
+    result. Once the load event fired (the PLT is measured), `pool` prepares the next
+    load's testbed during this one's quiet tail. `timing` gets this function's phases."""
+    from dchlab.testbed.runrecord import wait_removals
+
+    t0 = time.monotonic()
+    wait_removals()  # the previous load's run directory: never during this PLT
+    timing["wait_removals"] = _ms(time.monotonic() - t0)
+    t1 = time.monotonic()
+    if not pool.start.pipe:
+        res = run_browser_on_ue(tb, url, timeout_s, timing)
+    else:
+        browser = lease.browser()
+        browser.speed_index = speed_index
+        browser.navigate(url, timeout_s)
+        if browser.wait_loaded():  # only the quiet tail is left: prepare the next load's
+            spent = pool.prepare_next()
+            if spent is not None:
+                timing["prepare_next"] = spent
+        res = asdict(browser.finish())
+    timing["driver"] = _ms(time.monotonic() - t1)
+    return res
+
+
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
 
 
-def launch_browser(tb: Any, timing: dict[str, float]) -> Any:
-    """Start a fresh Chromium on ue (NSS db trusting the testbed CA, new profile in the
-    run directory) without waiting for it; returns its chromium_pipe.PipeChromium."""
+def run_browser_on_ue(
+    tb: Any, url: str, timeout_s: float, timing: dict[str, float]
+) -> dict[str, Any]:
+    """The older per-load driver: a Python CDP driver process on ue (NSS db first)."""
     from dchlab.testbed import copy_nss_db
-    from dchlab.workloads.chromium_pipe import PipeChromium, chromium_for
 
     home = tb.run_dir / "chromium-home"
     t0 = time.monotonic()
     copy_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
     timing["nss_db"] = _ms(time.monotonic() - t0)
-    b = PipeChromium(
-        home, tb.run_dir / "chromium-profile", tb.run_dir / "chromium.log", chromium_for(tb.ue_env)
-    )
-    b.launch(tb.popen_ue)
-    return b
+    return run_browser(tb, url, timeout_s, home)
 
 
 def run_browser(tb: Any, url: str, timeout_s: float, home: Path) -> dict[str, Any]:
@@ -235,25 +228,25 @@ def run_curl(tb: Any, url: str, timeout_s: float = 600) -> dict[str, Any]:
         return {"exitcode": proc.returncode, "errormsg": proc.stderr.decode()[-300:]}
 
 
-def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = None) -> None:
-    """Phases as in the paper's Table 2 (ms): DNS = time_namelookup; TCP connect =
-    time_connect − time_namelookup; TLS = time_appconnect − time_connect; transfer =
-    time_total − time_appconnect (request, server, response); total = time_total."""
+def curl_outcome(w: dict[str, Any], expect_size: int | None = None) -> Outcome:
+    """Phases as in the paper's Table 2 (ms) from curl's `-w %{json}` `w`: DNS =
+    time_namelookup; TCP connect = time_connect − time_namelookup; TLS =
+    time_appconnect − time_connect; transfer = time_total − time_appconnect (request,
+    server, response); total = time_total. `expect_size`: the bytes a valid fetch got
+    (a mismatch is noted in w["errormsg"], which the row's stats keep)."""
     ok = w.get("exitcode", 1) == 0 and 200 <= int(w.get("http_code", 0)) < 400
     if expect_size is not None and ok and int(w.get("size_download", -1)) != expect_size:
         ok = False
         w["errormsg"] = f"downloaded {w.get('size_download')} bytes, expected {expect_size}"
-    row["valid"] = ok
     if not ok:
-        row["invalid_reason"] = (
-            w.get("errormsg") or f"curl exit {w.get('exitcode')} http {w.get('http_code')}"
-        )
-        return
+        why = w.get("errormsg") or f"curl exit {w.get('exitcode')} http {w.get('http_code')}"
+        return Outcome(valid=False, invalid_reason=why)
     dns = w["time_namelookup"] * 1000
     conn = w["time_connect"] * 1000
     app = (w.get("time_appconnect") or 0) * 1000 or conn
     total = w["time_total"] * 1000
-    row.update(
+    return Outcome(
+        valid=True,
         dns_ms=dns,
         connect_ms=conn - dns,
         tls_ms=app - conn,
@@ -262,6 +255,17 @@ def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = N
         total_ms=total,
         size_bytes=int(w.get("size_download", 0)),
     )
+
+
+#: The columns a curl fetch measures (the rest of its Outcome is the testbed frame's).
+CURL_COLUMNS = ("valid", "invalid_reason", "dns_ms", "connect_ms", "tls_ms", "ttfb_ms",
+                "transfer_ms", "total_ms", "size_bytes")  # fmt: skip
+
+
+def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = None) -> None:
+    """Fill `row` with the columns the curl fetch `w` measured (curl_outcome)."""
+    out = curl_outcome(w, expect_size)
+    row.update({k: getattr(out, k) for k in CURL_COLUMNS})
 
 
 def curl_phases(spec: RunSpec, url: str = DEFAULT_CURL_URL) -> dict[str, Any]:

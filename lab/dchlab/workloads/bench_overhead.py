@@ -30,15 +30,23 @@ included (the issue's check).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
+import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dchlab import REPO_ROOT
+from dchlab.run_config import RunConfig
+
+T = TypeVar("T")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -82,43 +90,43 @@ def phase_medians(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def paired(args: argparse.Namespace, names: list[str]) -> list[tuple[str, int, RunConfig]]:
+    """(page, trial, run) of every page, trial and scheme, the schemes of one (page,
+    trial) back to back."""
+    schemes = [s.strip() for s in args.scheme.split(",") if s.strip()]
+    return [(name, trial, RunConfig(scheme=scheme, hbc=args.hbc, llc=args.llc, trial=trial))
+            for name in names for trial in range(args.trials) for scheme in schemes]  # fmt: skip
+
+
 def run_inproc(args: argparse.Namespace) -> int:
     from dchlab.pages import open_corpus
-    from dchlab.workloads.api import RunSpec, load_one
+    from dchlab.workloads.api import load_one
+    from dchlab.workloads.pool import TestbedPool
 
     t_start = time.monotonic()
     corpus = open_corpus(args.corpus)
     names = [p.name for p in corpus.pages[: args.pages]]
     rows: list[dict[str, Any]] = []
     overheads: list[float] = []
-    for name in names:
-        for trial in range(args.trials):
-            for scheme in [s.strip() for s in args.scheme.split(",") if s.strip()]:
-                spec = RunSpec(scheme=scheme, hbc=args.hbc, llc=args.llc, trial=trial)
-                t0 = time.monotonic()
-                row = load_one(spec, corpus, name, args.timeout)
-                if args.evidence:
-                    print("   ", evidence(row), flush=True)
-                wall_ms = (time.monotonic() - t0) * 1000
-                over = wall_ms - float(row.get("plt_ms") or 0.0)
-                overheads.append(over)
-                rows.append(row)
-                state = "ok" if row.get("valid") else f"invalid: {row.get('invalid_reason')}"
-                print(
-                    f"{scheme:<10} {name:<18} #{trial} PLT {row.get('plt_ms')} ms, "
-                    f"wall {wall_ms:.0f} ms, overhead {over:.0f} ms: {state}",
-                    flush=True,
-                )
+    todo = paired(args, names)
+    with TestbedPool() as pool:  # the last load expects nothing: nothing is left prepared
+        for i, (name, trial, spec) in enumerate(todo):
+            pool.expect(todo[i + 1][2] if i + 1 < len(todo) else None)
+            t0 = time.monotonic()
+            row = load_one(spec, corpus, name, args.timeout, pool)
+            if args.evidence:
+                print("   ", evidence(row), flush=True)
+            wall_ms = (time.monotonic() - t0) * 1000
+            over = wall_ms - float(row.get("plt_ms") or 0.0)
+            overheads.append(over)
+            rows.append(row)
+            state = "ok" if row.get("valid") else f"invalid: {row.get('invalid_reason')}"
+            print(
+                f"{spec.scheme:<10} {name:<18} #{trial} PLT {row.get('plt_ms')} ms, "
+                f"wall {wall_ms:.0f} ms, overhead {over:.0f} ms: {state}",
+                flush=True,
+            )
     wall = time.monotonic() - t_start
-    if args.evidence:  # the testbed prepared for a next load keeps its logs too: remove it
-        import shutil
-
-        from dchlab.workloads import ahead
-
-        kept = [item[0].run_dir for item in ahead._NEXT.values()]
-        ahead.discard()
-        for d in kept:
-            shutil.rmtree(d, ignore_errors=True)
     print(summarize(wall, rows, overheads))
     print("median per phase (ms):")
     for k, v in sorted(phase_medians(rows).items()):
@@ -132,48 +140,57 @@ OLD_MODE = {"DCH_BROWSER_DRIVER": "subprocess", "DCH_PREPARE_AHEAD": "0"}
 SCREENCAST_MODES = {"new": {"DCH_SPEED_INDEX": "1"}, "old": {"DCH_SPEED_INDEX": "0"}}
 
 
+def _in_env(env: dict[str, str], call: Callable[[], T]) -> T:
+    """call() with `env` set in os.environ, then the environment as it was."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return call()
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k, None) if v is None else os.environ.update({k: v})
+
+
 def run_compare(args: argparse.Namespace, modes: dict[str, dict[str, str]] | None = None) -> int:
     """Paired loads in mode "new" and "old"; `modes`: the environment of each (default:
     this driver against the per-load one of before)."""
-    import os
-
     modes = modes or {"new": {}, "old": OLD_MODE}
 
     from dchlab.pages import open_corpus
-    from dchlab.workloads.api import RunSpec, load_one
+    from dchlab.workloads.api import load_one
+    from dchlab.workloads.pool import BrowserStart, TestbedPool
 
     corpus = open_corpus(args.corpus)
     names = [p.name for p in corpus.pages[: args.pages]]
     out: dict[str, list[tuple[float, float, bool]]] = {"new": [], "old": []}
     diffs: list[float] = []
     rows: dict[str, list[dict[str, Any]]] = {"new": [], "old": []}
-    i = 0
-    for name in names:
-        for trial in range(args.trials):
-            for scheme in [s.strip() for s in args.scheme.split(",") if s.strip()]:
-                spec = RunSpec(scheme=scheme, hbc=args.hbc, llc=args.llc, trial=trial)
-                plt: dict[str, float | None] = {}
-                for mode in ("new", "old") if i % 2 == 0 else ("old", "new"):
-                    saved = {k: os.environ.get(k) for env in modes.values() for k in env}
-                    os.environ.update(modes[mode])
-                    try:
-                        t0 = time.monotonic()
-                        row = load_one(spec, corpus, name, args.timeout)
-                        wall = (time.monotonic() - t0) * 1000
-                    finally:
-                        for k, v in saved.items():
-                            os.environ.pop(k, None) if v is None else os.environ.update({k: v})
-                    rows[mode].append(row)
-                    p = row.get("plt_ms")
-                    plt[mode] = p if row.get("valid") else None
-                    out[mode].append((wall - float(p or 0), float(p or 0), bool(row.get("valid"))))
-                i += 1
-                if plt["new"] is not None and plt["old"] is not None:
-                    diffs.append(plt["new"] - plt["old"])
-                print(
-                    f"{scheme:<10} {name:<18} #{trial} PLT new {plt['new']} old {plt['old']}",
-                    flush=True,
-                )
+    # one pool per mode: a mode's next load takes the testbed its previous one prepared
+    with contextlib.ExitStack() as stack:
+        pools = {
+            mode: stack.enter_context(TestbedPool(_in_env(modes[mode], BrowserStart.from_env)))
+            for mode in ("new", "old")
+        }
+        todo = paired(args, names)
+        for i, (name, trial, spec) in enumerate(todo):
+            plt: dict[str, float | None] = {}
+            for mode in ("new", "old") if i % 2 == 0 else ("old", "new"):
+                pool = pools[mode]
+                pool.expect(todo[i + 1][2] if i + 1 < len(todo) else None)
+                t0 = time.monotonic()
+                load = functools.partial(load_one, spec, corpus, name, args.timeout, pool)
+                row = _in_env(modes[mode], load)
+                wall = (time.monotonic() - t0) * 1000
+                rows[mode].append(row)
+                p = row.get("plt_ms")
+                plt[mode] = p if row.get("valid") else None
+                out[mode].append((wall - float(p or 0), float(p or 0), bool(row.get("valid"))))
+            if plt["new"] is not None and plt["old"] is not None:
+                diffs.append(plt["new"] - plt["old"])
+            print(
+                f"{spec.scheme:<10} {name:<18} #{trial} PLT new {plt['new']} old {plt['old']}",
+                flush=True,
+            )
     for mode, vals in out.items():
         over = [v[0] for v in vals if v[2]]
         if over:
@@ -264,9 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         config = api.testbed_config
 
         def keep(*a: Any, **kw: Any) -> Any:
-            cfg = config(*a, **kw)
-            cfg.keep_logs = True
-            return cfg
+            return replace(config(*a, **kw), keep_logs=True)
 
         api.testbed_config = keep  # type: ignore[assignment]
     if args.compare:

@@ -106,7 +106,8 @@ class PipeChromium:
         self.proc: subprocess.Popen[bytes] | None = None
         self.res = B.LoadResult("")
         self._fds: list[int] = []  # ours: [read events, write commands]
-        self._t_launch = self._t_ready = self._t_go = 0.0
+        self._t_launch = self._t_ready = self._t_go = self._t_start = 0.0
+        self._deadline = 0.0
         self._go = threading.Event()
         self._loaded = threading.Event()  # the load event fired: the PLT is measured
         self._done = threading.Event()
@@ -153,47 +154,51 @@ class PipeChromium:
         self._thread = threading.Thread(target=self._run, name="dch-chromium", daemon=True)
         self._thread.start()
 
-    def load(
-        self, url: str, timeout_s: float, after_load: Callable[[], None] | None = None
-    ) -> B.LoadResult:
-        """Load `url` (after the browser is attached), kill the browser; the driver's
-        verdict. timing: launch (start until attached), ready_wait (what this call
-        waited for that), settle_wait (then until SETTLE_S after attaching),
-        attached_for (attached until navigating), load, tail, timing, stop. `after_load()` runs in this thread
-        once the load event fired, while the quiet tail is being watched (never during
-        the PLT window): e.g. preparing the next measurement's testbed."""
-        start = time.monotonic()
+    def navigate(self, url: str, timeout_s: float) -> None:
+        """Load `url` once the browser is attached (and has settled); returns at once.
+        Then `wait_loaded()` (optional) and `finish()`."""
+        self._t_start = time.monotonic()
+        self.res.url = url
+        self._url, self._timeout_s = url, timeout_s
+        self._deadline = time.monotonic() + READY_TIMEOUT_S + timeout_s + 30
+        self._t_go = time.monotonic()
+        self._go.set()
+
+    def wait_loaded(self) -> bool:
+        """Wait until the page's load event fired (its PLT is measured; only the quiet
+        tail is left): True; False if the load ended or failed first."""
+        while not self._done.wait(0.005) and time.monotonic() < self._deadline:
+            if self._loaded.is_set():
+                return True
+        return False
+
+    def finish(self) -> B.LoadResult:
+        """Wait for the load to end, kill the browser; the driver's verdict. timing:
+        launch (start until attached), ready_wait (what navigate waited for that),
+        settle_wait (then until SETTLE_S after attaching), attached_for (attached until
+        navigating), load, tail, timing, stop."""
         res = self.res
-        res.url = url
         if self._thread is None:
             res.invalid_reason = "driver error: chromium was not launched"
-        else:
-            self._url, self._timeout_s = url, timeout_s
-            self._t_go = time.monotonic()
-            self._go.set()
-            deadline = time.monotonic() + READY_TIMEOUT_S + timeout_s + 30
-            if after_load is not None:
-                while not self._done.wait(0.005) and time.monotonic() < deadline:
-                    if self._loaded.is_set():
-                        try:
-                            after_load()
-                        except Exception:
-                            log.exception("after_load() failed (the load goes on)")
-                        break
-            if not self._done.wait(max(0.0, deadline - time.monotonic())):
-                res.invalid_reason = f"driver error: no result after {timeout_s:.0f} s"
-            elif isinstance(self._error, TimeoutError):
-                res.invalid_reason = res.invalid_reason or f"timeout after {timeout_s:.0f} s"
-            elif self._error is not None:
-                res.invalid_reason = res.invalid_reason or (
-                    f"driver error: {self._error}{self._log_tail()}"
-                )
+        elif not self._done.wait(max(0.0, self._deadline - time.monotonic())):
+            res.invalid_reason = f"driver error: no result after {self._timeout_s:.0f} s"
+        elif isinstance(self._error, TimeoutError):
+            res.invalid_reason = res.invalid_reason or f"timeout after {self._timeout_s:.0f} s"
+        elif self._error is not None:
+            res.invalid_reason = res.invalid_reason or (
+                f"driver error: {self._error}{self._log_tail()}"
+            )
         t0 = time.monotonic()
         self.close()
         res.timing["stop"] = round((time.monotonic() - t0) * 1000, 1)
         B.finish(res)
-        res.driver_ms = (time.monotonic() - start) * 1000
+        res.driver_ms = (time.monotonic() - self._t_start) * 1000
         return res
+
+    def load(self, url: str, timeout_s: float) -> B.LoadResult:
+        """navigate() and finish(): one load, nothing done during its tail."""
+        self.navigate(url, timeout_s)
+        return self.finish()
 
     def _run(self) -> None:
         try:
@@ -267,6 +272,22 @@ class PipeChromium:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self._fds = []
+
+
+def launch_browser(tb: Any, timing: dict[str, float]) -> PipeChromium:
+    """Start a fresh Chromium on tb's ue (NSS db trusting the testbed CA, new profile in
+    the run directory) without waiting for it; `timing["nss_db"]`: the db's copy (ms)."""
+    from dchlab.testbed import copy_nss_db
+
+    home = tb.run_dir / "chromium-home"
+    t0 = time.monotonic()
+    copy_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
+    timing["nss_db"] = round((time.monotonic() - t0) * 1000, 1)
+    b = PipeChromium(
+        home, tb.run_dir / "chromium-profile", tb.run_dir / "chromium.log", chromium_for(tb.ue_env)
+    )
+    b.launch(tb.popen_ue)
+    return b
 
 
 def chromium_for(env: dict[str, Any]) -> str:

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 from dchlab import units
 from dchlab.pages.named import TP5N_ENV
-from dchlab.run_options import add_testbed_args, run_specs
-from dchlab.workloads.measure import RunSpec
+from dchlab.run_config import RunConfig
+from dchlab.run_options import add_testbed_args, run_configs
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +77,12 @@ def add_browser_args(
     add_common(p)
 
 
-def paired_runs(args: argparse.Namespace, items: Sequence[T]) -> list[tuple[T, int, RunSpec]]:
+def paired_runs(args: argparse.Namespace, items: Sequence[T]) -> list[tuple[T, int, RunConfig]]:
     """(item, trial, spec) for every item, trial of --trials and scheme of --scheme, in
     that order: the schemes of one (item, trial) run back to back on the same trace
     offset, so a partial run still holds complete paired comparisons."""
     return [(item, trial, spec) for item in items for trial in range(args.trials)
-            for spec in run_specs(args, trial)]  # fmt: skip
+            for spec in run_configs(args, trial)]  # fmt: skip
 
 
 def check_schemes(args: argparse.Namespace) -> str | None:

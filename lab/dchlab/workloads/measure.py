@@ -1,6 +1,6 @@
-"""What every workload on the testbed shares: the run spec, the row it fills, the
-testbed configuration of a run (with the paired seed, applied here only) and the
-frame that measures one run in a fresh testbed.
+"""What every workload on the testbed shares: the row it fills (dchlab.workloads.rows),
+the testbed configuration of its run (dchlab.run_config: the paired seed is applied
+there only) and the frame that measures one run in a fresh testbed.
 
 workloads.api (page loads, curl phases, bulk) and apps.run (app interactions) both
 build on it; it imports neither, so the two do not import each other's internals.
@@ -8,99 +8,23 @@ build on it; it imports neither, so the two do not import each other's internals
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-ROW_KEYS = [
-    "workload",
-    "scheme",
-    "hbc",
-    "llc",
-    "cc",
-    "seed",
-    "trial",
-    "trace_offset_ms",
-    "page",
-    "plt_ms",
-    # pageload: paint and visual metrics, ms since the navigation start like plt_ms
-    # (dchlab.workloads.pagemetrics; docs/formats.md "Page metrics")
-    "fcp_ms",
-    "lcp_ms",
-    "speed_index_ms",
-    "atf_ms",
-    "valid",
-    "invalid_reason",
-    "resources_loaded",
-    "resources_failed",
-    "resources_failed_unexpected",  # failed requests outside the page's expected-missing set
-    "missing_expected",  # pageload: how many requests the corpus records it cannot answer
-    "dns_ms",
-    "connect_ms",
-    "tls_ms",
-    "ttfb_ms",
-    "transfer_ms",
-    "total_ms",
-    "size_bytes",
-    "bytes_hbc",
-    "bytes_llc",
-    "pkts_hbc",
-    "pkts_llc",
-    # the machine's CPU over this load: busy and stolen shares (dchlab.hostcpu)
-    "host_cpu_busy",
-    "host_cpu_steal",
-    "stats",
-]
+# paired_seed, testbed_config: re-exported (callers of the workload layer use them)
+from dchlab.run_config import RunConfig, paired_seed, testbed_config  # noqa: F401
+
+# ROW_KEYS: re-exported (the workload layer's row keys, dchlab.workloads.rows)
+from dchlab.workloads.rows import ROW_KEYS, Outcome, make_row  # noqa: F401
+
+#: The name this module gave RunConfig before it moved to dchlab.run_config.
+RunSpec = RunConfig
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    scheme: str
-    hbc: str
-    llc: str
-    seed: int = 1
-    trial: int = 0
-    # the trace start as a fraction of its period (stratified campaigns); None: from seed
-    offset_fraction: float | None = None
-    # synthesize the scenario traces with this seed (one realization for every load, a
-    # latin campaign); None: with the per-(page, trial) testbed seed
-    trace_seed: int | None = None
-    cc: str = "cubic"
-    server_delay_ms: float = 0.0
-    agent_args: tuple[str, ...] = field(default_factory=tuple)  # both agents
-    client_args: tuple[str, ...] = ()  # `dchannel client` only, after agent_args
-    gateway_args: tuple[str, ...] = ()  # `dchannel gateway` only, after agent_args
-    decision_logs: bool = False  # agents' decision/arrival logs -> reward error (Fig. 11)
-    # webreplay flags, e.g. a campaign's CDN model (dchlab.pages.cdn.CdnSpec.webreplay_args)
-    webreplay_args: tuple[str, ...] = ()
-    # Speed Index and atf_ms (the screencast costs the PLT ~6%); None: $DCH_SPEED_INDEX
-    speed_index: bool | None = None
-
-
-def paired_seed(seed: int, item: str, trial: int) -> int:
-    """Testbed seed for (seed, page/URL, trial): independent of the scheme (paired runs)."""
-    h = hashlib.sha256(f"{seed}\x00{item}\x00{trial}".encode()).digest()
-    return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
-
-
-def new_row(spec: RunSpec, workload: str, page: str) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
-    row.update(
-        workload=workload,
-        scheme=spec.scheme,
-        hbc=spec.hbc,
-        llc=spec.llc,
-        cc=spec.cc,
-        seed=spec.seed,
-        trial=spec.trial,
-        page=page,
-        valid=False,
-        invalid_reason="",
-        stats={},
-    )
-    return row
+def new_row(spec: RunConfig, workload: str, page: str) -> dict[str, Any]:
+    """The row a workload fills: `spec`'s configuration columns, nothing measured yet."""
+    return make_row(spec, workload, page, Outcome())
 
 
 def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
@@ -114,24 +38,71 @@ def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
     return out
 
 
-def testbed_config(spec: RunSpec, item: str, corpus: Path | None = None):  # type: ignore[no-untyped-def]
-    from dchlab.testbed import TestbedConfig
+@dataclass(frozen=True)
+class Frame:
+    """What the testbed measured around a workload's body (columns of rows.Outcome: the
+    trace offset, the machine's CPU shares, each channel's counters, the stats) and why
+    it made the measurement invalid, if it did."""
 
-    return TestbedConfig(
-        scheme=spec.scheme,
-        hbc=spec.hbc,
-        llc=spec.llc,
-        cc=spec.cc,
-        seed=paired_seed(spec.seed, item, spec.trial),
-        offset_fraction=spec.offset_fraction,
-        trace_seed=spec.trace_seed,
-        server_delay_ms=spec.server_delay_ms,
-        corpus=corpus,
-        agent_args=list(spec.agent_args),
-        client_args=list(spec.client_args),
-        gateway_args=list(spec.gateway_args),
-        decision_logs=spec.decision_logs,
-        webreplay_args=list(spec.webreplay_args),
+    trace_offset_ms: float | None = None  # None: the testbed never started
+    host_cpu_busy: float | None = None
+    host_cpu_steal: float | None = None
+    bytes_hbc: int | None = None
+    bytes_llc: int | None = None
+    pkts_hbc: int | None = None
+    pkts_llc: int | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    #: `testbed: ...`: the testbed failed under the workload (the lab failed)
+    testbed_failure: str | None = None
+    #: the scheme never took effect (its stats show it; Scheme.invalid_reason)
+    scheme_failure: str | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The row columns it measured."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if not f.name.endswith("_failure")}  # fmt: skip
+
+    def verdict(self, valid: bool, reason: str) -> tuple[bool, str]:
+        """The measurement's (valid, invalid_reason) once the testbed had its say on the
+        workload's own: a failed testbed invalidates it, a scheme that never took effect
+        invalidates a load that was valid."""
+        if self.testbed_failure:
+            return False, self.testbed_failure
+        if self.scheme_failure and valid:
+            return False, self.scheme_failure
+        return valid, reason
+
+
+def in_testbed(tb: Any, body: Callable[[Any], None]) -> Frame:
+    """Start `tb`, run `body(tb)` in it, tear it down: what the testbed measured. A
+    TestbedError (set-up, a daemon that died) becomes the frame's testbed_failure;
+    TestbedInterrupted (SIGTERM/SIGHUP) propagates: the owner stops."""
+    from dchlab import hostcpu
+    from dchlab.testbed import TestbedError, TestbedInterrupted
+
+    offset: float | None = None
+    cpu: dict[str, float | None] = {}
+    failure = None
+    try:
+        with tb:
+            offset = tb.offset_ms
+            cpu_before = hostcpu.read_cpu_times()
+            try:
+                body(tb)
+            finally:
+                cpu = hostcpu.shares(cpu_before, hostcpu.read_cpu_times())
+    except TestbedInterrupted:
+        raise  # SIGTERM/SIGHUP: the owner stops, this is not an invalid load
+    except TestbedError as e:
+        failure = f"testbed: {e}"
+    stats = tb.stats()
+    return Frame(
+        trace_offset_ms=offset,
+        host_cpu_busy=cpu.get("host_cpu_busy"),
+        host_cpu_steal=cpu.get("host_cpu_steal"),
+        **channel_counters(stats),
+        stats=stats,
+        testbed_failure=failure,
+        scheme_failure=tb.scheme.invalid_reason(stats),
     )
 
 
@@ -142,33 +113,18 @@ def measure(
     prepare: Callable[[Any], None] | None = None,
     tb: Any = None,
 ) -> dict[str, Any]:
-    """Run `body(tb)` in a fresh testbed; fill offset, stats and channel counters.
-    `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue hooks);
-    `tb`: a prepared testbed (dchlab.workloads.ahead) to start instead of a new one."""
-    from dchlab import hostcpu
-    from dchlab.testbed import Testbed, TestbedError, TestbedInterrupted
+    """Run `body(tb)` (which fills the workload's columns of `row`) in a fresh testbed
+    (`cfg`) or the given one (`tb`: from a TestbedPool); add the frame's columns and its
+    verdict. `prepare(tb)` runs before the testbed is built (e.g. to register tb.on_ue
+    hooks)."""
+    from dchlab.testbed import Testbed
 
     tb = tb or Testbed(cfg)
     if prepare is not None:
         prepare(tb)
-    try:
-        with tb:
-            row["trace_offset_ms"] = tb.offset_ms
-            cpu_before = hostcpu.read_cpu_times()
-            try:
-                body(tb)
-            finally:
-                row.update(hostcpu.shares(cpu_before, hostcpu.read_cpu_times()))
-    except TestbedInterrupted:
-        raise  # SIGTERM/SIGHUP: the owner stops, this is not an invalid load
-    except TestbedError as e:
-        row["valid"] = False
-        row["invalid_reason"] = f"testbed: {e}"
-    stats = tb.stats()
-    row["stats"] = stats
-    reason = tb.scheme.invalid_reason(stats)
-    if reason and row.get("valid", True):
-        row["valid"] = False
-        row["invalid_reason"] = reason
-    row.update(channel_counters(stats))
+    frame = in_testbed(tb, body)
+    row.update(frame.columns())
+    row["valid"], row["invalid_reason"] = frame.verdict(
+        row.get("valid", True), row.get("invalid_reason") or ""
+    )
     return row

@@ -3,7 +3,7 @@ page and then further pages of the same site, one after the other, as a user cli
 through a site's menu would — the HTTP cache stays warm and open connections are kept
 (`dch pageload` instead starts every load cold, in a fresh browser and testbed).
 
-One row per page (ROW_KEYS plus the session keys below). Per page, from the CDP events
+One row per page (ROW_KEYS plus SessionColumns, dchlab.workloads.rows). Per page, from the CDP events
 of its load (dchlab.workloads.browser.navigate `observe`):
 
 - `requests`: requests that went to the network (not answered from Chromium's cache);
@@ -36,19 +36,8 @@ from urllib.parse import urlsplit
 from dchlab.units import is_uint
 from dchlab.workloads import browser as B
 from dchlab.workloads.chromium_pipe import PipeChromium, chromium_for
-from dchlab.workloads.measure import RunSpec, measure, new_row, testbed_config
+from dchlab.workloads.measure import RunSpec, in_testbed, new_row, testbed_config
 from dchlab.workloads.validity import fill_page_row
-
-SESSION_KEYS = [
-    "session_id",
-    "page_index",
-    "requests",
-    "requests_cached",
-    "request_bytes",
-    "request_size_p99",
-    "connections_opened",
-    "connections_used",
-]
 
 
 def request_size(method: str, url: str, headers: dict[str, Any], body: int = 0) -> int:
@@ -187,14 +176,16 @@ def session_rows(
     """One browsing session over `urls` (entry URLs of `corpus`, served by its replay) in
     one fresh testbed; `names`: the page name of each URL for the rows. The testbed seed
     pairs on the landing page (every scheme sees the same trace offset)."""
+    from dchlab.testbed import Testbed
+
     if not urls or len(urls) != len(names):
         raise ValueError("a session needs one name per URL and at least one URL")
     session_id = uuid.uuid4().hex[:12]
     entries = {p.entry_url: p for p in corpus.pages}
-    frame = new_row(spec, "session", names[0])
-    cfg = testbed_config(spec, names[0], corpus.root)
+    tb = Testbed(testbed_config(spec, names[0], corpus.root))
     holder: list[SessionChromium] = []
     timing: dict[str, float] = {}
+    ended: list[str] = []  # why the session ended early, if it did
 
     def launch(tb: Any) -> None:
         from dchlab.testbed import copy_nss_db
@@ -222,12 +213,13 @@ def session_rows(
         # The whole session's budget: load() kills the browser once it returns.
         res = holder[0].load(urls[0], timeout_s * len(urls))
         timing["driver"] = round((time.monotonic() - t0) * 1000, 1)
-        frame["_session_error"] = res.invalid_reason if not holder[0].pages else ""
+        ended.append(res.invalid_reason if not holder[0].pages else "")
         if holder[0].pages and len(holder[0].pages) < len(urls):
-            frame["_session_error"] = holder[0].pages[-1][0].invalid_reason
+            ended[-1] = holder[0].pages[-1][0].invalid_reason
 
+    tb.on_ue(launch)
     try:
-        measure(frame, cfg, body, lambda tb: tb.on_ue(launch))
+        frame = in_testbed(tb, body)
     finally:
         for b in holder:
             b.close()
@@ -235,9 +227,9 @@ def session_rows(
     rows = []
     for i, (url, name) in enumerate(zip(urls, names, strict=True)):
         row = new_row(spec, "session", name)
-        row.update(session_id=session_id, page_index=i, trace_offset_ms=frame["trace_offset_ms"])
+        row.update(session_id=session_id, page_index=i, trace_offset_ms=frame.trace_offset_ms)
         # the CPU shares cover the whole session (one testbed), not this page alone
-        row.update(host_cpu_busy=frame["host_cpu_busy"], host_cpu_steal=frame["host_cpu_steal"])
+        row.update(host_cpu_busy=frame.host_cpu_busy, host_cpu_steal=frame.host_cpu_steal)
         entry = entries.get(url)
         row["missing_expected"] = entry.missing if entry else 0
         if i < len(reached):
@@ -245,15 +237,15 @@ def session_rows(
             missing = entry.missing_urls if entry else []
             _fill(row, asdict(res), tally.summary(), missing, corpus.all_hosts())
         else:
-            why = frame.get("_session_error") or frame.get("invalid_reason") or "not reached"
+            why = (ended and ended[0]) or frame.testbed_failure or "not reached"
             row.update(valid=False, invalid_reason=f"session ended before this page: {why}")
         rows.append(row)
     # The testbed's counters cover the whole session: kept once, on the landing page's row.
-    rows[0]["stats"]["testbed"] = frame["stats"]
+    rows[0]["stats"]["testbed"] = frame.stats
     rows[0]["stats"]["timing"] = timing
-    if frame.get("invalid_reason"):  # the testbed failed under the session
+    if frame.testbed_failure:  # the testbed failed under the session
         for row in rows:
-            row.update(valid=False, invalid_reason=frame["invalid_reason"])
+            row.update(valid=False, invalid_reason=frame.testbed_failure)
     return rows
 
 
