@@ -70,9 +70,9 @@ def test_a_new_kind_is_one_registration(tmp_path, monkeypatch):
         def analyze(self, c, rows, reruns):
             return Findings([Table("rows", ["n"], [[str(len(rows))]])], {"n": 3}, ["mine"])
 
+    c = campaign(tmp_path, GAIN.replace("KIND", "gain"))  # parsed against the real registry
     monkeypatch.setattr(analyses, "_REGISTRY", analyses.Registry(analyses.__name__))
     analyses.register("counted", help="rows counted")(Counted)
-    c = campaign(tmp_path, GAIN.replace("KIND", "gain"))
     c = dataclasses.replace(
         c, analysis={**c.analysis, "kind": "counted"}, paper={"notes": ["paper's"]}
     )

@@ -34,6 +34,7 @@ from rich.console import Console
 from dchlab import progress as progress_bar
 from dchlab.errors import UserError
 from dchlab.experiments import publish, store
+from dchlab.experiments.analyses import get_analysis
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, cell_key
 from dchlab.experiments.offsets import trace_seed, trial_fraction
 from dchlab.experiments.setup_errors import DEFAULT_LIMIT, RepeatedSetupError, SetupErrorGuard
@@ -180,8 +181,8 @@ def cell_config(c: Campaign, g: Group) -> RunConfig:
         agent_args=tuple(g.scheme.agent_args) + tuple(g.condition.agent_args),
         client_args=tuple(g.scheme.client_args) + tuple(g.condition.client_args),
         gateway_args=tuple(g.scheme.gateway_args) + tuple(g.condition.gateway_args),
-        # the reward-error analysis (Fig. 11) needs the agents' per-packet logs
-        decision_logs=c.analysis.get("kind") == "reward-error",
+        # an analysis such as reward-error (Fig. 11) reads the agents' per-packet logs
+        decision_logs=get_analysis(c.analysis.get("kind", "gain")).needs_decision_logs,
         # the campaign's CDN tier model (`cdn:` block), as webreplay flags
         webreplay_args=c.cdn.webreplay_args() if c.cdn else (),
         # the file decides (reproducible), not the environment

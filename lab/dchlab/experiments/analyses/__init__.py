@@ -4,7 +4,7 @@ An analysis kind is a small class (one file per kind in this package) derived fr
 `Analysis`, registered under its name with `@register`; its docstring says what it
 computes. Every module in this package is imported on first lookup, so adding an
 analysis kind means adding a file here, nothing else in this package (campaign files
-are checked against the campaign parser's `ANALYSIS_KINDS`, and the report draws each kind with
+are checked against this registry by the campaign parser, and the report draws each kind with
 `report._PLOTTERS`).
 
 Besides one file per kind, the package holds what several kinds share: `paired.py`
@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dchlab.experiments.campaign import Campaign
 from dchlab.experiments.tables import Table
 from dchlab.plugins import Registry
+
+if TYPE_CHECKING:  # the campaign parser imports this registry to check `analysis.kind`
+    from dchlab.experiments.campaign import Campaign
 
 Rows = list[dict[str, Any]]
 
