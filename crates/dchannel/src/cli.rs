@@ -16,7 +16,7 @@ Run `dchannel client` on the device and `dchannel gateway` at the operator edge.
 creates a TUN interface, prints READY on stdout once it is up, and carries packets as UDP over \
 both channels, every datagram encrypted and authenticated (Noise IK handshake, AEAD per \
 datagram; keys from `dchannel genkey` / `dchannel pubkey`; see docs/wire.md and \
-docs/deploy.md). Routes are the caller's job. SIGINT/SIGTERM write --stats-json and exit 0. \
+docs/deploy.md). Routes into the TUN: --tun-route, or the caller's job. SIGINT/SIGTERM write --stats-json and exit 0. \
 Logs go to stderr (RUST_LOG=debug for more)."
 )]
 pub struct Cli {
@@ -66,6 +66,12 @@ pub struct Common {
     /// Address (CIDR) assigned to the TUN, e.g. 198.19.0.2/32.
     #[arg(long)]
     pub tun_addr: String,
+    /// Route this prefix (CIDR, or `default`) into the TUN once it is up
+    /// (`ip route replace PREFIX dev TUN`; repeatable). Routes into a TUN vanish
+    /// with it, so the agent adds them at every start: e.g. the gateway
+    /// `--tun-route 198.19.0.2/32` per device, the client `--tun-route default`.
+    #[arg(long = "tun-route", value_name = "PREFIX")]
+    pub tun_routes: Vec<String>,
     /// Steering policy: dchannel, dchannel:alpha=A, all-hbc, all-llc, pkt-size:N,
     /// pkt-control, pkt-uplink, pkt-state, asap, prewarm[:alpha=A,gap_ms=G]
     /// (dchannel, and the client wakes the HBC radio beside LLC packets),

@@ -186,6 +186,7 @@ fn serve<A: DatagramAuth + 'static>(
     stats.kernel_drop_fds = prefilter::fds(&socks);
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
+    tun::route(&common.tun, &common.tun_routes)?;
     if let Some(addr) = common.outputs.metrics_addr {
         metrics::serve(addr, Arc::clone(&stats))?;
     }
