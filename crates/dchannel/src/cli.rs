@@ -42,8 +42,12 @@ pub enum Role {
 #[derive(Args, Debug)]
 pub struct GenkeyArgs {
     /// Write the key to this file (created with mode 0600) instead of stdout.
+    /// An existing file is refused (it may be a live key) unless --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// With --out: replace an existing file.
+    #[arg(long, requires = "out")]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]
@@ -167,7 +171,8 @@ pub struct OutputArgs {
     /// Serve Prometheus text metrics on this TCP address (e.g. 127.0.0.1:9100).
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,
-    /// Write stats as JSON to this file on SIGINT/SIGTERM.
+    /// Write stats as JSON to this file on SIGINT/SIGTERM (its directory must
+    /// exist: checked at start).
     #[arg(long)]
     pub stats_json: Option<PathBuf>,
     /// Write one CSV line per steered packet (time, flow, size, channel,

@@ -28,22 +28,45 @@ use config::{Agent, Auth};
 use dchannel_core::endpoint::{self, ConfigError, DatagramAuth, ReceiveHalf, SendHalf, Shared};
 use dchannel_core::endpoint::{PeerConfig, TokenAuth};
 use dchannel_core::policy::parse_spec;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing_subscriber::EnvFilter;
 
-/// Blocks SIGINT/SIGTERM in this thread (and the threads it spawns) so that
-/// the main thread can wait for them with sigwait.
-fn block_signals() -> libc::sigset_t {
+/// Blocks `signals` in this thread (and the threads it spawns afterwards);
+/// returns the set, for sigwait.
+fn block(signals: &[i32]) -> libc::sigset_t {
     // SAFETY: plain libc signal-set manipulation on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
+    }
+}
+
+/// Blocks SIGINT/SIGTERM (and SIGHUP, blocked since start) in this thread and
+/// the threads it spawns, so that the main thread can wait for them with sigwait.
+fn block_signals() -> libc::sigset_t {
+    block(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+}
+
+/// Waits for SIGINT or SIGTERM; a SIGHUP (a closed terminal, a reflexive
+/// `systemctl reload`, `kill -HUP`) is logged and ignored: the agent does not
+/// reload, and dying would lose the stats.
+fn wait_for_stop(set: &libc::sigset_t) -> i32 {
+    loop {
+        let sig = wait_for_signal(set);
+        if sig != libc::SIGHUP {
+            return sig;
+        }
+        tracing::info!(
+            "SIGHUP ignored: the agent does not reload its configuration (restart it to \
+             apply changes); running on, stats kept"
+        );
     }
 }
 
@@ -241,7 +264,7 @@ fn serve<A: DatagramAuth + 'static>(
         writeln!(out, "READY")?;
         out.flush()?;
     }
-    let sig = wait_for_signal(&sigs);
+    let sig = wait_for_stop(&sigs);
     tracing::info!("signal {sig}: writing stats and exiting");
     // Datagrams the peer sent just before it was stopped too (the lab stops both
     // agents together) land within a few ms on any path the lab uses; then the
@@ -269,8 +292,15 @@ fn main() {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: not in files, pipes and journals.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
+    if matches!(cli.role, Role::Client(_) | Role::Gateway(_)) {
+        // Before any thread exists, so that every thread inherits it: a SIGHUP
+        // during start-up waits for wait_for_stop instead of killing the agent.
+        block(&[libc::SIGHUP]);
+    }
     let common = match &cli.role {
         Role::Client(a) => &a.common,
         Role::Gateway(a) => &a.common,

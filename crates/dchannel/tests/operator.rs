@@ -1,0 +1,128 @@
+//! What an operator trips on (issue 38): `genkey --out` never destroys a key
+//! by accident, `--stats-json` into a missing directory is refused at start,
+//! logs redirected to a file carry no colour codes, SIGHUP neither kills the
+//! agent nor loses its stats, and `--tun-route` routes into the TUN at start.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+#[test]
+fn genkey_out_refuses_an_existing_file_unless_forced() {
+    let dir = std::env::temp_dir().join(format!("dch-genkey-{}", unique_tag()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("device.key");
+    let k = key.to_str().unwrap();
+    dchannel(&["genkey", "--out", k]);
+    let live = std::fs::read_to_string(&key).unwrap();
+    let o = run(&["genkey", "--out", k]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("--out {k}: the file exists")) && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), live, "key changed");
+    dchannel(&["genkey", "--out", k, "--force"]);
+    let new = std::fs::read_to_string(&key).unwrap();
+    assert!(new != live && new.trim().len() == 44, "{new}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A gateway command line that parses and stops before touching the system
+/// (no key given), plus `extra`.
+fn gateway_unstarted(extra: &[&str]) -> std::process::Output {
+    let mut argv = vec![
+        "gateway",
+        "--tun",
+        "x",
+        "--tun-addr",
+        "198.19.0.1/32",
+        "--listen-hbc",
+        "127.0.0.1:1",
+        "--listen-llc",
+        "127.0.0.1:2",
+    ];
+    argv.extend(extra);
+    run(&argv)
+}
+
+#[test]
+fn stats_json_into_a_missing_directory_is_refused_at_start() {
+    let missing = std::env::temp_dir().join(format!("dch-no-such-dir-{}", unique_tag()));
+    let path = missing.join("gateway.json");
+    let o = gateway_unstarted(&["--stats-json", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--stats-json {}: directory {} does not exist",
+            path.display(),
+            missing.display()
+        )),
+        "{err}"
+    );
+    // A directory that exists passes this check (the run stops later: no --key).
+    let ok = std::env::temp_dir().join("gateway.json");
+    let o = gateway_unstarted(&["--stats-json", ok.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(1) && err.contains("--key FILE is required"),
+        "{err}"
+    );
+}
+
+#[test]
+fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
+    // A warning (scale outside 0.2..5) is logged before the run stops (no --key).
+    let o = gateway_unstarted(&["--hbc-rtt-scale", "0.1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("WARN") && err.contains("--hbc-rtt-scale 0.1 is outside"),
+        "{err}"
+    );
+    assert!(!err.contains('\x1b'), "colour codes in {err:?}");
+}
+
+#[test]
+fn sighup_is_logged_and_ignored_and_tun_route_is_added() {
+    if !can_run() {
+        return;
+    }
+    let t = Topo::new();
+    let log = t.path("gw.log");
+    let argv = t.gateway_argv("dchannel", &["--tun-route", "198.19.0.2/32"]);
+    let mut gw = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(gw.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first.trim(), "READY");
+    let route = Command::new("ip")
+        .args(["-n", &t.gw, "route", "show", "198.19.0.2/32"])
+        .output()
+        .unwrap();
+    let route = String::from_utf8_lossy(&route.stdout).to_string();
+    assert!(route.contains(&format!("dev {}", t.tuns().0)), "{route:?}");
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(gw.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(gw.try_wait().unwrap().is_none(), "SIGHUP ended the gateway");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("SIGHUP ignored"), "{text}");
+    assert!(terminate(&mut gw).success());
+    let stats = read_json(&t.path("gw.json"));
+    assert_eq!(stats["role"], "gateway", "{stats}");
+}
