@@ -13,7 +13,8 @@ use std::path::PathBuf;
     long_about = "dchannel steers every IP packet of unmodified applications onto a \
 high-bandwidth channel (HBC, e.g. 5G eMBB) or a low-latency channel (LLC, e.g. 5G URLLC). \
 Run `dchannel client` on the device and `dchannel gateway` at the operator edge. Each agent \
-creates a TUN interface, prints READY on stdout once it is up, and carries packets as UDP over \
+creates a TUN interface, prints READY on stdout once it is up (the client: once its handshake \
+with the gateway has given a session; until then it logs why at warn), and carries packets as UDP over \
 both channels, every datagram encrypted and authenticated (Noise IK handshake, AEAD per \
 datagram; keys from `dchannel genkey` / `dchannel pubkey`; see docs/wire.md and \
 docs/deploy.md). Routes into the TUN: --tun-route, or the caller's job. SIGINT/SIGTERM write --stats-json and exit 0. \

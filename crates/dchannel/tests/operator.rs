@@ -126,3 +126,61 @@ fn sighup_is_logged_and_ignored_and_tun_route_is_added() {
     let stats = read_json(&t.path("gw.json"));
     assert_eq!(stats["role"], "gateway", "{stats}");
 }
+
+#[test]
+fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
+    if !can_run() {
+        return;
+    }
+    let t = Topo::new();
+    let mut gw = spawn_ready(&t.gateway_argv("dchannel", &[]));
+    // A valid key, but not the gateway's (RFC 7748 §6.1, Bob's public key).
+    let wrong = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08=";
+    let mut argv = t.client_argv("dchannel", &[]);
+    let at = argv.iter().position(|a| a == "--gateway-key").unwrap() + 1;
+    argv[at] = wrong.to_string();
+    let log = t.path("ue.log");
+    let mut ue = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let out = ue.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
+    // The first warning is due after 3 s: within 5 s, and no READY meanwhile.
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    assert!(got.is_err(), "client printed {got:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let warn = text
+        .lines()
+        .find(|l| l.contains("not READY: no session with the gateway after 3 s"))
+        .unwrap_or_else(|| panic!("no warning in {text}"));
+    // Probes start a handshake at once and retry it every second: 3 or 4 by now.
+    let sent: u64 = warn
+        .split("handshake sent ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{warn}"));
+    assert!((2..=5).contains(&sent), "{warn}");
+    assert!(warn.contains("wrong --gateway-key"), "{warn}");
+    // Stopped while connecting: exits 0 with its stats, like a connected agent.
+    assert!(terminate(&mut ue).success());
+    let ue_stats = read_json(&t.path("ue.json"));
+    assert_eq!(
+        ue_stats["crypto"]["handshakes"]["completed_as_initiator"], 0,
+        "{ue_stats}"
+    );
+    assert!(terminate(&mut gw).success());
+    let gw_stats = read_json(&t.path("gw.json"));
+    assert!(
+        gw_stats["crypto"]["drops"]["handshake_invalid"].as_u64() >= Some(2),
+        "{gw_stats}"
+    );
+}
