@@ -36,22 +36,19 @@ fn genkey_out_refuses_an_existing_file_unless_forced() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A gateway command line that parses and stops before touching the system
-/// (no key given), plus `extra`.
+/// [`GATEWAY_ARGV_UNSTARTED`] plus `extra`.
 fn gateway_unstarted(extra: &[&str]) -> std::process::Output {
-    let mut argv = vec![
-        "gateway",
-        "--tun",
-        "x",
-        "--tun-addr",
-        "198.19.0.1/32",
-        "--listen-hbc",
-        "127.0.0.1:1",
-        "--listen-llc",
-        "127.0.0.1:2",
-    ];
-    argv.extend(extra);
-    run(&argv)
+    run(&[&GATEWAY_ARGV_UNSTARTED[..], extra].concat())
+}
+
+/// Starts `argv` (an agent) with its stderr in `log` and stdout piped.
+fn spawn_logged(argv: &[String], log: &std::path::Path) -> std::process::Child {
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
 }
 
 #[test]
@@ -99,12 +96,7 @@ fn sighup_is_logged_and_ignored_and_tun_route_is_added() {
     let t = Topo::new();
     let log = t.path("gw.log");
     let argv = t.gateway_argv("dchannel", &["--tun-route", "198.19.0.2/32"]);
-    let mut gw = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut gw = spawn_logged(&argv, &log);
     let mut first = String::new();
     BufReader::new(gw.stdout.take().unwrap())
         .read_line(&mut first)
@@ -140,12 +132,7 @@ fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
     let at = argv.iter().position(|a| a == "--gateway-key").unwrap() + 1;
     argv[at] = wrong.to_string();
     let log = t.path("ue.log");
-    let mut ue = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let mut ue = spawn_logged(&argv, &log);
     let out = ue.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
