@@ -10,7 +10,7 @@
 //!
 //! Bad input is refused with the file, the line and the field: syntax errors,
 //! unknown fields, missing fields, keys that are not 44 characters of base64,
-//! duplicate names or keys, addresses that do not parse.
+//! duplicate names, keys or addresses, addresses that do not parse.
 
 use crate::keys::PublicKey;
 use serde::Deserialize;
@@ -65,6 +65,7 @@ pub fn parse_devices(text: &str, origin: &str) -> Result<Vec<Device>, DevicesErr
     // byte offsets of first occurrences; turned into line numbers only on error
     let mut by_key: HashMap<PublicKey, usize> = HashMap::with_capacity(raw.device.len());
     let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(raw.device.len());
+    let mut by_addr: HashMap<IpAddr, usize> = HashMap::with_capacity(raw.device.len());
     let mut out = Vec::with_capacity(raw.device.len());
     for d in &raw.device {
         let at = |s: &Spanned<String>| line_of(text, s.span().start);
@@ -106,6 +107,18 @@ pub fn parse_devices(text: &str, origin: &str) -> Result<Vec<Device>, DevicesErr
                 )
             })?),
         };
+        if let (Some(ip), Some(a)) = (address, &d.address) {
+            if let Some(first) = by_addr.insert(ip, a.span().start) {
+                return Err(fail(
+                    at(a),
+                    "address",
+                    format!(
+                        "{ip} is already the address of the device on line {}",
+                        line_of(text, first)
+                    ),
+                ));
+            }
+        }
         out.push(Device {
             name: name.to_string(),
             public_key: key,
@@ -168,7 +181,7 @@ mod tests {
     #[test]
     fn rejects_bad_input_naming_line_and_field() {
         // (file text, what the error must say)
-        let cases: [(String, &[&str]); 7] = [
+        let cases: [(String, &[&str]); 8] = [
             (
                 format!("[[device]]\nname = \"a\"\npublic_key = \"{K1}\"\n[[device]]\nname = \"b\"\npublic_key = \"short\"\n"),
                 &["devices.toml: line 6: device \"b\": field `public_key`", "5 characters"],
@@ -184,6 +197,10 @@ mod tests {
             (
                 format!("[[device]]\nname = \"a\"\npublic_key = \"{K1}\"\naddress = \"10.0.0.300\"\n"),
                 &["line 4", "`address`", "10.0.0.300"],
+            ),
+            (
+                format!("[[device]]\nname = \"a\"\npublic_key = \"{K1}\"\naddress = \"198.19.0.2\"\n[[device]]\nname = \"b\"\npublic_key = \"{K2}\"\naddress = \"198.19.0.2\"\n"),
+                &["devices.toml: line 8: device \"b\": field `address`", "198.19.0.2 is already the address of the device on line 4"],
             ),
             (
                 format!("[[device]]\nname = \"a\"\npublic_key = \"{K1}\"\nkey = 1\n"),

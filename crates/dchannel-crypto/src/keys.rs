@@ -171,7 +171,7 @@ pub fn genkey() -> String {
 /// text (as read from standard input; surrounding white space ignored).
 pub fn pubkey(private_base64: &str) -> Result<String, KeyError> {
     Ok(
-        PrivateKey::from_base64(private_base64, "private key on standard input")?
+        PrivateKey::from_base64(private_base64, "on standard input")?
             .public_key()
             .to_base64(),
     )
@@ -275,10 +275,10 @@ mod tests {
             pubkey("XasIfmJKikt54X+Lg4AO5m87sSkmGLb9HC+LJ/+I4Os=").unwrap(),
             "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08="
         );
-        assert!(pubkey("nope")
-            .unwrap_err()
-            .to_string()
-            .contains("standard input"));
+        assert_eq!(
+            pubkey("nope").unwrap_err().to_string(),
+            "bad key on standard input: expected 44 characters of base64 (32 bytes), got 4 characters"
+        );
     }
 
     #[test]

@@ -13,10 +13,11 @@ use std::path::PathBuf;
     long_about = "dchannel steers every IP packet of unmodified applications onto a \
 high-bandwidth channel (HBC, e.g. 5G eMBB) or a low-latency channel (LLC, e.g. 5G URLLC). \
 Run `dchannel client` on the device and `dchannel gateway` at the operator edge. Each agent \
-creates a TUN interface, prints READY on stdout once it is up, and carries packets as UDP over \
+creates a TUN interface, prints READY on stdout once it is up (the client: once its handshake \
+with the gateway has given a session; until then it logs why at warn), and carries packets as UDP over \
 both channels, every datagram encrypted and authenticated (Noise IK handshake, AEAD per \
 datagram; keys from `dchannel genkey` / `dchannel pubkey`; see docs/wire.md and \
-docs/deploy.md). Routes are the caller's job. SIGINT/SIGTERM write --stats-json and exit 0. \
+docs/deploy.md). Routes into the TUN: --tun-route, or the caller's job. SIGINT/SIGTERM write --stats-json and exit 0. \
 Logs go to stderr (RUST_LOG=debug for more)."
 )]
 pub struct Cli {
@@ -42,8 +43,12 @@ pub enum Role {
 #[derive(Args, Debug)]
 pub struct GenkeyArgs {
     /// Write the key to this file (created with mode 0600) instead of stdout.
+    /// An existing file is refused (it may be a live key) unless --force.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// With --out: replace an existing file.
+    #[arg(long, requires = "out")]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]
@@ -66,6 +71,12 @@ pub struct Common {
     /// Address (CIDR) assigned to the TUN, e.g. 198.19.0.2/32.
     #[arg(long)]
     pub tun_addr: String,
+    /// Route this prefix (CIDR, or `default`) into the TUN once it is up
+    /// (`ip route replace PREFIX dev TUN`; repeatable). Routes into a TUN vanish
+    /// with it, so the agent adds them at every start: e.g. the gateway
+    /// `--tun-route 198.19.0.2/32` per device, the client `--tun-route default`.
+    #[arg(long = "tun-route", value_name = "PREFIX")]
+    pub tun_routes: Vec<String>,
     /// Steering policy: dchannel, dchannel:alpha=A, all-hbc, all-llc, pkt-size:N,
     /// pkt-control, pkt-uplink, pkt-state, asap, prewarm[:alpha=A,gap_ms=G]
     /// (dchannel, and the client wakes the HBC radio beside LLC packets),
@@ -161,7 +172,8 @@ pub struct OutputArgs {
     /// Serve Prometheus text metrics on this TCP address (e.g. 127.0.0.1:9100).
     #[arg(long)]
     pub metrics_addr: Option<SocketAddr>,
-    /// Write stats as JSON to this file on SIGINT/SIGTERM.
+    /// Write stats as JSON to this file on SIGINT/SIGTERM (its directory must
+    /// exist: checked at start).
     #[arg(long)]
     pub stats_json: Option<PathBuf>,
     /// Write one CSV line per steered packet (time, flow, size, channel,

@@ -226,9 +226,38 @@ fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
     Ok((peers, Auth::Aead(auth)))
 }
 
+/// `--stats-json` is written only at exit: a directory that does not exist (or
+/// cannot be written) would lose the stats of the whole run, so it is refused
+/// at start.
+fn check_output_dir(flag: &str, path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let shown = || format!("{flag} {}: directory {}", path.display(), dir.display());
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => bail!("{} is not a directory", shown()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            bail!("{} does not exist", shown())
+        }
+        Err(e) => bail!("{}: {e}", shown()),
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .with_context(|| format!("{flag} {}", path.display()))?;
+    // SAFETY: c is a valid NUL-terminated path.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        bail!("{} is not writable", shown());
+    }
+    Ok(())
+}
+
 /// Checks the flags that need no system access, before any socket or TUN exists.
 pub fn validate(common: &Common) -> Result<()> {
     parse_spec(&common.policy, common.alpha).context("--policy")?;
+    if let Some(p) = &common.outputs.stats_json {
+        check_output_dir("--stats-json", p)?;
+    }
     if common.llc_mbit.is_nan() || common.llc_mbit <= 0.0 {
         bail!(
             "--llc-mbit {}: expected a positive rate in Mbit/s",

@@ -2,16 +2,27 @@
 //! gateway (X25519, base64 as WireGuard writes it; docs/deploy.md).
 
 use crate::cli::{GenkeyArgs, PubkeyArgs};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use dchannel_crypto::keys::{self, read_private_key, write_private_key};
 use dchannel_crypto::PrivateKey;
 use std::io::{Read, Write};
 use zeroize::Zeroize;
 
-/// A new private key on stdout, or in `--out FILE` (mode 0600).
+/// A new private key on stdout, or in `--out FILE` (mode 0600). An existing
+/// FILE is refused without `--force`: a typo in a key rotation must not
+/// destroy the live key.
 pub fn genkey(a: &GenkeyArgs) -> Result<()> {
     match &a.out {
-        Some(path) => write_private_key(path, &PrivateKey::generate()).context("--out"),
+        Some(path) => {
+            if !a.force && path.symlink_metadata().is_ok() {
+                bail!(
+                    "--out {}: the file exists (a key in use?); not overwritten. Choose \
+                     another name, or pass --force to replace it",
+                    path.display()
+                );
+            }
+            write_private_key(path, &PrivateKey::generate()).context("--out")
+        }
         None => {
             let mut text = keys::genkey();
             text.push('\n');

@@ -28,22 +28,111 @@ use config::{Agent, Auth};
 use dchannel_core::endpoint::{self, ConfigError, DatagramAuth, ReceiveHalf, SendHalf, Shared};
 use dchannel_core::endpoint::{PeerConfig, TokenAuth};
 use dchannel_core::policy::parse_spec;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing_subscriber::EnvFilter;
 
-/// Blocks SIGINT/SIGTERM in this thread (and the threads it spawns) so that
-/// the main thread can wait for them with sigwait.
-fn block_signals() -> libc::sigset_t {
+/// Blocks `signals` in this thread (and the threads it spawns afterwards);
+/// returns the set, for sigwait.
+fn block(signals: &[i32]) -> libc::sigset_t {
     // SAFETY: plain libc signal-set manipulation on a local set.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
+    }
+}
+
+/// Blocks SIGINT/SIGTERM (and SIGHUP, blocked since start) in this thread and
+/// the threads it spawns, so that the main thread can wait for them with sigwait.
+fn block_signals() -> libc::sigset_t {
+    block(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+}
+
+/// A SIGHUP (a closed terminal, a reflexive `systemctl reload`, `kill -HUP`)
+/// is logged and ignored: the agent does not reload, and dying would lose the
+/// stats.
+fn log_sighup() {
+    tracing::info!(
+        "SIGHUP ignored: the agent does not reload its configuration (restart it to \
+         apply changes); running on, stats kept"
+    );
+}
+
+/// Waits for SIGINT or SIGTERM (SIGHUP: [`log_sighup`]).
+fn wait_for_stop(set: &libc::sigset_t) -> i32 {
+    loop {
+        let sig = wait_for_signal(set);
+        if sig != libc::SIGHUP {
+            return sig;
+        }
+        log_sighup();
+    }
+}
+
+/// A signal of `set` pending within `timeout`, if any.
+fn poll_signal(set: &libc::sigset_t, timeout: Duration) -> Option<i32> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: set is an initialised sigset_t, ts a valid timespec; no siginfo wanted.
+    let r = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
+    (r > 0).then_some(r)
+}
+
+/// When the client says why it has no session yet: first after this long,
+/// then every [`SESSION_WARN_EVERY`].
+const SESSION_FIRST_WARN: Duration = Duration::from_secs(3);
+const SESSION_WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Encrypted client start-up: READY means connected, so wait until the
+/// handshake with the gateway has given a session (the probes start it at
+/// once and retry it every second). Until then, say why at warn, with the
+/// handshake counters. SIGINT/SIGTERM end the wait (returned: the agent then
+/// stops as usual, stats written); SIGHUP is ignored.
+fn wait_for_session(
+    aead: &dchannel_crypto::endpoint::AeadAuth,
+    sigs: &libc::sigset_t,
+) -> Option<i32> {
+    let start = Instant::now();
+    let mut next_warn = SESSION_FIRST_WARN;
+    let mut warned = false;
+    loop {
+        if aead.has_session(0) {
+            if warned {
+                tracing::warn!(
+                    "session with the gateway established after {:.1} s",
+                    start.elapsed().as_secs_f64()
+                );
+            }
+            return None;
+        }
+        match poll_signal(sigs, Duration::from_millis(5)) {
+            Some(libc::SIGHUP) => log_sighup(),
+            Some(sig) => return Some(sig),
+            None => {}
+        }
+        if start.elapsed() >= next_warn {
+            let s = aead.stats();
+            tracing::warn!(
+                "not READY: no session with the gateway after {} s: handshake sent {} times \
+                 ({} retries, {} rounds given up), no answer: wrong --gateway-key or gateway \
+                 port, this device's key not in the gateway's devices file, or both channels \
+                 down?",
+                next_warn.as_secs(),
+                s.initiations_sent,
+                s.retries,
+                s.gave_up
+            );
+            warned = true;
+            next_warn += SESSION_WARN_EVERY;
+        }
     }
 }
 
@@ -179,6 +268,7 @@ fn serve<A: DatagramAuth + 'static>(
         reorder_enabled,
         Arc::clone(&shared),
     );
+    let session_auth = crypto.clone();
     stats.crypto = crypto;
     let (tun, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On)?;
     stats.tun.offload = vnet_hdr;
@@ -186,6 +276,7 @@ fn serve<A: DatagramAuth + 'static>(
     stats.kernel_drop_fds = prefilter::fds(&socks);
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
+    tun::route(&common.tun, &common.tun_routes)?;
     if let Some(addr) = common.outputs.metrics_addr {
         metrics::serve(addr, Arc::clone(&stats))?;
     }
@@ -226,21 +317,27 @@ fn serve<A: DatagramAuth + 'static>(
         common.llc_mbit,
         if encrypted { "encrypted" } else { "INSECURE (plaintext)" }
     );
-    if role == endpoint::Role::Client
-        && !wait_for_estimates(&shared, Duration::from_millis(common.ready_wait_ms))
-    {
-        tracing::warn!(
-            "no RTT estimate for both channels after {} ms: starting anyway (packets without \
-             an estimate take the HBC until probes answer)",
-            common.ready_wait_ms
-        );
+    let mut stopped = None;
+    if role == endpoint::Role::Client {
+        if let Some(aead) = &session_auth {
+            stopped = wait_for_session(aead, &sigs);
+        }
+        if stopped.is_none()
+            && !wait_for_estimates(&shared, Duration::from_millis(common.ready_wait_ms))
+        {
+            tracing::warn!(
+                "no RTT estimate for both channels after {} ms: starting anyway (packets \
+                 without an estimate take the HBC until probes answer)",
+                common.ready_wait_ms
+            );
+        }
     }
-    {
+    if stopped.is_none() {
         let mut out = std::io::stdout().lock();
         writeln!(out, "READY")?;
         out.flush()?;
     }
-    let sig = wait_for_signal(&sigs);
+    let sig = stopped.unwrap_or_else(|| wait_for_stop(&sigs));
     tracing::info!("signal {sig}: writing stats and exiting");
     // Datagrams the peer sent just before it was stopped too (the lab stops both
     // agents together) land within a few ms on any path the lab uses; then the
@@ -268,8 +365,15 @@ fn main() {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: not in files, pipes and journals.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
+    if matches!(cli.role, Role::Client(_) | Role::Gateway(_)) {
+        // Before any thread exists, so that every thread inherits it: a SIGHUP
+        // during start-up waits for wait_for_stop instead of killing the agent.
+        block(&[libc::SIGHUP]);
+    }
     let common = match &cli.role {
         Role::Client(a) => &a.common,
         Role::Gateway(a) => &a.common,

@@ -42,3 +42,12 @@ pub fn configure(name: &str, addr: &str, mtu: usize) -> Result<()> {
     ])?;
     Ok(())
 }
+
+/// Routes each prefix of `routes` into TUN `name` (`ip route replace`, so that a
+/// route the operator left, e.g. an old default, is taken over, not an error).
+pub fn route(name: &str, routes: &[String]) -> Result<()> {
+    for r in routes {
+        ip(&["route", "replace", r, "dev", name]).with_context(|| format!("--tun-route {r}"))?;
+    }
+    Ok(())
+}

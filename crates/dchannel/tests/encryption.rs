@@ -65,16 +65,8 @@ fn genkey_and_pubkey_and_key_file_permissions() {
     )
     .unwrap();
     let o = Command::new(BIN)
+        .args(GATEWAY_ARGV_UNSTARTED)
         .args([
-            "gateway",
-            "--tun",
-            "x",
-            "--tun-addr",
-            "198.19.0.1/32",
-            "--listen-hbc",
-            "127.0.0.1:1",
-            "--listen-llc",
-            "127.0.0.1:2",
             "--key",
             key.to_str().unwrap(),
             "--devices",

@@ -35,6 +35,20 @@ pub const CLIENT_ARGV_UNSTARTED: [&str; 13] = [
     "198.18.2.1:1",
 ];
 
+/// A gateway command line that parses but is never started (no key given:
+/// the run stops before touching the system), for the tests of refused flags.
+pub const GATEWAY_ARGV_UNSTARTED: [&str; 9] = [
+    "gateway",
+    "--tun",
+    "x",
+    "--tun-addr",
+    "198.19.0.1/32",
+    "--listen-hbc",
+    "127.0.0.1:1",
+    "--listen-llc",
+    "127.0.0.1:2",
+];
+
 /// True when namespace tests can run (root, `ip`, /dev/net/tun); prints why not.
 pub fn can_run() -> bool {
     testing::can_run(true)

@@ -1,0 +1,173 @@
+//! What an operator trips on (issue 38): `genkey --out` never destroys a key
+//! by accident, `--stats-json` into a missing directory is refused at start,
+//! logs redirected to a file carry no colour codes, SIGHUP neither kills the
+//! agent nor loses its stats, and `--tun-route` routes into the TUN at start.
+
+mod common;
+
+use common::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+#[test]
+fn genkey_out_refuses_an_existing_file_unless_forced() {
+    let dir = std::env::temp_dir().join(format!("dch-genkey-{}", unique_tag()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("device.key");
+    let k = key.to_str().unwrap();
+    dchannel(&["genkey", "--out", k]);
+    let live = std::fs::read_to_string(&key).unwrap();
+    let o = run(&["genkey", "--out", k]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("--out {k}: the file exists")) && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), live, "key changed");
+    dchannel(&["genkey", "--out", k, "--force"]);
+    let new = std::fs::read_to_string(&key).unwrap();
+    assert!(new != live && new.trim().len() == 44, "{new}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// [`GATEWAY_ARGV_UNSTARTED`] plus `extra`.
+fn gateway_unstarted(extra: &[&str]) -> std::process::Output {
+    run(&[&GATEWAY_ARGV_UNSTARTED[..], extra].concat())
+}
+
+/// Starts `argv` (an agent) with its stderr in `log` and stdout piped.
+fn spawn_logged(argv: &[String], log: &std::path::Path) -> std::process::Child {
+    Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn stats_json_into_a_missing_directory_is_refused_at_start() {
+    let missing = std::env::temp_dir().join(format!("dch-no-such-dir-{}", unique_tag()));
+    let path = missing.join("gateway.json");
+    let o = gateway_unstarted(&["--stats-json", path.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--stats-json {}: directory {} does not exist",
+            path.display(),
+            missing.display()
+        )),
+        "{err}"
+    );
+    // A directory that exists passes this check (the run stops later: no --key).
+    let ok = std::env::temp_dir().join("gateway.json");
+    let o = gateway_unstarted(&["--stats-json", ok.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(1) && err.contains("--key FILE is required"),
+        "{err}"
+    );
+}
+
+#[test]
+fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
+    // A warning (scale outside 0.2..5) is logged before the run stops (no --key).
+    let o = gateway_unstarted(&["--hbc-rtt-scale", "0.1"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("WARN") && err.contains("--hbc-rtt-scale 0.1 is outside"),
+        "{err}"
+    );
+    assert!(!err.contains('\x1b'), "colour codes in {err:?}");
+}
+
+#[test]
+fn sighup_is_logged_and_ignored_and_tun_route_is_added() {
+    if !can_run() {
+        return;
+    }
+    let t = Topo::new();
+    let log = t.path("gw.log");
+    let argv = t.gateway_argv("dchannel", &["--tun-route", "198.19.0.2/32"]);
+    let mut gw = spawn_logged(&argv, &log);
+    let mut first = String::new();
+    BufReader::new(gw.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first.trim(), "READY");
+    let route = Command::new("ip")
+        .args(["-n", &t.gw, "route", "show", "198.19.0.2/32"])
+        .output()
+        .unwrap();
+    let route = String::from_utf8_lossy(&route.stdout).to_string();
+    assert!(route.contains(&format!("dev {}", t.tuns().0)), "{route:?}");
+    // SAFETY: signalling our own child by its pid.
+    unsafe { libc::kill(gw.id() as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(gw.try_wait().unwrap().is_none(), "SIGHUP ended the gateway");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("SIGHUP ignored"), "{text}");
+    assert!(terminate(&mut gw).success());
+    let stats = read_json(&t.path("gw.json"));
+    assert_eq!(stats["role"], "gateway", "{stats}");
+}
+
+#[test]
+fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
+    if !can_run() {
+        return;
+    }
+    let t = Topo::new();
+    let mut gw = spawn_ready(&t.gateway_argv("dchannel", &[]));
+    // A valid key, but not the gateway's (RFC 7748 §6.1, Bob's public key).
+    let wrong = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08=";
+    let mut argv = t.client_argv("dchannel", &[]);
+    let at = argv.iter().position(|a| a == "--gateway-key").unwrap() + 1;
+    argv[at] = wrong.to_string();
+    let log = t.path("ue.log");
+    let mut ue = spawn_logged(&argv, &log);
+    let out = ue.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
+    // The first warning is due after 3 s: within 5 s, and no READY meanwhile.
+    let got = rx.recv_timeout(Duration::from_secs(5));
+    assert!(got.is_err(), "client printed {got:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let warn = text
+        .lines()
+        .find(|l| l.contains("not READY: no session with the gateway after 3 s"))
+        .unwrap_or_else(|| panic!("no warning in {text}"));
+    // Probes start a handshake at once and retry it every second: 3 or 4 by now.
+    let sent: u64 = warn
+        .split("handshake sent ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{warn}"));
+    assert!((2..=5).contains(&sent), "{warn}");
+    assert!(warn.contains("wrong --gateway-key"), "{warn}");
+    // Stopped while connecting: exits 0 with its stats, like a connected agent.
+    assert!(terminate(&mut ue).success());
+    let ue_stats = read_json(&t.path("ue.json"));
+    assert_eq!(
+        ue_stats["crypto"]["handshakes"]["completed_as_initiator"], 0,
+        "{ue_stats}"
+    );
+    assert!(terminate(&mut gw).success());
+    let gw_stats = read_json(&t.path("gw.json"));
+    assert!(
+        gw_stats["crypto"]["drops"]["handshake_invalid"].as_u64() >= Some(2),
+        "{gw_stats}"
+    );
+}

@@ -1,0 +1,310 @@
+"""docs/deploy.md runs as written: its own `deploy-gateway` / `deploy-client` blocks,
+extracted from the document (never retyped), build a working tunnel.
+
+- everywhere: every variable a block uses is set by an earlier line of its machine's
+  blocks, and every block is valid shell (`bash -n`);
+- root + built dchannel and chanemu: three namespaces stand for the guide's machines —
+  a device with `wwan0` (HBC, chanemu 20 ms / 20 Mbit/s) and `eth1` (LLC, chanemu
+  5 ms / 2 Mbit/s), a gateway with `eth0` at 203.0.113.10, and "the internet" that
+  joins them and serves a file. One root shell per machine runs the guide's blocks in
+  document order (only ETC and STATE, set in the guide's first block, are pointed at a
+  temporary directory, and the public keys are copied as the guide's `scp` lines say).
+  Then: a download is byte-exact and reaches the internet from the gateway's address
+  (NAT), both channels carried it, and the firewall refuses what it says it refuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import processes_naming, require_binaries, require_root
+
+from dchlab.paths import repo_root, target_dir
+from dchlab.testbed.runrecord import list_netns
+
+GUIDE = repo_root() / "docs" / "deploy.md"
+ROLES = ("gateway", "client")
+# What the test points elsewhere (set in each machine's first block of the guide).
+OVERRIDDEN = ("ETC", "STATE")
+BLOCK = re.compile(r"^```sh deploy-(gateway|client)\n(.*?)^```$", re.M | re.S)
+ASSIGN = re.compile(r"^\s*([A-Z_][A-Z0-9_]*)=", re.M)
+USE = re.compile(r"\$\{?([A-Z_][A-Z0-9_]*)")
+N = 4_000_000
+SERVER = "198.51.100.80"  # "the internet": the file server
+PRIVATE = "10.9.9.9"  # a private address the gateway must not forward devices to
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced block of the guide: the machine it runs on, its text, its line."""
+
+    role: str
+    text: str
+    line: int
+
+
+def guide_blocks(text: str) -> list[Block]:
+    """The guide's runnable blocks in document order."""
+    return [
+        Block(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1)
+        for m in BLOCK.finditer(text)
+    ]
+
+
+def _without_heredoc_bodies(text: str) -> str:
+    """Quoted heredoc bodies (<<'X') are data, not shell: no variables expand there."""
+    return re.sub(r"<<'(\w+)'\n.*?^\1$", "", text, flags=re.M | re.S)
+
+
+def test_guide_blocks_define_every_variable_before_use() -> None:
+    blocks = guide_blocks(GUIDE.read_text())
+    for role in ROLES:
+        mine = [b for b in blocks if b.role == role]
+        assert len(mine) >= 3, f"deploy-{role}: only {len(mine)} blocks"
+        first = set(ASSIGN.findall(mine[0].text))
+        assert set(OVERRIDDEN) <= first, f"deploy-{role}: first block sets {first}"
+        defined: set[str] = set()
+        for b in mine:
+            r = subprocess.run(["bash", "-n"], input=b.text, capture_output=True, text=True)
+            assert r.returncode == 0, f"docs/deploy.md:{b.line}: {r.stderr}"
+            for line in _without_heredoc_bodies(b.text).splitlines():
+                code = line.split(" #")[0]
+                used = set(USE.findall(code)) - defined
+                assert not used, f"docs/deploy.md:{b.line} ({role}): {used} used before set: {line}"
+                defined |= set(ASSIGN.findall(code))
+
+
+# ---------------------------------------------------------------- live
+
+
+class Shell:
+    """A root bash inside one namespace, fed the guide's blocks as a terminal would be
+    (variables persist between blocks; `set -e`: a failing command ends it)."""
+
+    def __init__(self, ns: str, env: dict[str, str], work: Path, name: str) -> None:
+        self.name, self.work = name, work
+        self.p = subprocess.Popen(
+            ["ip", "netns", "exec", ns, "bash", "--norc", "--noprofile"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        self.n = 0
+        self.run("set -e", "set -e")
+
+    def run(self, text: str, what: str, timeout: float = 30.0) -> str:
+        """Runs `text` (stdin /dev/null); returns its output, fails the test if it fails."""
+        assert self.p.stdin is not None and self.p.stdout is not None
+        self.n += 1
+        script = self.work / f"{self.name}-{self.n}.sh"
+        script.write_text(text)
+        marker = f"__deploy_block_{self.n}_done__"
+        self.p.stdin.write(f". {script} </dev/null\necho {marker}\n".encode())
+        self.p.stdin.flush()
+        out = b""
+        deadline = time.monotonic() + timeout
+        fd = self.p.stdout.fileno()
+        while marker.encode() not in out:
+            left = deadline - time.monotonic()
+            assert left > 0, f"{what}: no end after {timeout} s; output so far:\n{out.decode()}"
+            if select.select([fd], [], [], left)[0]:
+                chunk = os.read(fd, 65536)
+                assert chunk, f"{what} failed (exit {self.p.wait()}):\n{out.decode()}"
+                out += chunk
+        return out.decode().replace(marker, "").strip()
+
+
+def _ip(ns: str, *args: str) -> None:
+    subprocess.run(["ip", "-n", ns, *args], check=True, capture_output=True)
+
+
+def _in(ns: str, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _ready(p: subprocess.Popen[str], what: str, line: str, timeout: float = 10) -> None:
+    assert p.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = p.stdout.readline()
+        if line in got:
+            return
+        if not got and p.poll() is not None:
+            break
+    raise AssertionError(f"{what}: no {line!r} (exit {p.poll()})")
+
+
+class Topology:
+    """The guide's machines as namespaces: dev (wwan0, eth1), gw (eth0), net."""
+
+    def __init__(self, work: Path) -> None:
+        self.prefix = f"dpl{os.urandom(3).hex()}"
+        self.ns = {r: f"{self.prefix}-{r}" for r in ("dev", "gw", "net")}
+        self.work = work
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def build(self) -> None:
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            _ip(ns, "link", "set", "lo", "up")
+        dev, gw, net = self.ns["dev"], self.ns["gw"], self.ns["net"]
+        _ip(gw, "link", "add", "eth0", "type", "veth", "peer", "name", "gw0", "netns", net)
+        for ns, cmds in (
+            (gw, ["addr add 203.0.113.10/24 dev eth0", "link set eth0 up",
+                  "route add default via 203.0.113.1"]),
+            (net, ["addr add 203.0.113.1/24 dev gw0", "link set gw0 up",
+                   f"addr add {SERVER}/32 dev lo", f"addr add {PRIVATE}/32 dev lo"]),
+        ):  # fmt: skip
+            for c in cmds:
+                _ip(ns, *c.split())
+        _in(net, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        chanemu = str(target_dir() / "release" / "chanemu")
+        for dev_if, net_if, profile, near, far in (
+            ("wwan0", "hbc0", "fixed:20ms/20mbit", "100.64.0.2/30", "100.64.0.1/30"),
+            ("eth1", "llc0", "fixed:5ms/2mbit", "192.168.50.2/24", "192.168.50.1/24"),
+        ):
+            p = self.spawn(
+                [chanemu, "--profile", profile, "--ns-a", dev, "--dev-a", dev_if,
+                 "--ns-b", net, "--dev-b", net_if, "--rt-priority", "0"],
+            )  # fmt: skip
+            _ready(p, f"chanemu {dev_if}", "READY")
+            _ip(dev, "addr", "add", near, "dev", dev_if)
+            _ip(net, "addr", "add", far, "dev", net_if)
+
+    def spawn(self, cmd: list[str], ns: str | None = None) -> subprocess.Popen[str]:
+        full = ["ip", "netns", "exec", ns, *cmd] if ns else cmd
+        p = subprocess.Popen(
+            full, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=self.work
+        )
+        self.procs.append(p)
+        return p
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for ns in self.ns.values():
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def _leftovers(topo: Topology) -> list[str]:
+    names = [f"netns {n}" for n in list_netns() if n.startswith(topo.prefix)]
+    return names + processes_naming([str(topo.work)])
+
+
+def _stop_jobs(shell: Shell) -> str:
+    """SIGTERM to the agents the guide started in this shell; waits for them (stats)."""
+    return shell.run(
+        'pids="$(jobs -p)"; kill -TERM $pids; for p in $pids; do wait "$p" || echo "job $p: exit $?"; done',
+        f"stop {shell.name} agents",
+    )
+
+
+def _exchange_keys(etc: dict[str, Path]) -> None:
+    """What the guide's `scp` lines do, once both public keys exist."""
+    for src, dst in ((etc["gateway"] / "gateway.pub", etc["client"] / "gateway.pub"),
+                     (etc["client"] / "device.pub", etc["gateway"] / "phone-1.pub")):  # fmt: skip
+        if src.exists() and dst.parent.is_dir() and not dst.exists():
+            shutil.copyfile(src, dst)
+
+
+def _needs() -> None:
+    require_root()
+    require_binaries("dchannel", "chanemu")
+    for tool in ("nft", "curl", "ping"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not installed")
+
+
+@pytest.mark.netns
+def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
+    _needs()
+    blocks = guide_blocks(GUIDE.read_text())
+    blob = tmp_path / "www" / "blob"
+    blob.parent.mkdir()
+    blob.write_bytes(os.urandom(N))
+    want = hashlib.sha256(blob.read_bytes()).hexdigest()
+    env = {**os.environ, "PATH": f"{target_dir() / 'release'}:{os.environ['PATH']}"}
+    etc = {r: tmp_path / r / "etc" for r in ROLES}
+    state = {r: tmp_path / r / "state" for r in ROLES}
+    topo = Topology(tmp_path)
+    shells: dict[str, Shell] = {}
+    try:
+        topo.build()
+        shells = {
+            "gateway": Shell(topo.ns["gw"], env, tmp_path, "gateway"),
+            "client": Shell(topo.ns["dev"], env, tmp_path, "client"),
+        }
+        seen: set[str] = set()
+        for b in blocks:
+            _exchange_keys(etc)
+            shells[b.role].run(b.text, f"docs/deploy.md:{b.line} ({b.role})")
+            if b.role not in seen:  # the guide's names, then the test's directories
+                seen.add(b.role)
+                shells[b.role].run(f"ETC={etc[b.role]}; STATE={state[b.role]}", "override")
+        server = topo.spawn(
+            [sys.executable, "-u", "-m", "http.server", "8080", "--bind", SERVER,
+             "--directory", str(blob.parent)], ns=topo.ns["net"],
+        )  # fmt: skip
+        _ready(server, "file server", "Serving HTTP")
+        r = _in(topo.ns["dev"], "sh", "-c",
+                f"curl -sS --max-time 60 http://{SERVER}:8080/blob | sha256sum")  # fmt: skip
+        assert r.stdout.split()[:1] == [want], f"download differs or failed: {r.stderr}"
+        # Firewall, forward chain: the internet yes, a private range no.
+        assert _in(topo.ns["dev"], "ping", "-c1", "-W2", SERVER).returncode == 0
+        assert _in(topo.ns["dev"], "ping", "-c1", "-W2", PRIVATE).returncode != 0
+        # Input chain: a port the guide does not open is closed from outside, while
+        # the listener answers on the gateway itself (lo).
+        topo.spawn(
+            [sys.executable, "-u", "-m", "http.server", "8081", "--bind", "203.0.113.10",
+             "--directory", str(blob.parent)], ns=topo.ns["gw"],
+        )  # fmt: skip
+        time.sleep(0.5)
+        local = _in(topo.ns["gw"], "curl", "-sS", "-o", "/dev/null", "--max-time", "5",
+                    "http://203.0.113.10:8081/")  # fmt: skip
+        assert local.returncode == 0, local.stderr
+        outside = _in(topo.ns["net"], "curl", "-sS", "-o", "/dev/null", "--max-time", "2",
+                      "http://203.0.113.10:8081/")  # fmt: skip
+        assert outside.returncode == 28, f"input chain let port 8081 through: {outside}"
+        for role in ("client", "gateway"):
+            assert "exit" not in _stop_jobs(shells[role]), role
+        stats = {r: json.loads((state[r] / f"{r}.json").read_text()) for r in ROLES}
+    finally:
+        for sh in shells.values():
+            if sh.p.poll() is None:
+                assert sh.p.stdin is not None
+                sh.p.stdin.close()
+                sh.p.wait(10)
+        for line in processes_naming([str(tmp_path)]):  # an agent a failed block left
+            os.kill(int(line.split()[1].rstrip(":")), signal.SIGTERM)
+        topo.close()
+    assert "203.0.113.10 - - " in (server.stderr.read() if server.stderr else ""), "no NAT"
+    ch = stats["client"]["channels"]
+    print(json.dumps({k: {f: v[f] for f in ("tx_bytes", "rx_bytes")} for k, v in ch.items()}))
+    assert ch["hbc"]["rx_bytes"] >= N // 2, ch  # the bulk came down the HBC
+    assert ch["llc"]["tx_bytes"] >= 20_000, ch  # the uplink (ACKs) went up the LLC
+    assert stats["gateway"]["channels"]["llc"]["rx_bytes"] >= 20_000
+    deadline = time.monotonic() + 10
+    while (left := _leftovers(topo)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == []
