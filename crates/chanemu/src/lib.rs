@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cellreplay;
 pub mod delay;
 pub mod drx;
 pub mod loss;
