@@ -31,6 +31,11 @@
 //! 4. **Looping**: the light trace loops with period = its last line's time (only
 //!    checked when a train starts), the heavy trace with period = its last value.
 //!
+//! A start offset works as for chanemu's other traces: the first packet meets trace
+//! time `offset` (and the traces loop over their whole length). mm-cellular's
+//! `--start-timestamp` instead drops the lines before it; that is the `start_ms`
+//! of [`CellReplayDir::load`].
+//!
 //! Where mm-cellular is undefined we choose: a packet over 1400 bytes (it aborts)
 //! counts as 1400 for the light PDOs and spans several heavy opportunities; a
 //! time before the light trace's first line (its unsigned arithmetic wraps) takes
@@ -62,6 +67,8 @@ pub struct CellReplayRelease {
 pub struct CellReplayLink {
     tr: Arc<CellReplayDir>,
     timer_ms: i64,
+    /// Trace time (ms) the first packet meets.
+    start_ms: i64,
     /// Run ms at which the light trace's current loop starts (None: no packet yet).
     delay_base: Option<i64>,
     /// Run ms of the heavy trace's time 0.
@@ -84,12 +91,13 @@ pub struct CellReplayLink {
 }
 
 impl CellReplayLink {
-    /// A direction replaying `tr`; `timer_ms` is mm-cellular's
-    /// `--long-to-short-timer-{up,down}` (0 by default).
-    pub fn new(tr: Arc<CellReplayDir>, timer_ms: i64) -> Self {
+    /// A direction replaying `tr` from trace time `offset` on; `timer_ms` is
+    /// mm-cellular's `--long-to-short-timer-{up,down}` (0 by default).
+    pub fn new(tr: Arc<CellReplayDir>, timer_ms: i64, offset: Nanos) -> Self {
         CellReplayLink {
             tr,
             timer_ms,
+            start_ms: (offset / NS_PER_MS) as i64,
             delay_base: None,
             link_base: 0,
             train: 0,
@@ -117,8 +125,8 @@ impl CellReplayLink {
         let size = ip_size + TUN_HEADER_BYTES;
         if self.delay_base.is_none() {
             // both trace clocks start at the first packet (`start_tick_`)
-            self.delay_base = Some(t);
-            self.link_base = t;
+            self.delay_base = Some(t - self.start_ms);
+            self.link_base = t - self.start_ms;
         }
         let (mut release, mut light) = self.light_release(t, size.min(PDO_BYTES));
         if let Some(o) = &self.tr.offsets {
@@ -272,7 +280,7 @@ mod tests {
             heavy: HeavyTrace::parse(p, heavy, 0).unwrap(),
             offsets: offsets.map(|o| SizeOffsets::parse(p, o).unwrap()),
         };
-        CellReplayLink::new(Arc::new(dir), timer)
+        CellReplayLink::new(Arc::new(dir), timer, 0)
     }
 
     fn rel(l: &mut CellReplayLink, now_ms: u64, ip: u32) -> (u64, bool) {
@@ -377,5 +385,25 @@ mod tests {
         assert_eq!(rel(&mut l, 0, 1396), (120, true));
         // at 100 ms only the packet leaving at 120 is still in the link
         assert_eq!(l.depth(100 * MS), 1);
+    }
+
+    #[test]
+    fn a_start_offset_shifts_both_trace_clocks() {
+        let p = Path::new("t");
+        let dir = Arc::new(CellReplayDir {
+            light: LightTrace::parse(p, "0 20 5\n100 40 5\n200 40 5\n", 0).unwrap(),
+            heavy: HeavyTrace::parse(p, "30\n30\n60\n", 0).unwrap(),
+            offsets: None,
+        });
+        // offset 50 ms: the first packet (run 7 ms) meets trace time 50 → 20 + 0.5·20 = 30
+        let mut l = CellReplayLink::new(dir.clone(), 0, 50 * MS);
+        assert_eq!(rel(&mut l, 7, 100), (37, false));
+        // offset 250 ms (≥ the 200 ms period): trace time 50 of the second loop, as above
+        let mut l = CellReplayLink::new(dir, 0, 250 * MS);
+        assert_eq!(rel(&mut l, 7, 100), (37, false));
+        // heavy clock: trace time 250 = 4·60 + 10 → run 7 is loop 4, 10 ms in; a
+        // packet entering the link at run 37 (trace 280 = loop 4, 40 ms in) is carried
+        // by the opportunity at 60 ms of loop 4 = trace 300 = run 57
+        assert_eq!(rel(&mut l, 7, 1396), (57, true));
     }
 }

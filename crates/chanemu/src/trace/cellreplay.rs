@@ -72,7 +72,8 @@ pub enum CellReplaySide {
 }
 
 impl CellReplaySide {
-    fn word(self) -> &'static str {
+    /// `up` or `down`, as in the file names.
+    pub fn as_str(self) -> &'static str {
         match self {
             CellReplaySide::Up => "up",
             CellReplaySide::Down => "down",
@@ -83,7 +84,7 @@ impl CellReplaySide {
 impl CellReplayDir {
     /// The file names of `side` in `dir`: (light, heavy, offsets).
     pub fn paths(dir: &Path, side: CellReplaySide) -> (PathBuf, PathBuf, PathBuf) {
-        let w = side.word();
+        let w = side.as_str();
         (
             dir.join(format!("{w}-delay-light-pdo")),
             dir.join(format!("{w}-heavy-pdo")),
