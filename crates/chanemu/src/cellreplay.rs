@@ -21,7 +21,7 @@
 //! 2. **Size offset** (`read_packet`): `round(offset(size))` ms is added when it
 //!    does not put the packet before the previous one; a packet that would still
 //!    overtake is held until the previous one's time and sent through the link.
-//! 3. **Heavy-PDO link** (`rationalize`, `write_packets`): a light packet leaves at
+//! 3. **Heavy-PDO link** (`write_packets`; the link is `pdo_link.rs`): a light packet leaves at
 //!    its release time if the link holds no packet then (one the link delivers in
 //!    that same ms still counts); otherwise it queues behind them. The link is
 //!    Mahimahi's with 1400-byte opportunities: a packet entering at `r` is carried
@@ -41,13 +41,13 @@
 //! time before the light trace's first line (its unsigned arithmetic wraps) takes
 //! the first line's delay.
 
+use crate::pdo_link::PdoLink;
+pub use crate::pdo_link::PDO_BYTES;
 use crate::time::{Nanos, NS_PER_MS};
 use crate::trace::cellreplay::CellReplayDir;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// Bytes one light or heavy PDO carries (mm-cellular's `PACKET_SIZE`).
-pub const PDO_BYTES: u32 = 1400;
 /// The TUN packet-information header mm-cellular counts in every packet's size.
 pub const TUN_HEADER_BYTES: u32 = 4;
 
@@ -56,6 +56,9 @@ pub const TUN_HEADER_BYTES: u32 = 4;
 pub struct CellReplayRelease {
     /// Release time (run time, whole ms).
     pub release: Nanos,
+    /// When it left the light part (whole ms): its release if light, its entry
+    /// into the heavy-PDO link if heavy (mm-cellular's delay-queue release).
+    pub held: Nanos,
     /// Whether it went through the heavy-PDO link.
     pub heavy: bool,
     /// Packets in the heavy-PDO link when it arrived.
@@ -71,8 +74,6 @@ pub struct CellReplayLink {
     start_ms: i64,
     /// Run ms at which the light trace's current loop starts (None: no packet yet).
     delay_base: Option<i64>,
-    /// Run ms of the heavy trace's time 0.
-    link_base: i64,
     /// Light-train state: trace line, PDO index, train start (trace ms), base delay.
     train: usize,
     pdo: usize,
@@ -83,10 +84,8 @@ pub struct CellReplayLink {
     /// Previous packet's light release (before the size offset) and final delay-stage release.
     last_light: i64,
     end_release: i64,
-    /// Heavy link: next unburnt opportunity (loop, index), the last used one (time,
-    /// bytes left), and the delivery times of the packets it holds.
-    cursor: (i64, usize),
-    partial: Option<(i64, u32)>,
+    /// The heavy-PDO link (`pdo_link.rs`) and the delivery times of the packets it holds.
+    link: PdoLink,
     in_link: VecDeque<i64>,
 }
 
@@ -95,11 +94,10 @@ impl CellReplayLink {
     /// mm-cellular's `--long-to-short-timer-{up,down}` (0 by default).
     pub fn new(tr: Arc<CellReplayDir>, timer_ms: i64, offset: Nanos) -> Self {
         CellReplayLink {
-            tr,
+            tr: tr.clone(),
             timer_ms,
             start_ms: (offset / NS_PER_MS) as i64,
             delay_base: None,
-            link_base: 0,
             train: 0,
             pdo: 0,
             train_start: 0,
@@ -107,8 +105,7 @@ impl CellReplayLink {
             pdo_left: PDO_BYTES,
             last_light: 0,
             end_release: 0,
-            cursor: (0, 0),
-            partial: None,
+            link: PdoLink::new(tr.clone(), 0),
             in_link: VecDeque::new(),
         }
     }
@@ -126,7 +123,7 @@ impl CellReplayLink {
         if self.delay_base.is_none() {
             // both trace clocks start at the first packet (`start_tick_`)
             self.delay_base = Some(t - self.start_ms);
-            self.link_base = t - self.start_ms;
+            self.link = PdoLink::new(self.tr.clone(), t - self.start_ms);
         }
         let (mut release, mut light) = self.light_release(t, size.min(PDO_BYTES));
         if let Some(o) = &self.tr.offsets {
@@ -148,12 +145,13 @@ impl CellReplayLink {
         let out = if !heavy {
             release
         } else {
-            let d = self.heavy_deliver(release, size);
+            let d = self.link.deliver(release, size);
             self.in_link.push_back(d);
             d
         };
         CellReplayRelease {
             release: out.max(0) as Nanos * NS_PER_MS,
+            held: release.max(0) as Nanos * NS_PER_MS,
             heavy,
             depth,
         }
@@ -220,47 +218,6 @@ impl CellReplayLink {
         self.last_light = release;
         (release, light)
     }
-
-    /// Rule 3: when the heavy link delivers `size` bytes entering it at run ms `r`.
-    fn heavy_deliver(&mut self, r: i64, size: u32) -> i64 {
-        let ops = &self.tr.heavy.opportunities_ms;
-        let period = self.tr.heavy.period_ms() as i64;
-        let base = self.link_base;
-        let at = |(j, k): (i64, usize)| base + j * period + ops[k] as i64;
-        let mut remaining = size;
-        if let Some((pt, left)) = self.partial {
-            if pt > r && left > 0 {
-                let used = left.min(remaining);
-                remaining -= used;
-                self.partial = Some((pt, left - used));
-                if remaining == 0 {
-                    return pt;
-                }
-            }
-        }
-        // burn the opportunities at or before r
-        if at(self.cursor) <= r {
-            let rel = r - base;
-            let j = (rel / period).max(self.cursor.0);
-            let k = if j > self.cursor.0 { 0 } else { self.cursor.1 };
-            let within = rel - j * period;
-            let k = ops.partition_point(|&o| o as i64 <= within).max(k);
-            self.cursor = if k == ops.len() { (j + 1, 0) } else { (j, k) };
-        }
-        loop {
-            let pt = at(self.cursor);
-            self.cursor.1 += 1;
-            if self.cursor.1 == ops.len() {
-                self.cursor = (self.cursor.0 + 1, 0);
-            }
-            let used = PDO_BYTES.min(remaining);
-            remaining -= used;
-            if remaining == 0 {
-                self.partial = Some((pt, PDO_BYTES - used));
-                return pt;
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -321,7 +278,8 @@ mod tests {
         assert_eq!(rel(&mut l, 0, 696), (28, false));
         // #7: past the last light PDO → held until max(0 + 20, 0 + 8) = 20 but no
         // earlier than #6 (28): enters the heavy link at 28 → opportunity at 30
-        assert_eq!(rel(&mut l, 0, 696), (30, true));
+        let r = l.push(0, 696);
+        assert_eq!((r.held, r.release, r.heavy), (28 * MS, 30 * MS, true));
         // #8 at 0: same rule, shares the rest of the 30 ms opportunity
         assert_eq!(rel(&mut l, 0, 696), (30, true));
         // #9 at 1 ms: 1 + 20 > 20 (#8's light release, before it was held to 28)

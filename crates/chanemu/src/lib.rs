@@ -13,6 +13,7 @@ pub mod delay;
 pub mod drx;
 pub mod loss;
 pub mod outage;
+pub mod pdo_link;
 pub mod pipeline;
 pub mod profile;
 pub mod queue;
