@@ -8,10 +8,12 @@
 
 #![warn(missing_docs)]
 
+pub mod cellreplay;
 pub mod delay;
 pub mod drx;
 pub mod loss;
 pub mod outage;
+pub mod pdo_link;
 pub mod pipeline;
 pub mod profile;
 pub mod queue;

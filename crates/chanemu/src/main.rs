@@ -34,7 +34,11 @@ struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
     /// Channel profile: a TOML file (docs/formats.md) or a built-in:
-    /// `fixed:<rtt>ms/<rate>mbit` (rate may be `unlimited`), `urllc`, `embb`.
+    /// `fixed:<rtt>ms/<rate>mbit` (rate may be `unlimited`), `urllc`, `embb`, or
+    /// `cellreplay:<dir>`: CellReplay's model over its trace directory (uplink
+    /// replays `up-delay-light-pdo`, `up-heavy-pdo`, `latency-offset-up`, downlink
+    /// the `down` files), as `mm-cellular` does. In a TOML file, a direction takes
+    /// one with `rate = { cellreplay = "dir" }`.
     #[arg(long, required = true)]
     profile: Option<String>,
     /// Namespace of side A (the device, ue).

@@ -1,4 +1,6 @@
 //! One direction of a channel: faults → loss → rate/queue → delay → radio sleep.
+//! With a CellReplay trace (`cellreplay.rs`) its light/heavy PDO stage takes the
+//! place of rate/queue; the delay stage still adds the profile's delay after it.
 //!
 //! The fault stage (outages, loss bursts) judges a packet twice: when it enters
 //! (nothing enters a dead link) and once its release time is known (nothing leaves
@@ -11,11 +13,12 @@
 //! so the driver can pass recycled buffers and tests plain ids; the only
 //! per-packet storage is a ring buffer that stops growing at the peak backlog.
 
+use crate::cellreplay::{CellReplayLink, PDO_BYTES, TUN_HEADER_BYTES};
 use crate::delay::DelayStage;
 use crate::drx::Drx;
 use crate::loss::Loss;
 use crate::outage::{FaultDrop, Faults};
-use crate::queue::RateQueue;
+use crate::queue::{Admitted, RateQueue};
 use crate::time::Nanos;
 use std::collections::VecDeque;
 
@@ -73,6 +76,8 @@ pub struct Pipeline<P> {
     faults: Option<Faults>,
     loss: Loss,
     queue: RateQueue,
+    /// CellReplay's light/heavy PDO stage, in place of `queue` when set.
+    cellreplay: Option<CellReplayLink>,
     delay: DelayStage,
     drx: Option<Drx>,
     out: VecDeque<Scheduled<P>>,
@@ -87,6 +92,7 @@ impl<P> Pipeline<P> {
             delay,
             drx,
             faults: None,
+            cellreplay: None,
             out: VecDeque::with_capacity(1024),
         }
     }
@@ -94,6 +100,12 @@ impl<P> Pipeline<P> {
     /// The same pipeline with a fault stage in front (outages, loss bursts).
     pub fn with_faults(mut self, faults: Faults) -> Self {
         self.faults = Some(faults);
+        self
+    }
+
+    /// The same pipeline with CellReplay's PDO stage in place of rate/queue.
+    pub fn with_cellreplay(mut self, link: CellReplayLink) -> Self {
+        self.cellreplay = Some(link);
         self
     }
 
@@ -112,8 +124,18 @@ impl<P> Pipeline<P> {
         if self.loss.drop_next() {
             return Err((DropReason::Loss, payload));
         }
-        let Some(adm) = self.queue.offer(now, size) else {
-            return Err((DropReason::Queue, payload));
+        let adm = match &mut self.cellreplay {
+            Some(cr) => {
+                let r = cr.push(now, size);
+                Admitted {
+                    finish: r.release,
+                    depth: r.depth,
+                }
+            }
+            None => match self.queue.offer(now, size) {
+                Some(adm) => adm,
+                None => return Err((DropReason::Queue, payload)),
+            },
         };
         let mut release = self.delay.release(now, adm.finish);
         if let Some(drx) = &mut self.drx {
@@ -145,7 +167,12 @@ impl<P> Pipeline<P> {
     /// (`--oracle`), which tells a policy the true channel delay: the upper
     /// bound of what a better delay estimate can buy.
     pub fn predict_one_way(&self, now: Nanos, peer_activity: Nanos) -> Nanos {
-        let mut release = self.delay.would_release(now, self.queue.free_at(now));
+        let free = match &self.cellreplay {
+            // what a full-sized packet entering now would get, without taking it
+            Some(cr) => cr.clone().push(now, PDO_BYTES - TUN_HEADER_BYTES).release,
+            None => self.queue.free_at(now),
+        };
+        let mut release = self.delay.would_release(now, free);
         if let Some(drx) = &self.drx {
             let prev = self.out.back().map_or(0, |p| p.release);
             release = drx.would_deliver(release, peer_activity).max(prev);
@@ -155,7 +182,10 @@ impl<P> Pipeline<P> {
 
     /// Packets waiting at the link (queued or being serialised) at `now`.
     pub fn queue_depth(&mut self, now: Nanos) -> u32 {
-        self.queue.depth(now)
+        match &mut self.cellreplay {
+            Some(cr) => cr.depth(now),
+            None => self.queue.depth(now),
+        }
     }
 
     /// Traffic in the opposite direction (keeps a DRX radio awake).
@@ -337,5 +367,39 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
+    }
+
+    #[test]
+    fn cellreplay_takes_the_place_of_rate_and_queue() {
+        use crate::cellreplay::CellReplayLink;
+        use crate::trace::cellreplay::{CellReplayDir, HeavyTrace, LightTrace};
+        use std::path::Path;
+        let p = Path::new("t");
+        let dir = CellReplayDir {
+            light: LightTrace::parse(p, "0 20 0\n500 20 0\n1000 20 0\n", 0).unwrap(),
+            heavy: HeavyTrace::parse(p, "30\n30\n60\n", 0).unwrap(),
+            offsets: None,
+        };
+        let link = CellReplayLink::new(std::sync::Arc::new(dir), 0, 0);
+        // a 1 Mbit/s, 1-packet queue that CellReplay replaces; 5 ms of extra one-way delay
+        let mut p = pipe(
+            Capacity::Constant(1_000_000),
+            QueueLimit::Packets(1),
+            5 * MS,
+            0.0,
+            None,
+        )
+        .with_cellreplay(link);
+        // 696 + 4 B: base delay 20 ms (cellreplay.rs), then + 5 ms
+        assert_eq!(p.push(0, 696, 1), Ok((25 * MS, 0)));
+        // the rest of the light PDO at 0 ms: 20 + 5 (no queue drop, no 1 Mbit/s)
+        assert_eq!(p.push(0, 696, 2), Ok((25 * MS, 0)));
+        // a full packet is past the light PDOs: it enters the heavy link at 20 ms and
+        // leaves on the opportunity at 30 ms, + 5; the prediction takes no place
+        assert_eq!(p.predict_one_way(0, 0), 35 * MS);
+        assert_eq!(p.predict_one_way(0, 0), 35 * MS);
+        assert_eq!(p.push(0, 1396, 3), Ok((35 * MS, 0)));
+        assert_eq!(p.queue_depth(25 * MS), 1);
+        assert_eq!(p.queue_depth(31 * MS), 0);
     }
 }

@@ -1,7 +1,8 @@
 //! Channel profiles: the TOML file of docs/formats.md and the built-in names
-//! (`fixed:<rtt>ms/<rate>mbit`, `urllc`, `embb`), resolved into traces loaded in
+//! (`fixed:<rtt>ms/<rate>mbit`, `urllc`, `embb`, `cellreplay:<dir>`), resolved into traces loaded in
 //! memory and turned into one [`Pipeline`] per direction.
 
+use crate::cellreplay::CellReplayLink;
 use crate::delay::{DelayModel, DelayStage};
 use crate::drx::Drx;
 use crate::loss::Loss;
@@ -11,12 +12,14 @@ use crate::queue::{QueueLimit, RateQueue};
 use crate::rate::{Capacity, RateSchedule};
 use crate::time::{ms_f64, to_ms, Nanos};
 use crate::trace::capacity::CapacitySeries;
+use crate::trace::cellreplay::{CellReplayDir, CellReplaySide};
 use crate::trace::mahimahi::MahimahiTrace;
 use crate::trace::read_text;
 use crate::trace::rtt::RttTimeline;
 use serde::Deserialize;
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use toml::Spanned;
 
 /// A refused profile; the message names file, line (when known) and field.
@@ -69,6 +72,32 @@ pub enum DelaySpec {
     },
 }
 
+/// A CellReplay trace directory replayed in one direction (`cellreplay.rs`).
+#[derive(Debug, Clone)]
+pub struct CellReplaySpec {
+    /// The directory.
+    pub dir: PathBuf,
+    /// Which of its file sets (`up-*` or `down-*`).
+    pub side: CellReplaySide,
+    /// Its traces, loaded.
+    pub traces: Arc<CellReplayDir>,
+    /// mm-cellular's `--long-to-short-timer-*` (ms, default 0).
+    pub timer_ms: i64,
+}
+
+impl CellReplaySpec {
+    /// Loads `side` of `dir` (errors name the trace file, line and field).
+    pub fn load(dir: &Path, side: CellReplaySide, timer_ms: i64) -> Result<Self, ProfileError> {
+        let traces = CellReplayDir::load(dir, side, 0).map_err(trace_err)?;
+        Ok(CellReplaySpec {
+            dir: dir.to_path_buf(),
+            side,
+            traces: Arc::new(traces),
+            timer_ms,
+        })
+    }
+}
+
 /// The settings of one direction.
 #[derive(Debug, Clone)]
 pub struct DirSpec {
@@ -84,6 +113,9 @@ pub struct DirSpec {
     pub drx: Option<(f64, f64)>,
     /// Outages and loss bursts (run time; empty: none).
     pub faults: FaultSpec,
+    /// A CellReplay trace directory in place of rate and queue (`rate` is then
+    /// `Unlimited` and unused).
+    pub cellreplay: Option<CellReplaySpec>,
 }
 
 /// A channel profile (docs/formats.md).
@@ -198,13 +230,16 @@ impl Ctx<'_> {
 impl Profile {
     /// A built-in name, or else a profile file path.
     pub fn resolve(arg: &str) -> Result<Profile, ProfileError> {
+        if let Some(dir) = arg.strip_prefix("cellreplay:") {
+            return Self::cellreplay(arg, Path::new(dir));
+        }
         if let Some(p) = Self::builtin(arg)? {
             return Ok(p);
         }
         let path = Path::new(arg);
         let text = std::fs::read_to_string(path).map_err(|e| {
             ProfileError(format!(
-                "profile {arg:?}: not a built-in (fixed:<rtt>ms/<rate>mbit, urllc, embb) and cannot read it as a file: {e}"
+                "profile {arg:?}: not a built-in (fixed:<rtt>ms/<rate>mbit, urllc, embb, cellreplay:<dir>) and cannot read it as a file: {e}"
             ))
         })?;
         Self::parse(path, &text)
@@ -254,6 +289,7 @@ impl Profile {
             loss: 0.0,
             drx: None,
             faults: FaultSpec::default(),
+            cellreplay: None,
         };
         Ok(Some(Profile {
             name: arg.to_string(),
@@ -262,6 +298,31 @@ impl Profile {
             uplink: dir.clone(),
             downlink: dir,
         }))
+    }
+
+    /// `cellreplay:<dir>`: CellReplay's model alone over a trace directory (uplink
+    /// replays its `up-*` files, downlink its `down-*`; no extra delay, loss or DRX),
+    /// as `mm-cellular` runs it.
+    pub fn cellreplay(name: &str, dir: &Path) -> Result<Profile, ProfileError> {
+        let side = |s| -> Result<DirSpec, ProfileError> {
+            let spec = CellReplaySpec::load(dir, s, 0)?;
+            Ok(DirSpec {
+                rate: Capacity::Unlimited,
+                rate_source: format!("cellreplay {} ({})", dir.display(), s.as_str()),
+                queue: QueueLimit::Unlimited,
+                loss: 0.0,
+                drx: None,
+                faults: FaultSpec::default(),
+                cellreplay: Some(spec),
+            })
+        };
+        Ok(Profile {
+            name: name.to_string(),
+            description: format!("CellReplay traces {}", dir.display()),
+            delay: DelaySpec::Fixed { rtt_ms: 0.0 },
+            uplink: side(CellReplaySide::Up)?,
+            downlink: side(CellReplaySide::Down)?,
+        })
     }
 
     /// Parse a profile file's text; trace paths are relative to `file`.
@@ -327,12 +388,16 @@ impl Profile {
             (Direction::Downlink, Some((i, w))) => Some(Drx::new(ms_f64(i), ms_f64(w))),
             _ => None,
         };
-        let pipe = Pipeline::new(
+        let mut pipe = Pipeline::new(
             Loss::new(spec.loss, seed, sid),
             RateQueue::new(spec.queue, RateSchedule::new(spec.rate.clone(), offset)),
             DelayStage::new(model),
             drx,
         );
+        if let Some(cr) = &spec.cellreplay {
+            pipe =
+                pipe.with_cellreplay(CellReplayLink::new(cr.traces.clone(), cr.timer_ms, offset));
+        }
         if spec.faults.is_empty() {
             pipe
         } else {
@@ -356,17 +421,34 @@ impl Profile {
             }),
         };
         let dir = |d: &DirSpec| {
-            let rate = match &d.rate {
-                Capacity::Unlimited => json!("unlimited"),
-                Capacity::Constant(bps) => json!({"mbit": *bps as f64 / 1e6}),
-                Capacity::Series(s) => json!({
-                    "series": d.rate_source, "seconds": s.bps.len(),
-                    "mean_mbit": s.bps.iter().sum::<u64>() as f64 / s.bps.len() as f64 / 1e6
-                }),
-                Capacity::Mahimahi(m) => json!({
-                    "mahimahi": d.rate_source, "opportunities": m.opportunities_ms.len(),
-                    "period_ms": m.period_ms(), "mean_mbit": m.mean_bps() / 1e6
-                }),
+            let rate = match (&d.cellreplay, &d.rate) {
+                (Some(cr), _) => {
+                    let t = &cr.traces;
+                    let heavy = &t.heavy;
+                    json!({
+                        "cellreplay": cr.dir.display().to_string(), "side": cr.side.as_str(),
+                        "trains": t.light.trains.len(), "light_period_ms": t.light.period_ms(),
+                        "heavy_opportunities": heavy.opportunities_ms.len(),
+                        "heavy_period_ms": heavy.period_ms(),
+                        "mean_heavy_mbit": heavy.opportunities_ms.len() as f64
+                            * crate::cellreplay::PDO_BYTES as f64 * 8.0 / 1000.0
+                            / heavy.period_ms() as f64,
+                        "size_offsets": t.offsets.is_some(),
+                        "long_to_short_timer_ms": cr.timer_ms,
+                    })
+                }
+                (None, rate) => match rate {
+                    Capacity::Unlimited => json!("unlimited"),
+                    Capacity::Constant(bps) => json!({"mbit": *bps as f64 / 1e6}),
+                    Capacity::Series(s) => json!({
+                        "series": d.rate_source, "seconds": s.bps.len(),
+                        "mean_mbit": s.bps.iter().sum::<u64>() as f64 / s.bps.len() as f64 / 1e6
+                    }),
+                    Capacity::Mahimahi(m) => json!({
+                        "mahimahi": d.rate_source, "opportunities": m.opportunities_ms.len(),
+                        "period_ms": m.period_ms(), "mean_mbit": m.mean_bps() / 1e6
+                    }),
+                },
             };
             let queue = match d.queue {
                 QueueLimit::Packets(n) => json!({"packets": n}),
@@ -495,10 +577,30 @@ fn parse_delay(cx: &Ctx, d: &RawDelay) -> Result<DelaySpec, ProfileError> {
 }
 
 fn parse_dir(cx: &Ctx, dir: &str, d: &RawDir) -> Result<DirSpec, ProfileError> {
-    let (rate, rate_source) = parse_rate(cx, dir, &d.rate)?;
-    let queue = match &d.queue {
-        None => QueueLimit::default(),
-        Some(q) => parse_queue(cx, dir, q)?,
+    let cellreplay = match d.rate.get_ref() {
+        toml::Value::Table(t) if t.contains_key("cellreplay") => {
+            Some(parse_cellreplay(cx, dir, &d.rate)?)
+        }
+        _ => None,
+    };
+    let (rate, rate_source) = match &cellreplay {
+        Some(cr) => (
+            Capacity::Unlimited,
+            format!("cellreplay {} ({})", cr.dir.display(), cr.side.as_str()),
+        ),
+        None => parse_rate(cx, dir, &d.rate)?,
+    };
+    let queue = match (&d.queue, &cellreplay) {
+        (Some(q), Some(_)) => {
+            return cx.err(
+                q.span(),
+                &format!("{dir}.queue"),
+                "not used with rate = { cellreplay = ... }: its heavy-PDO link queue is unlimited, as mm-cellular's default",
+            )
+        }
+        (None, Some(_)) => QueueLimit::Unlimited,
+        (None, None) => QueueLimit::default(),
+        (Some(q), None) => parse_queue(cx, dir, q)?,
     };
     let loss = match &d.loss {
         None => 0.0,
@@ -546,7 +648,64 @@ fn parse_dir(cx: &Ctx, dir: &str, d: &RawDir) -> Result<DirSpec, ProfileError> {
         loss,
         drx,
         faults,
+        cellreplay,
     })
+}
+
+/// `<dir>.rate = { cellreplay = "DIR", side = "up"|"down", long_to_short_timer_ms = N }`
+/// (`side` defaults to the direction: uplink → up, downlink → down).
+fn parse_cellreplay(
+    cx: &Ctx,
+    dir: &str,
+    v: &Spanned<toml::Value>,
+) -> Result<CellReplaySpec, ProfileError> {
+    let field = format!("{dir}.rate");
+    let span = v.span();
+    let toml::Value::Table(t) = v.get_ref() else {
+        unreachable!("called on tables only")
+    };
+    if let Some(k) = t
+        .keys()
+        .find(|k| !["cellreplay", "side", "long_to_short_timer_ms"].contains(&k.as_str()))
+    {
+        return cx.err(
+            span,
+            &format!("{field}.{k}"),
+            "unknown key; with cellreplay, expected side = \"up\"|\"down\" or long_to_short_timer_ms = N",
+        );
+    }
+    let Some(toml::Value::String(d)) = t.get("cellreplay") else {
+        return cx.err(
+            span,
+            &format!("{field}.cellreplay"),
+            "expected a directory name string",
+        );
+    };
+    let side = match t.get("side") {
+        None if dir == "uplink" => CellReplaySide::Up,
+        None => CellReplaySide::Down,
+        Some(toml::Value::String(s)) if s == "up" => CellReplaySide::Up,
+        Some(toml::Value::String(s)) if s == "down" => CellReplaySide::Down,
+        Some(other) => {
+            return cx.err(
+                span,
+                &format!("{field}.side"),
+                format!("expected \"up\" or \"down\", got {other}"),
+            )
+        }
+    };
+    let timer_ms = match t.get("long_to_short_timer_ms") {
+        None => 0,
+        Some(toml::Value::Integer(i)) if *i >= 0 => *i,
+        Some(other) => {
+            return cx.err(
+                span,
+                &format!("{field}.long_to_short_timer_ms"),
+                format!("expected an integer number of ms ≥ 0, got {other}"),
+            )
+        }
+    };
+    CellReplaySpec::load(&cx.path(d), side, timer_ms)
 }
 
 /// `<dir>.faults`: times in ms ≥ 0 (run time), checked by [`FaultSpec::new`].
@@ -592,7 +751,7 @@ fn parse_faults(cx: &Ctx, dir: &str, f: &Spanned<RawFaults>) -> Result<FaultSpec
     })
 }
 
-const RATE_FORMS: &str = "\"unlimited\", { mbit = N }, { series = \"file.cap.csv\", column = \"up_mbit\" } or { mahimahi = \"file\" }";
+const RATE_FORMS: &str = "\"unlimited\", { mbit = N }, { series = \"file.cap.csv\", column = \"up_mbit\" }, { mahimahi = \"file\" } or { cellreplay = \"dir\" }";
 
 fn parse_rate(
     cx: &Ctx,
@@ -982,5 +1141,101 @@ drx = { inactivity_ms = 30, wake_period_ms = 40 }
         let p = Profile::resolve(write(d.path(), "g.toml", &text).to_str().unwrap()).unwrap();
         assert!(matches!(p.delay, DelaySpec::Gaussian { cov, .. } if cov == 0.5));
         assert!(matches!(&p.uplink.rate, Capacity::Mahimahi(m) if m.period_ms() == 2));
+    }
+
+    fn cellreplay_fixture() -> tempfile::TempDir {
+        let d = fixture();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/cellreplay");
+        std::fs::create_dir(d.path().join("cr")).unwrap();
+        for e in std::fs::read_dir(src).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), d.path().join("cr").join(e.file_name())).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn cellreplay_rate_replaces_rate_and_queue() {
+        let d = cellreplay_fixture();
+        let text = FULL
+            .replace("rate = { mbit = 60 }\nqueue = { packets = 800 }\n", "rate = { cellreplay = \"cr\" }\n")
+            .replace(
+                "rate = { series = \"x.cap.csv\", column = \"down_mbit\" }\nqueue = { bytes = 150000 }\n",
+                "rate = { cellreplay = \"cr\", side = \"up\", long_to_short_timer_ms = 5 }\n",
+            );
+        let p = Profile::resolve(write(d.path(), "c.toml", &text).to_str().unwrap()).unwrap();
+        let up = p.uplink.cellreplay.as_ref().unwrap();
+        assert_eq!((up.side, up.timer_ms), (CellReplaySide::Up, 0));
+        let down = p.downlink.cellreplay.as_ref().unwrap();
+        assert_eq!((down.side, down.timer_ms), (CellReplaySide::Up, 5));
+        let j = p.to_json();
+        assert_eq!(j["uplink"]["rate"]["side"], "up");
+        assert_eq!(j["uplink"]["rate"]["trains"], 3);
+        // up-heavy-pdo: 100 opportunities of 1400 B in 1000 ms = 1.12 Mbit/s
+        assert_eq!(j["uplink"]["rate"]["mean_heavy_mbit"], 1.12);
+        // the uplink: up-delay-light-pdo's base delay 20 ms at trace time 0, plus the
+        // timeline's one-way delay from the [delay] section (RTT 20 ms at 0 → 10 ms)
+        let mut pipe = p.pipeline::<u32>(Direction::Uplink, 1, 0);
+        assert_eq!(pipe.push(0, 96, 1).unwrap().0, 30 * MS);
+    }
+
+    #[test]
+    fn cellreplay_rate_refusals_name_the_field_or_the_trace_line() {
+        let d = cellreplay_fixture();
+        let with = |rate: &str, keep_queue: bool| {
+            let mut text = FULL.replace("rate = { mbit = 60 }", &format!("rate = {rate}"));
+            if !keep_queue {
+                text = text.replace("queue = { packets = 800 }\n", "");
+            }
+            let p = write(d.path(), "p.toml", &text);
+            Profile::resolve(p.to_str().unwrap())
+                .unwrap_err()
+                .to_string()
+        };
+        let e = with("{ cellreplay = \"cr\" }", true);
+        assert!(e.contains("p.toml:11: field `uplink.queue`"), "{e}");
+        let e = with("{ cellreplay = \"cr\", side = \"left\" }", false);
+        assert!(e.contains("field `uplink.rate.side`"), "{e}");
+        let e = with("{ cellreplay = \"cr\", loop = true }", false);
+        assert!(e.contains("field `uplink.rate.loop`"), "{e}");
+        let e = with(
+            "{ cellreplay = \"cr\", long_to_short_timer_ms = -1 }",
+            false,
+        );
+        assert!(e.contains("long_to_short_timer_ms"), "{e}");
+        std::fs::write(
+            d.path().join("cr/up-delay-light-pdo"),
+            "0 20 0\n100 20 x\n200 20 0\n",
+        )
+        .unwrap();
+        let e = with("{ cellreplay = \"cr\" }", false);
+        assert!(e.contains("up-delay-light-pdo:2: field `pdo_ms[0]`"), "{e}");
+    }
+
+    #[test]
+    fn cellreplay_builtin_replays_both_sides_with_the_offset() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/cellreplay");
+        let p = Profile::resolve(&format!("cellreplay:{}", dir.display())).unwrap();
+        assert_eq!(
+            p.uplink.cellreplay.as_ref().unwrap().side,
+            CellReplaySide::Up
+        );
+        assert_eq!(
+            p.downlink.cellreplay.as_ref().unwrap().side,
+            CellReplaySide::Down
+        );
+        // down-delay-light-pdo at trace 250 ms (offset): 18 + 0.5·(18 − 18) = 18 ms;
+        // uplink at 250 ms: 24 + 0.5·(20 − 24) = 22 ms
+        let mut down = p.pipeline::<u32>(Direction::Downlink, 1, 250 * MS);
+        assert_eq!(down.push(0, 96, 1).unwrap().0, 18 * MS);
+        let mut up = p.pipeline::<u32>(Direction::Uplink, 1, 750 * MS);
+        assert_eq!(up.push(0, 96, 1).unwrap().0, 22 * MS);
+        let e = Profile::resolve("cellreplay:/nonexistent")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("/nonexistent/up-delay-light-pdo:0: field `file`"),
+            "{e}"
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! [`TraceError`] naming the file, the line and the field.
 
 pub mod capacity;
+pub mod cellreplay;
 pub mod mahimahi;
 pub mod rtt;
 
