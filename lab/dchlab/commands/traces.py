@@ -344,7 +344,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     f = add_command(tsub, cmd_fit.__doc__, _friendly(cmd_fit))
     f.add_argument(
-        "--data", metavar="DIR", help="directory of ping outputs (*.out), searched recursively"
+        "--data",
+        metavar="DIR",
+        help="directory of ping outputs (*.out), searched recursively "
+        "(default: the IMC'23 driving runs, traces/imc23-driving-rtt of the shared data)",
     )
     f.add_argument(
         "--capacity-data",
