@@ -40,18 +40,12 @@ def plts(**pages: dict[str, list[float]]) -> list[dict]:
 
 
 def test_paired_gain_two_pages_by_hand():
-    rows = [
+    rows = plts(
         # page a: base 100, 200; dchannel 80, 150 -> diffs 20, 50 -> mean 35 ms, base mean 150 -> 23.333 %
-        row("all-hbc", "a", 0, 100.0),
-        row("all-hbc", "a", 1, 200.0),
-        row("dchannel", "a", 0, 80.0),
-        row("dchannel", "a", 1, 150.0),
+        a={"all-hbc": [100.0, 200.0], "dchannel": [80.0, 150.0]},
         # page b: base 1000, 1000; dchannel 900, 700 -> diffs 100, 300 -> 200 ms, 20 %
-        row("all-hbc", "b", 0, 1000.0),
-        row("all-hbc", "b", 1, 1000.0),
-        row("dchannel", "b", 0, 900.0),
-        row("dchannel", "b", 1, 700.0),
-    ]
+        b={"all-hbc": [1000.0, 1000.0], "dchannel": [900.0, 700.0]},
+    )
     g = paired_gains(rows)[("c", "dchannel")]
     assert g.gain_ms.mean == pytest.approx((35 + 200) / 2)
     assert g.gain_pct.mean == pytest.approx((100 * 35 / 150 + 20.0) / 2)

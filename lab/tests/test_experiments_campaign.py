@@ -242,6 +242,16 @@ def test_paper_values_must_name_real_conditions_and_schemes(tmp_path, paper, whe
         load_campaign(p, check_channels=False)
 
 
+@pytest.mark.parametrize("kind", [["gain"], {"gain": 1}, 3])
+def test_analysis_kind_that_is_not_a_name_is_refused(tmp_path, kind):
+    data = yaml.safe_load(GOOD)
+    data["analysis"] = {"kind": kind}
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(data))
+    with pytest.raises(CampaignError, match=re.escape("analysis.kind")):
+        load_campaign(p, check_channels=False)
+
+
 def test_bad_channel_spec_is_reported_with_its_field(tmp_path):
     pytest.importorskip("dchlab.traces.profiles")
     data = yaml.safe_load(GOOD)

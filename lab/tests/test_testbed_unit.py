@@ -108,11 +108,32 @@ def test_ca_is_ecdsa_p256_pkcs8_and_cached(tmp_path) -> None:
     assert isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name == "secp256r1"
     cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
     assert cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    usage = cert.extensions.get_extension_for_class(x509.KeyUsage)
+    assert usage.critical
+    on = (usage.value.digital_signature, usage.value.key_cert_sign, usage.value.crl_sign)
+    assert on == (True, True, True)
+    off = (
+        usage.value.content_commitment,
+        usage.value.key_encipherment,
+        usage.value.data_encipherment,
+        usage.value.key_agreement,  # encipher_only/decipher_only are undefined without it
+    )
+    assert off == (False, False, False, False)
     assert cert.public_key().public_numbers() == key.public_key().public_numbers()
     assert ensure_ca(tmp_path) == (cert_path, key_path)
     assert cert_path.read_bytes() == x509.load_pem_x509_certificate(
         cert_path.read_bytes()
     ).public_bytes(serialization.Encoding.PEM)
+
+
+def test_key_usage_sets_exactly_the_granted_flags() -> None:
+    from dchlab.testbed.ca import key_usage
+
+    u = key_usage(frozenset({"key_agreement", "encipher_only"}))
+    assert (u.key_agreement, u.encipher_only, u.decipher_only) == (True, True, False)
+    assert (u.digital_signature, u.key_cert_sign, u.crl_sign) == (False, False, False)
+    with pytest.raises(ValueError, match="not key usages: sign_everything"):
+        key_usage(frozenset({"crl_sign", "sign_everything"}))
 
 
 def test_failed_step_is_named() -> None:

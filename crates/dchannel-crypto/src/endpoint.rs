@@ -22,11 +22,12 @@ use crate::devices::Device;
 use crate::format::{INITIATION_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, RESPONSE_LEN};
 use crate::format::{TAG_LEN, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT};
 use crate::peers::{DuplicatePeer, Stats};
-use crate::{Channel, SealError};
+use crate::SealError;
 use crate::{Config, CryptoDrop, DropCounts, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey};
-use dchannel_core::endpoint::{self, AuthTransmit, DatagramAuth, DropReason, Shape};
+use dchannel_core::endpoint::{
+    self, AuthTransmit, DatagramAuth, DropReason, Outgoing, Shape, Source,
+};
 use dchannel_core::wire::{Header, HEADER_LEN};
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The counter of a refused datagram in the endpoint's terms: one
@@ -133,21 +134,15 @@ impl DatagramAuth for AeadAuth {
         TAG_LEN
     }
 
-    fn seal(
-        &mut self,
-        now: Nanos,
-        peer: usize,
-        channel: Channel,
-        header: Header,
-        buf: &mut [u8],
-        body_len: usize,
-    ) -> Result<usize, DropReason> {
+    fn seal(&mut self, now: Nanos, out: Outgoing, buf: &mut [u8]) -> Result<usize, DropReason> {
         // The auth field stays 0: authenticity is the tag's job.
-        Header { token: 0, ..header }.encode(&mut buf[PREFIX_LEN..PREFIX_LEN + HEADER_LEN]);
-        match self
-            .lock()
-            .seal(now, PeerId(peer as u32), channel, buf, body_len)
-        {
+        Header {
+            token: 0,
+            ..out.header
+        }
+        .encode(&mut buf[PREFIX_LEN..PREFIX_LEN + HEADER_LEN]);
+        let peer = PeerId(out.peer as u32);
+        match self.lock().seal(now, peer, out.channel, buf, out.body_len) {
             Ok(n) => Ok(n),
             Err(SealError::NoSession | SealError::UnknownPeer) => Err(DropReason::NoSession),
             Err(SealError::BufferTooSmall { .. }) => Err(DropReason::Truncated),
@@ -157,13 +152,12 @@ impl DatagramAuth for AeadAuth {
     fn open(
         &mut self,
         now: Nanos,
-        channel: Channel,
-        from: SocketAddr,
+        source: Source,
         datagram: &mut [u8],
     ) -> Result<endpoint::Opened, DropReason> {
         let opened = self
             .lock()
-            .open(now, channel, from, datagram)
+            .open(now, source.channel, source.addr, datagram)
             .map_err(drop_reason)?;
         match opened {
             Opened::Data {

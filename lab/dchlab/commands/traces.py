@@ -262,6 +262,7 @@ Import real traces into the formats chanemu reads (docs/formats.md).
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from dchlab.traces import throughput_csv as csv_in
     from dchlab.traces.scenarios import SCENARIOS
 
     p = add_command(sub, __doc__, None)
@@ -306,22 +307,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     ic.add_argument("-o", "--output", required=True, metavar="FILE.cap.csv")
     ic.add_argument(
         "--mode",
-        default="5G",
-        help="NetworkMode filter: 5G, 4G (LTE), 3G, all, or a raw value (default 5G)",
+        default=csv_in.DEFAULT_MODE,
+        help="NetworkMode filter: 5G, 4G (LTE), 3G, all, or a raw value (default %(default)s)",
     )
-    ic.add_argument("--down-col", default="DL_bitrate", help="downlink column (default DL_bitrate)")
-    ic.add_argument("--up-col", default="UL_bitrate", help="uplink column (default UL_bitrate)")
+    ic.add_argument(
+        "--down-col", default=csv_in.DEFAULT_DOWN_COL, help="downlink column (default %(default)s)"
+    )
+    ic.add_argument(
+        "--up-col", default=csv_in.DEFAULT_UP_COL, help="uplink column (default %(default)s)"
+    )
     ic.add_argument(
         "--unit",
-        default="kbit",
-        choices=["bit", "kbit", "mbit"],
-        help="unit of the rate columns (default kbit)",
+        default=csv_in.DEFAULT_UNIT,
+        choices=list(csv_in.UNITS),
+        help="unit of the rate columns (default %(default)s)",
     )
     ic.add_argument(
         "--max-gap",
         type=int,
-        default=3,
-        help="longest gap (s) filled with the previous value (default 3)",
+        default=csv_in.DEFAULT_MAX_GAP_S,
+        help="longest gap (s) filled with the previous value (default %(default)s)",
     )
     im_m = add_command(isub, cmd_import_mahimahi.__doc__, _friendly(cmd_import_mahimahi))
     im_m.add_argument("direction", choices=["read", "write"])
@@ -339,7 +344,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     f = add_command(tsub, cmd_fit.__doc__, _friendly(cmd_fit))
     f.add_argument(
-        "--data", metavar="DIR", help="directory of ping outputs (*.out), searched recursively"
+        "--data",
+        metavar="DIR",
+        help="directory of ping outputs (*.out), searched recursively "
+        "(default: the IMC'23 driving runs, traces/imc23-driving-rtt of the shared data)",
     )
     f.add_argument(
         "--capacity-data",

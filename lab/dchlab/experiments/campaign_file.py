@@ -178,7 +178,8 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
     # this module's load_campaign
     from dchlab.experiments.analyses import get_analysis, known_analyses
 
-    if akind not in known_analyses():  # the registered plug-ins (experiments/analyses/)
+    # the registered plug-ins (experiments/analyses/); a list or a mapping is no kind
+    if not isinstance(akind, str) or akind not in known_analyses():
         kinds = ", ".join(known_analyses())
         raise v.err("analysis.kind", f"expected one of {kinds}, got {akind!r}")
     baseline = analysis.get("baseline", "all-hbc")

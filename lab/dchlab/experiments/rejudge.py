@@ -184,7 +184,11 @@ def report(
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "campaigns", nargs="*", help="default: every published file with an invalid load"
+        "campaigns",
+        nargs="*",
+        metavar="CAMPAIGN",
+        help="a published campaign's name, e.g. fig3_warc "
+        "(default: every published file with an invalid load)",
     )
     ap.add_argument(
         "--assume-rest",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fcntl
+import inspect
 import os
 import subprocess
 from pathlib import Path
@@ -24,6 +25,18 @@ from dchlab.testbed.errors import TestbedError
 
 CERT_NAME = "ca.pem"
 KEY_NAME = "ca.key"
+# What the CA's key is for: signing leaf certificates and CRLs, and digital
+# signatures; every other key usage stays off.
+CA_KEY_USAGES = frozenset({"digital_signature", "key_cert_sign", "crl_sign"})
+
+
+def key_usage(granted: frozenset[str]) -> x509.KeyUsage:
+    """An `x509.KeyUsage` with the `granted` usages on and all others off (its
+    constructor wants every one of its nine flags by keyword)."""
+    flags = inspect.signature(x509.KeyUsage).parameters
+    if unknown := granted - flags.keys():
+        raise ValueError(f"not key usages: {', '.join(sorted(unknown))}")
+    return x509.KeyUsage(**{flag: flag in granted for flag in flags})
 
 
 def ensure_ca(directory: Path | str | None = None) -> tuple[Path, Path]:
@@ -54,20 +67,7 @@ def ensure_ca(directory: Path | str | None = None) -> tuple[Path, Path]:
             .not_valid_before(now - dt.timedelta(days=1))
             .not_valid_after(now + dt.timedelta(days=3650))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
+            .add_extension(key_usage(CA_KEY_USAGES), critical=True)
             .add_extension(ski, critical=False)
             .sign(pkey, hashes.SHA256())
         )

@@ -31,6 +31,12 @@ MODES = {
     "3G": {"HSPA+", "HSPA", "HSDPA", "HSUPA", "UMTS", "3G"},
 }
 UNITS = {"bit": 1e-6, "kbit": 1e-3, "mbit": 1.0}
+# The defaults fit the Raca et al. 5G dataset; `dch traces import csv` offers the same.
+DEFAULT_MODE = "5G"
+DEFAULT_DOWN_COL = "DL_bitrate"
+DEFAULT_UP_COL = "UL_bitrate"
+DEFAULT_UNIT = "kbit"
+DEFAULT_MAX_GAP_S = 3
 TIME_FORMATS = ("%Y.%m.%d_%H.%M.%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
 
 
@@ -73,13 +79,13 @@ def _rate(path: Path, line: int, col: str, text: str, scale: float) -> float:
 
 def import_throughput_csv(
     path: Path,
-    mode: str = "5G",
-    down_col: str = "DL_bitrate",
-    up_col: str = "UL_bitrate",
-    unit: str = "kbit",
+    mode: str = DEFAULT_MODE,
+    down_col: str = DEFAULT_DOWN_COL,
+    up_col: str = DEFAULT_UP_COL,
+    unit: str = DEFAULT_UNIT,
     time_col: str = "Timestamp",
     mode_col: str = "NetworkMode",
-    max_gap_s: int = 3,
+    max_gap_s: int = DEFAULT_MAX_GAP_S,
 ) -> ThroughputImport:
     scale = UNITS[unit]
     wanted = None if mode.lower() == "all" else MODES.get(mode.upper(), {mode})

@@ -101,6 +101,43 @@ impl Shape {
     }
 }
 
+/// Where a received datagram came from: the channel whose socket it arrived
+/// on and the address that sent it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// The channel it arrived on.
+    pub channel: Channel,
+    /// The address it was sent from.
+    pub addr: SocketAddr,
+}
+
+/// A datagram the endpoint has built and hands to [`DatagramAuth::seal`]:
+/// to whom, on which channel, its header and how long its body is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// Index of the configured peer it goes to.
+    pub peer: usize,
+    /// The channel it goes on.
+    pub channel: Channel,
+    /// Its dchannel header; the seal sets the auth field.
+    pub header: Header,
+    /// Bytes of body after the header.
+    pub body_len: usize,
+}
+
+impl Outgoing {
+    /// Probe `id` to `peer` on `channel`, its body already encoded after the
+    /// header room (the wire's probe header and probe body length).
+    pub fn probe(peer: usize, id: u32, channel: Channel) -> Outgoing {
+        Outgoing {
+            peer,
+            channel,
+            header: crate::wire::probe_header(id, channel),
+            body_len: crate::wire::PROBE_BODY_LEN,
+        }
+    }
+}
+
 /// Authenticates received datagrams and finishes outgoing ones.
 pub trait DatagramAuth: Send {
     /// The shapes of every datagram [`open`](Self::open) can accept (a
@@ -115,30 +152,21 @@ pub trait DatagramAuth: Send {
     /// Bytes [`seal`](Self::seal) appends after the body (an AEAD tag; 0 for tokens).
     fn tailroom(&self) -> usize;
 
-    /// Finishes the datagram in `buf` for `peer`, to go on `channel`: writes
-    /// `header` (with its auth field set) at `buf[headroom..headroom +
-    /// HEADER_LEN]`; the body is the `body_len` bytes after it, followed by
-    /// at least [`tailroom`](Self::tailroom) spare bytes. Returns the
-    /// datagram's length (it starts at `buf[0]`), or why it cannot be sent
-    /// now (e.g. [`DropReason::NoSession`] while a handshake is under way).
-    fn seal(
-        &mut self,
-        now: Nanos,
-        peer: usize,
-        channel: Channel,
-        header: Header,
-        buf: &mut [u8],
-        body_len: usize,
-    ) -> Result<usize, DropReason>;
+    /// Finishes the datagram `out` describes in `buf`: writes `out.header`
+    /// (with its auth field set) at `buf[headroom..headroom + HEADER_LEN]`;
+    /// the body is the `out.body_len` bytes after it, followed by at least
+    /// [`tailroom`](Self::tailroom) spare bytes. Returns the datagram's
+    /// length (it starts at `buf[0]`), or why it cannot be sent now (e.g.
+    /// [`DropReason::NoSession`] while a handshake is under way).
+    fn seal(&mut self, now: Nanos, out: Outgoing, buf: &mut [u8]) -> Result<usize, DropReason>;
 
-    /// Decides whether `datagram` (whole), received on `channel` from
-    /// `from`, is authentic, and which peer sent it. May rewrite it in place
+    /// Decides whether `datagram` (whole), received from `source`, is
+    /// authentic, and which peer sent it. May rewrite it in place
     /// (decryption). An `Err` is counted under its reason and never answered.
     fn open(
         &mut self,
         now: Nanos,
-        channel: Channel,
-        from: SocketAddr,
+        source: Source,
         datagram: &mut [u8],
     ) -> Result<Opened, DropReason>;
 
@@ -214,30 +242,16 @@ impl DatagramAuth for TokenAuth {
         0
     }
 
-    fn seal(
-        &mut self,
-        _: Nanos,
-        peer: usize,
-        _: Channel,
-        header: Header,
-        buf: &mut [u8],
-        body_len: usize,
-    ) -> Result<usize, DropReason> {
+    fn seal(&mut self, _: Nanos, out: Outgoing, buf: &mut [u8]) -> Result<usize, DropReason> {
         Header {
-            token: self.tokens[peer],
-            ..header
+            token: self.tokens[out.peer],
+            ..out.header
         }
         .encode(&mut buf[..HEADER_LEN]);
-        Ok(HEADER_LEN + body_len)
+        Ok(HEADER_LEN + out.body_len)
     }
 
-    fn open(
-        &mut self,
-        _: Nanos,
-        _: Channel,
-        _: SocketAddr,
-        datagram: &mut [u8],
-    ) -> Result<Opened, DropReason> {
+    fn open(&mut self, _: Nanos, _: Source, datagram: &mut [u8]) -> Result<Opened, DropReason> {
         let header = Header::decode(datagram)?;
         // One peer (every client, small gateways): a compare, no hashing.
         let peer = if self.tokens.len() == 1 {
@@ -278,7 +292,13 @@ mod tests {
             seq: 1,
             token: 0,
         };
-        let n = auth.seal(0, 0, Channel::Llc, header, &mut buf, 2).unwrap();
+        let out = Outgoing {
+            peer: 0,
+            channel: Channel::Llc,
+            header,
+            body_len: 2,
+        };
+        let n = auth.seal(0, out, &mut buf).unwrap();
         let fits = |dg: &[u8]| auth.shapes().iter().any(|s| s.matches(dg));
         assert!(fits(&buf[..n]));
         assert!(

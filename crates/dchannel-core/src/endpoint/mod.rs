@@ -48,7 +48,7 @@ mod timers;
 #[cfg(test)]
 mod tests;
 
-pub use auth::{AuthTransmit, DatagramAuth, Opened, Shape, TokenAuth};
+pub use auth::{AuthTransmit, DatagramAuth, Opened, Outgoing, Shape, Source, TokenAuth};
 pub use drop_reason::DropReason;
 pub use receive::{Arrival, Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
 pub use send::{HbcOwdOracle, SendHalf, Transmit};

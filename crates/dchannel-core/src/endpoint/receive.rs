@@ -27,7 +27,7 @@
 //! the driver can reuse them; nothing is copied or allocated per datagram.
 
 use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, Role, Shared};
-use super::{Opened, Timer, TimerTable, PUBLISH_PERIOD};
+use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
 use crate::reorder::ReorderBuffer;
 use crate::rtt::{ProbeOut, RttEstimator};
 use crate::wire::{self, Datagram, HEADER_LEN, PROBE_BODY_LEN};
@@ -197,7 +197,14 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         from: SocketAddr,
         mut buf: B,
     ) -> Received<B> {
-        match self.admit(now, channel, from, buf.as_mut()) {
+        match self.admit(
+            now,
+            Source {
+                channel,
+                addr: from,
+            },
+            buf.as_mut(),
+        ) {
             Err(reason) => Received::Dropped { reason, buf },
             Ok(Admitted::Probe { peer }) => Received::Probe { peer, buf },
             Ok(Admitted::Control { peer }) => Received::Control { peer, buf },
@@ -234,17 +241,15 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
     }
 
     /// Steps 1 to 5 of the module docs, up to the reorder buffer.
-    fn admit(
-        &mut self,
-        now: Nanos,
-        ch: Channel,
-        from: SocketAddr,
-        dg: &mut [u8],
-    ) -> Result<Admitted, DropReason> {
-        let (peer, header, body) = match self.auth.open(now, ch, from, dg)? {
+    fn admit(&mut self, now: Nanos, source: Source, dg: &mut [u8]) -> Result<Admitted, DropReason> {
+        let (peer, header, body) = match self.auth.open(now, source, dg)? {
             Opened::Control { peer } => return Ok(Admitted::Control { peer }),
             Opened::Datagram { peer, header, body } => (peer, header, body),
         };
+        let Source {
+            channel: ch,
+            addr: from,
+        } = source;
         let datagram = wire::decode_body(header, &dg[body.clone()])?;
         let p = &mut self.peers[peer];
         let known = p.endpoints[ch.index()];
@@ -330,11 +335,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         let body_at = self.auth.headroom() + HEADER_LEN;
         while let Some((peer, p, destination)) = self.probes.pop_front() {
             wire::encode_probe_body(&mut buf[body_at..], p.kind, p.channel);
-            let header = wire::probe_header(p.id, p.channel);
-            if let Ok(len) = self
-                .auth
-                .seal(now, peer, p.channel, header, buf, PROBE_BODY_LEN)
-            {
+            let out = Outgoing::probe(peer, p.id, p.channel);
+            if let Ok(len) = self.auth.seal(now, out, buf) {
                 return Some(ProbeTransmit {
                     peer,
                     channel: p.channel,

@@ -9,7 +9,7 @@
 //! never copied: the driver reads it at `buf[tx.headroom()..]` and sends
 //! `buf[..len]`. Nothing is allocated per packet.
 
-use super::{Config, DatagramAuth, DropReason, ProbeTransmit, Shared, Timer, TimerTable};
+use super::{Config, DatagramAuth, DropReason, Outgoing, ProbeTransmit, Shared, Timer, TimerTable};
 use crate::flow_table::FlowTableStats;
 use crate::policy::{Outcome, Policy};
 use crate::steer::{Steered, Steerer};
@@ -166,7 +166,13 @@ impl<A: DatagramAuth> SendHalf<A> {
         };
         // Steered and charged even if sealing fails: the policy saw the packet
         // as the application sent it, and a lost packet is retransmitted.
-        let len = self.auth.seal(now, peer, channel, header, buf, len)?;
+        let out = Outgoing {
+            peer,
+            channel,
+            header,
+            body_len: len,
+        };
+        let len = self.auth.seal(now, out, buf)?;
         Ok(Transmit {
             peer,
             channel,
@@ -186,11 +192,8 @@ impl<A: DatagramAuth> SendHalf<A> {
         let destination = self.peers[peer].endpoints[Channel::Hbc.index()]?;
         let body_at = self.auth.headroom() + HEADER_LEN;
         wire::encode_probe_body(&mut buf[body_at..], ProbeKind::Wake, Channel::Hbc);
-        let header = wire::probe_header(0, Channel::Hbc);
-        let len = self
-            .auth
-            .seal(now, peer, Channel::Hbc, header, buf, PROBE_BODY_LEN)
-            .ok()?;
+        let out = Outgoing::probe(peer, 0, Channel::Hbc);
+        let len = self.auth.seal(now, out, buf).ok()?;
         self.wakes += 1;
         Some(ProbeTransmit {
             peer,

@@ -116,8 +116,7 @@ mod tests {
         // 60000 B: LLC 260 ms; HBC still 240 ms (3 rounds cover 101360 B) → HBC.
         assert_decides(60_000, &paper(false, false), (Hbc, PredictedFaster));
         // Reuse on the HBC only: 60000 B → HBC 40 + 2.4 = 42.4 ms ≪ LLC.
-        let d = decide(60_000, &paper(true, false), true);
-        assert_eq!(d.channel, Channel::Hbc);
+        assert_decides(60_000, &paper(true, false), (Hbc, PredictedFaster));
     }
 
     #[test]
@@ -130,8 +129,7 @@ mod tests {
         v.llc.conns = 3;
         assert_decides(3000, &v, (Hbc, PredictedFaster));
         // Idle LLC, same object: 5 + 12 = 17 ms → LLC.
-        let d = decide(3000, &paper(true, true), true);
-        assert_eq!(d.channel, Channel::Llc);
+        assert_decides(3000, &paper(true, true), (Llc, PredictedFaster));
     }
 
     #[test]
