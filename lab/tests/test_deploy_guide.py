@@ -3,20 +3,24 @@ extracted from the document (never retyped), build a working tunnel.
 
 - everywhere: every variable a block uses is set by an earlier line of its machine's
   blocks, and every block is valid shell (`bash -n`);
-- root + built dchannel and chanemu: three namespaces stand for the guide's machines —
-  a device with `wwan0` (HBC, chanemu 20 ms / 20 Mbit/s) and `eth1` (LLC, chanemu
-  5 ms / 2 Mbit/s), a gateway with `eth0` at 203.0.113.10, and "the internet" that
-  joins them and serves a file. One root shell per machine runs the guide's blocks in
+- root + built dchannel and chanemu: namespaces stand for the guide's machines —
+  a device with `wwan0` (HBC, chanemu 20 ms / 20 Mbit/s) and `eth1` (LLC: Ethernet to
+  its next hop, a router that reaches the internet through chanemu 5 ms / 2 Mbit/s),
+  a gateway with `eth0` at 203.0.113.10, and "the internet" that joins them and
+  serves a file. One root shell per machine runs the guide's blocks in
   document order (only ETC and STATE, set in the guide's first block, are pointed at a
   temporary directory, and the public keys are copied as the guide's `scp` lines say).
   Then: a download is byte-exact and reaches the internet from the gateway's address
-  (NAT), both channels carried it, and the firewall refuses what it says it refuses.
+  (NAT), both channels carried it, and the firewall refuses what it says it refuses;
+- the same, with the device's LLC interface down 5 s and up again during a 20 MB
+  download: it heals by itself (the client restores the route the kernel deleted).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import select
@@ -25,6 +29,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,11 +156,12 @@ def _ready(p: subprocess.Popen[str], what: str, line: str, timeout: float = 10) 
 
 
 class Topology:
-    """The guide's machines as namespaces: dev (wwan0, eth1), gw (eth0), net."""
+    """The guide's machines as namespaces: dev (wwan0, eth1), gw (eth0), net, and lr:
+    the LLC's next hop (a router between eth1 and the LLC's chanemu)."""
 
     def __init__(self, work: Path) -> None:
         self.prefix = f"dpl{os.urandom(3).hex()}"
-        self.ns = {r: f"{self.prefix}-{r}" for r in ("dev", "gw", "net")}
+        self.ns = {r: f"{self.prefix}-{r}" for r in ("dev", "gw", "net", "lr")}
         self.work = work
         self.procs: list[subprocess.Popen[str]] = []
 
@@ -174,17 +181,31 @@ class Topology:
                 _ip(ns, *c.split())
         _in(net, "sysctl", "-qw", "net.ipv4.ip_forward=1")
         chanemu = str(target_dir() / "release" / "chanemu")
-        for dev_if, net_if, profile, near, far in (
-            ("wwan0", "hbc0", "fixed:20ms/20mbit", "100.64.0.2/30", "100.64.0.1/30"),
-            ("eth1", "llc0", "fixed:5ms/2mbit", "192.168.50.2/24", "192.168.50.1/24"),
+        lr = self.ns["lr"]
+        for a_ns, a_if, net_if, profile, near, far in (
+            (dev, "wwan0", "hbc0", "fixed:20ms/20mbit", "100.64.0.2/30", "100.64.0.1/30"),
+            (lr, "wan0", "llc0", "fixed:5ms/2mbit", "100.65.0.2/30", "100.65.0.1/30"),
         ):
             p = self.spawn(
-                [chanemu, "--profile", profile, "--ns-a", dev, "--dev-a", dev_if,
+                [chanemu, "--profile", profile, "--ns-a", a_ns, "--dev-a", a_if,
                  "--ns-b", net, "--dev-b", net_if, "--rt-priority", "0"],
             )  # fmt: skip
-            _ready(p, f"chanemu {dev_if}", "READY")
-            _ip(dev, "addr", "add", near, "dev", dev_if)
+            _ready(p, f"chanemu {a_if}", "READY")
+            _ip(a_ns, "addr", "add", near, "dev", a_if)
             _ip(net, "addr", "add", far, "dev", net_if)
+        # The LLC is Ethernet (eth1, a veth) to its next hop, the router `lr`, which
+        # reaches the internet through chanemu: the device's datagrams need the
+        # route via LLC_NEXT_HOP (on-link they would ARP for the gateway in vain).
+        _ip(dev, "link", "add", "eth1", "type", "veth", "peer", "name", "lan0", "netns", lr)
+        for ns, cmds in (
+            (dev, ["addr add 192.168.50.2/24 dev eth1", "link set eth1 up"]),
+            (lr, ["addr add 192.168.50.1/24 dev lan0", "link set lan0 up",
+                  "route add default dev wan0"]),
+            (net, ["route add 192.168.50.0/24 via 100.65.0.2 dev llc0"]),
+        ):  # fmt: skip
+            for c in cmds:
+                _ip(ns, *c.split())
+        _in(lr, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 
     def spawn(self, cmd: list[str], ns: str | None = None) -> subprocess.Popen[str]:
         full = ["ip", "netns", "exec", ns, *cmd] if ns else cmd
@@ -236,14 +257,25 @@ def _needs() -> None:
             pytest.skip(f"{tool} not installed")
 
 
-@pytest.mark.netns
-def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Running:
+    """The guide's machines with its agents started: the shells that ran its blocks
+    (one per machine), the namespaces, each machine's STATE and the file server's
+    directory."""
+
+    topo: Topology
+    shells: dict[str, Shell]
+    state: dict[str, Path]
+    www: Path
+
+
+@contextmanager
+def guide_running(tmp_path: Path) -> Iterator[Running]:
+    """Builds the topology and runs the guide's blocks in document order; cleans up after."""
     _needs()
     blocks = guide_blocks(GUIDE.read_text())
-    blob = tmp_path / "www" / "blob"
-    blob.parent.mkdir()
-    blob.write_bytes(os.urandom(N))
-    want = hashlib.sha256(blob.read_bytes()).hexdigest()
+    www = tmp_path / "www"
+    www.mkdir()
     env = {**os.environ, "PATH": f"{target_dir() / 'release'}:{os.environ['PATH']}"}
     etc = {r: tmp_path / r / "etc" for r in ROLES}
     state = {r: tmp_path / r / "state" for r in ROLES}
@@ -262,11 +294,40 @@ def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
             if b.role not in seen:  # the guide's names, then the test's directories
                 seen.add(b.role)
                 shells[b.role].run(f"ETC={etc[b.role]}; STATE={state[b.role]}", "override")
-        server = topo.spawn(
-            [sys.executable, "-u", "-m", "http.server", "8080", "--bind", SERVER,
-             "--directory", str(blob.parent)], ns=topo.ns["net"],
-        )  # fmt: skip
-        _ready(server, "file server", "Serving HTTP")
+        yield Running(topo, shells, state, www)
+    finally:
+        for sh in shells.values():
+            if sh.p.poll() is None:
+                assert sh.p.stdin is not None
+                sh.p.stdin.close()
+                sh.p.wait(10)
+        for line in processes_naming([str(tmp_path)]):  # an agent a failed block left
+            os.kill(int(line.split()[1].rstrip(":")), signal.SIGTERM)
+        topo.close()
+
+
+def _serve(run: Running) -> subprocess.Popen[str]:
+    server = run.topo.spawn(
+        [sys.executable, "-u", "-m", "http.server", "8080", "--bind", SERVER,
+         "--directory", str(run.www)], ns=run.topo.ns["net"],
+    )  # fmt: skip
+    _ready(server, "file server", "Serving HTTP")
+    return server
+
+
+def _blob(run: Running, n: int) -> str:
+    """A random file of `n` bytes on the server; its SHA-256."""
+    data = os.urandom(n)
+    (run.www / "blob").write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+@pytest.mark.netns
+def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
+    with guide_running(tmp_path) as run:
+        topo = run.topo
+        want = _blob(run, N)
+        server = _serve(run)
         r = _in(topo.ns["dev"], "sh", "-c",
                 f"curl -sS --max-time 60 http://{SERVER}:8080/blob | sha256sum")  # fmt: skip
         assert r.stdout.split()[:1] == [want], f"download differs or failed: {r.stderr}"
@@ -277,7 +338,7 @@ def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
         # the listener answers on the gateway itself (lo).
         topo.spawn(
             [sys.executable, "-u", "-m", "http.server", "8081", "--bind", "203.0.113.10",
-             "--directory", str(blob.parent)], ns=topo.ns["gw"],
+             "--directory", str(run.www)], ns=topo.ns["gw"],
         )  # fmt: skip
         time.sleep(0.5)
         local = _in(topo.ns["gw"], "curl", "-sS", "-o", "/dev/null", "--max-time", "5",
@@ -287,17 +348,8 @@ def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
                       "http://203.0.113.10:8081/")  # fmt: skip
         assert outside.returncode == 28, f"input chain let port 8081 through: {outside}"
         for role in ("client", "gateway"):
-            assert "exit" not in _stop_jobs(shells[role]), role
-        stats = {r: json.loads((state[r] / f"{r}.json").read_text()) for r in ROLES}
-    finally:
-        for sh in shells.values():
-            if sh.p.poll() is None:
-                assert sh.p.stdin is not None
-                sh.p.stdin.close()
-                sh.p.wait(10)
-        for line in processes_naming([str(tmp_path)]):  # an agent a failed block left
-            os.kill(int(line.split()[1].rstrip(":")), signal.SIGTERM)
-        topo.close()
+            assert "exit" not in _stop_jobs(run.shells[role]), role
+        stats = {r: json.loads((run.state[r] / f"{r}.json").read_text()) for r in ROLES}
     assert "203.0.113.10 - - " in (server.stderr.read() if server.stderr else ""), "no NAT"
     ch = stats["client"]["channels"]
     print(json.dumps({k: {f: v[f] for f in ("tx_bytes", "rx_bytes")} for k, v in ch.items()}))
@@ -308,3 +360,66 @@ def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
     while (left := _leftovers(topo)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left == []
+
+
+FLAP_BYTES = 20_000_000
+PROBE_INTERVAL_S = 0.5  # the agents' default --probe-interval-ms
+METRIC = re.compile(
+    r'^dchannel_(\w+)\{role="client"(?:,peer="gateway")?,channel="llc"\} (\S+)$', re.M
+)
+
+
+def _llc_metrics(run: Running) -> dict[str, float]:
+    """The client's LLC metrics (its metrics port, as the guide sets it)."""
+    r = _in(run.topo.ns["dev"], "curl", "-sS", "--max-time", "2", "http://127.0.0.1:9100/metrics")
+    return {name: float(v) for name, v in METRIC.findall(r.stdout)}
+
+
+@pytest.mark.netns
+def test_an_llc_link_flap_heals_by_itself(tmp_path: Path) -> None:
+    """The device's LLC interface down 5 s and up during a 20 MB download: the download
+    stays byte-exact, the client logs "LLC down" and "LLC up", the metrics show the LLC
+    down (RTT NaN) and up again, and uplink data is back on the LLC within two probe
+    intervals of link up (the agent restores the route the kernel deleted)."""
+    with guide_running(tmp_path) as run:
+        dev = run.topo.ns["dev"]
+        want = _blob(run, FLAP_BYTES)
+        _serve(run)
+        out = tmp_path / "got"
+        # 1.5 MB/s: the download outlasts the outage and the recovery (about 13 s)
+        curl = run.topo.spawn(
+            ["curl", "-sS", "--max-time", "120", "--limit-rate", "1500K", "-o", str(out),
+             f"http://{SERVER}:8080/blob"], ns=dev,
+        )  # fmt: skip
+        time.sleep(1.5)
+        assert _llc_metrics(run)["channel_up"] == 1
+        _ip(dev, "link", "set", "eth1", "down")
+        time.sleep(5)
+        during = _llc_metrics(run)
+        _ip(dev, "link", "set", "eth1", "up")
+        up_at = time.monotonic()
+        base = _llc_metrics(run)["tx_packets_total"]
+        back = None
+        while time.monotonic() - up_at < 10:
+            if _llc_metrics(run)["tx_packets_total"] > base:
+                back = time.monotonic() - up_at
+                break
+            time.sleep(0.05)
+        after = _llc_metrics(run)
+        while after["channel_up"] != 1 and time.monotonic() - up_at < 10:
+            time.sleep(0.05)
+            after = _llc_metrics(run)
+        assert curl.wait(120) == 0, curl.stderr.read() if curl.stderr else ""
+        got = hashlib.sha256(out.read_bytes()).hexdigest()
+        for role in ("client", "gateway"):
+            assert "exit" not in _stop_jobs(run.shells[role]), role
+        log = (run.state["client"] / "client.log").read_text()
+    print(f"uplink data back on the LLC {back} s after link up; during: {during}")
+    assert got == want, "download not byte-exact"
+    assert during["channel_up"] == 0 and math.isnan(during["rtt_ms"]), during
+    assert during["channel_silence_seconds"] >= 3 * PROBE_INTERVAL_S, during
+    assert "LLC down" in log and "LLC up" in log, log
+    assert back is not None, "no uplink data on the LLC within 10 s of link up"
+    # two probe intervals, plus what a loaded 2-core machine adds to polling the metrics
+    assert back <= 2 * PROBE_INTERVAL_S + 0.5, back
+    assert after["channel_up"] == 1 and after["channel_downs_total"] == 1, after

@@ -19,6 +19,7 @@ pub mod endpoint;
 pub mod flow_table;
 pub mod gro;
 pub mod gso;
+pub mod liveness;
 pub mod llc_queue;
 pub mod packet;
 pub mod policy;

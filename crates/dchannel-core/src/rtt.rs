@@ -175,6 +175,11 @@ impl RttEstimator {
         self.last_heard[ch.index()] = Some(now);
     }
 
+    /// When anything was last heard on `ch` (`None`: never).
+    pub fn last_heard(&self, ch: Channel) -> Option<Nanos> {
+        self.last_heard[ch.index()]
+    }
+
     /// Handles a probe that arrived on `ch`; returns the answer to send on `ch`.
     pub fn handle_probe(
         &mut self,

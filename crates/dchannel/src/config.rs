@@ -8,7 +8,7 @@
 //! with `--insecure`; mixing the two sets of flags is refused.
 
 use crate::cli::{ClientArgs, Common, GatewayArgs, OnOff, RttArgs};
-use crate::net;
+use crate::{net, route_keeper};
 use anyhow::{bail, Context, Result};
 use dchannel_core::endpoint::{Config, PeerConfig, Role};
 use dchannel_core::policy::parse_spec;
@@ -143,6 +143,7 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
     };
     let hbc = net::channel_socket(any(&a.hbc_gateway), Some(&a.hbc_dev), "HBC socket")?;
     let llc = net::channel_socket(any(&a.llc_gateway), Some(&a.llc_dev), "LLC socket")?;
+    route_keeper::start(&[("HBC", &a.hbc_dev), ("LLC", &a.llc_dev)])?;
     Ok(Agent {
         role: Role::Client,
         peers: vec![PeerConfig {

@@ -17,6 +17,7 @@ mod oracle;
 mod poll_loop;
 mod prefilter;
 mod receive_loop;
+mod route_keeper;
 mod send_loop;
 mod stats;
 mod tun;

@@ -14,6 +14,7 @@ use crate::batch_recv::{Batch, BATCH};
 
 use dchannel_core::endpoint::{DatagramAuth, DropReason, Event, ReceiveHalf, Received};
 use dchannel_core::gro::Gro;
+use dchannel_core::liveness::Change;
 use dchannel_core::{Channel, Nanos, MS};
 use std::io::ErrorKind;
 use std::os::fd::AsRawFd;
@@ -132,15 +133,21 @@ impl<A: DatagramAuth> Receiver<A> {
                 }
             }
         }
-        while let Some(Event::EndpointMoved {
-            peer,
-            channel,
-            from,
-            to,
-        }) = rx.poll_event()
-        {
-            let name = rx.shared().peers()[peer].name();
-            tracing::info!("client {name} on {channel}: endpoint {to} (was {from:?})");
+        while let Some(event) = rx.poll_event() {
+            match event {
+                Event::EndpointMoved {
+                    peer,
+                    channel,
+                    from,
+                    to,
+                } => {
+                    let name = rx.shared().peers()[peer].name();
+                    tracing::info!("client {name} on {channel}: endpoint {to} (was {from:?})");
+                }
+                Event::ChannelChanged { peer, change } => {
+                    log_channel_change(rx.shared().peers()[peer].name(), change);
+                }
+            }
         }
     }
 }
@@ -207,5 +214,16 @@ fn received(io: &Io, r: Received<Vec<u8>>, ch: Channel, now: Nanos, pool: &mut V
             tracing::debug!("datagram on {ch}: {reason}");
             pool.push(buf);
         }
+    }
+}
+
+/// "LLC down" (warn) / "LLC up" (info), with the peer and the silence or outage.
+fn log_channel_change(peer: &str, c: Change) {
+    let ch = c.channel.name().to_uppercase();
+    let ms = c.after / 1_000_000;
+    if c.up {
+        tracing::info!("{ch} up (peer {peer}): replies again after {ms} ms down");
+    } else {
+        tracing::warn!("{ch} down (peer {peer}): no reply for {ms} ms");
     }
 }

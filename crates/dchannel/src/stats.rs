@@ -206,6 +206,12 @@ const CHANNEL_METRICS: &[ChannelMetric] = &[
         help: "Datagrams the kernel dropped before the agent read them (prefilter or full receive buffer)",
         read: Stats::kernel_drops,
     },
+    ChannelMetric {
+        json: "downs",
+        prom: Some("channel_downs_total"),
+        help: "Times the channel was reported down (no reply for 3 probe intervals), all peers",
+        read: |s, ch| s.endpoint.peers().iter().map(|p| p.downs(ch)).sum(),
+    },
 ];
 
 /// One value of the reorder buffer's stats: its key in the JSON
@@ -518,17 +524,40 @@ impl Stats {
             }
         }
         let mut rows = Vec::new();
+        let (mut up, mut silent) = (Vec::new(), Vec::new());
         for p in self.endpoint.peers() {
             for ch in Channel::ALL {
-                if let Some(v) = p.rtt(ch) {
-                    rows.push((
-                        format!(",peer=\"{}\",channel=\"{}\"", p.name(), ch.name()),
-                        (v as f64 / 1e6).to_string(),
-                    ));
+                let labels = format!(",peer=\"{}\",channel=\"{}\"", p.name(), ch.name());
+                // a channel reported down has no RTT: its last estimate is stale
+                match p.rtt(ch) {
+                    Some(_) if !p.reported_up(ch) => rows.push((labels.clone(), "NaN".into())),
+                    Some(v) => rows.push((labels.clone(), (v as f64 / 1e6).to_string())),
+                    None => {}
+                }
+                up.push((labels.clone(), u8::from(p.reported_up(ch)).to_string()));
+                if let Some(ns) = p.silent_for(ch) {
+                    silent.push((labels, (ns as f64 / 1e9).to_string()));
                 }
             }
         }
-        metric("rtt_ms", "RTT estimate used by the policy", "gauge", rows);
+        metric(
+            "rtt_ms",
+            "RTT estimate used by the policy (NaN while the channel is down)",
+            "gauge",
+            rows,
+        );
+        metric(
+            "channel_up",
+            "1 while the channel answers (heard within 3 probe intervals), else 0",
+            "gauge",
+            up,
+        );
+        metric(
+            "channel_silence_seconds",
+            "Time since anything was last heard on the channel",
+            "gauge",
+            silent,
+        );
         metric(
             "flows",
             "Flows in the sender's flow table",
@@ -597,6 +626,10 @@ mod tests {
             // no sockets in this test: the kernel's counts read as 0
             "dchannel_kernel_drops_total{role=\"client\",channel=\"llc\"} 0",
             "# TYPE dchannel_tx_bytes_total counter",
+            // never heard: not up, never down, no silence to report
+            "dchannel_channel_up{role=\"client\",peer=\"gateway\",channel=\"llc\"} 0",
+            "dchannel_channel_downs_total{role=\"client\",channel=\"llc\"} 0",
+            "# TYPE dchannel_channel_silence_seconds gauge",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
         }
@@ -612,6 +645,7 @@ mod tests {
             [
                 "control_rx",
                 "control_tx",
+                "downs",
                 "kernel_drops",
                 "probe_rx",
                 "probe_tx",

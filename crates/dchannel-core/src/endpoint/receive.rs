@@ -28,6 +28,7 @@
 
 use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, Role, Shared};
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
+use crate::liveness::{Change, Liveness};
 use crate::reorder::ReorderBuffer;
 use crate::rtt::{ProbeOut, RttEstimator};
 use crate::wire::{self, Datagram, HEADER_LEN, PROBE_BODY_LEN};
@@ -131,11 +132,20 @@ pub enum Event {
         /// The new endpoint.
         to: SocketAddr,
     },
+    /// A channel to a peer was reported down or up again ([`Liveness`]).
+    ChannelChanged {
+        /// The peer.
+        peer: usize,
+        /// What changed.
+        change: Change,
+    },
 }
 
 /// The receive half's state per peer.
 struct RecvPeer {
     rtt: RttEstimator,
+    /// What the logs and metrics report of each channel.
+    liveness: Liveness,
     /// The authoritative endpoints (published to [`Shared`] on change).
     endpoints: [Option<SocketAddr>; 2],
     tunnel_addr: Option<IpAddr>,
@@ -175,6 +185,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
                 .iter()
                 .map(|p| RecvPeer {
                     rtt: RttEstimator::new(rtt_cfg.clone()),
+                    liveness: Liveness::new(rtt_cfg.interval),
                     endpoints: p.endpoints,
                     tunnel_addr: p.tunnel_addr,
                 })
@@ -425,8 +436,19 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
     }
 
     fn publish(&mut self, now: Nanos) {
-        for (p, link) in self.peers.iter_mut().zip(self.shared.peers()) {
+        for (peer, (p, link)) in self.peers.iter_mut().zip(self.shared.peers()).enumerate() {
             for ch in Channel::ALL {
+                let heard = p.rtt.last_heard(ch);
+                if let Some(change) = p.liveness.update(ch, now, heard) {
+                    self.events
+                        .push_back(Event::ChannelChanged { peer, change });
+                }
+                link.publish_liveness(
+                    ch,
+                    p.liveness.is_up(ch),
+                    heard.map(|h| now.saturating_sub(h)),
+                    p.liveness.downs[ch.index()],
+                );
                 let owd = p.rtt.owd(ch, now);
                 let rtt = p.rtt.rtt(ch, now);
                 let measured = p.rtt.measured(ch, now);

@@ -39,6 +39,11 @@ pub struct PeerLink {
     rtt: [AtomicU64; 2],
     measured: [AtomicU64; 2],
     alive: [AtomicBool; 2],
+    /// Reported liveness ([`Liveness`](crate::liveness::Liveness)): up, time
+    /// since anything was last heard, transitions to down.
+    reported_up: [AtomicBool; 2],
+    silent_for: [AtomicU64; 2],
+    downs: [AtomicU64; 2],
     /// Bumped after every change of `endpoints`.
     endpoint_gen: AtomicU64,
     endpoints: Mutex<[Option<SocketAddr>; 2]>,
@@ -53,6 +58,9 @@ impl PeerLink {
             rtt: unknown(),
             measured: unknown(),
             alive: [AtomicBool::new(true), AtomicBool::new(true)],
+            reported_up: Default::default(),
+            silent_for: unknown(),
+            downs: Default::default(),
             endpoint_gen: AtomicU64::new(0),
             endpoints: Mutex::new(p.endpoints),
         }
@@ -81,6 +89,22 @@ impl PeerLink {
     /// Whether anything was heard on `ch` within the dead-channel time.
     pub fn alive(&self, ch: Channel) -> bool {
         self.alive[ch.index()].load(Relaxed)
+    }
+
+    /// Whether `ch` is reported up: heard within the last few probe rounds
+    /// ([`Liveness`](crate::liveness::Liveness)); false until first heard.
+    pub fn reported_up(&self, ch: Channel) -> bool {
+        self.reported_up[ch.index()].load(Relaxed)
+    }
+
+    /// Time since anything was heard on `ch` (at the last publication); `None`: never.
+    pub fn silent_for(&self, ch: Channel) -> Option<Nanos> {
+        load(&self.silent_for[ch.index()])
+    }
+
+    /// How many times `ch` was reported down.
+    pub fn downs(&self, ch: Channel) -> u64 {
+        self.downs[ch.index()].load(Relaxed)
     }
 
     /// The peer's outer endpoint on `ch`, if known.
@@ -112,6 +136,19 @@ impl PeerLink {
         store(&self.rtt[i], rtt);
         store(&self.measured[i], measured);
         self.alive[i].store(alive, Relaxed);
+    }
+
+    pub(crate) fn publish_liveness(
+        &self,
+        ch: Channel,
+        up: bool,
+        silent_for: Option<Nanos>,
+        downs: u64,
+    ) {
+        let i = ch.index();
+        self.reported_up[i].store(up, Relaxed);
+        store(&self.silent_for[i], silent_for);
+        self.downs[i].store(downs, Relaxed);
     }
 
     pub(crate) fn set_endpoints(&self, endpoints: [Option<SocketAddr>; 2]) {
