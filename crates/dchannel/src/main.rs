@@ -10,6 +10,7 @@ mod config;
 mod csv_log;
 mod decision_log;
 mod final_publish;
+mod handshake_log;
 mod keytool;
 mod metrics;
 mod net;
@@ -65,10 +66,27 @@ fn log_sighup() {
     );
 }
 
-/// Waits for SIGINT or SIGTERM (SIGHUP: [`log_sighup`]).
-fn wait_for_stop(set: &libc::sigset_t) -> i32 {
+/// Waits for SIGINT or SIGTERM (SIGHUP: [`log_sighup`]); meanwhile, with
+/// `refusals` (the gateway's encryption layer), logs refused handshakes
+/// (handshake_log.rs).
+fn wait_for_stop(
+    set: &libc::sigset_t,
+    refusals: Option<&dchannel_crypto::endpoint::AeadAuth>,
+) -> i32 {
+    let mut log = handshake_log::RefusalLog::default();
     loop {
-        let sig = wait_for_signal(set);
+        let sig = match refusals {
+            None => wait_for_signal(set),
+            Some(aead) => {
+                if let Some(line) = log.check(Instant::now(), &aead.drops()) {
+                    tracing::warn!("{line}");
+                }
+                match poll_signal(set, Duration::from_secs(1)) {
+                    Some(sig) => sig,
+                    None => continue,
+                }
+            }
+        };
         if sig != libc::SIGHUP {
             return sig;
         }
@@ -338,7 +356,10 @@ fn serve<A: DatagramAuth + 'static>(
         writeln!(out, "READY")?;
         out.flush()?;
     }
-    let sig = stopped.unwrap_or_else(|| wait_for_stop(&sigs));
+    let refusals = session_auth
+        .as_ref()
+        .filter(|_| role == endpoint::Role::Gateway);
+    let sig = stopped.unwrap_or_else(|| wait_for_stop(&sigs, refusals));
     tracing::info!("signal {sig}: writing stats and exiting");
     // Datagrams the peer sent just before it was stopped too (the lab stops both
     // agents together) land within a few ms on any path the lab uses; then the

@@ -6,6 +6,7 @@ use dchannel_core::policy::Outcome;
 use dchannel_core::reorder::ReorderStats;
 use dchannel_core::{Channel, Nanos};
 use dchannel_crypto::endpoint::AeadAuth;
+use dchannel_crypto::peers::Stats as HandshakeStats;
 use serde_json::{json, Map, Value};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -214,6 +215,44 @@ const CHANNEL_METRICS: &[ChannelMetric] = &[
     },
 ];
 
+/// The encryption layer's handshake counters: the key in the JSON
+/// (`crypto.handshakes.<name>`), the `event` label of
+/// `dchannel_handshakes_total`, its help and its value.
+type HandshakeMetric = (&'static str, &'static str, fn(&HandshakeStats) -> u64);
+
+/// Every handshake counter, the one list both outputs are written from.
+const HANDSHAKE_METRICS: &[HandshakeMetric] = &[
+    (
+        "initiations_sent",
+        "Initiations sent (first attempts and retries)",
+        |h| h.initiations_sent,
+    ),
+    ("retries", "Initiations retried after a timeout", |h| {
+        h.retries
+    }),
+    ("gave_up", "Handshake rounds given up", |h| h.gave_up),
+    (
+        "completed_as_initiator",
+        "Handshakes initiated here that completed",
+        |h| h.completed_as_initiator,
+    ),
+    (
+        "answered",
+        "Initiations answered (sessions set up as responder)",
+        |h| h.answered,
+    ),
+    (
+        "stale",
+        "Handshakes started because the peer went silent",
+        |h| h.stale,
+    ),
+    (
+        "queue_overflow",
+        "Handshake datagrams not queued (queue full)",
+        |h| h.queue_overflow,
+    ),
+];
+
 /// One value of the reorder buffer's stats: its key in the JSON
 /// (`reorder.<json>`), its unlabelled Prometheus metric and kind (`None`:
 /// JSON only), its help and its value.
@@ -344,17 +383,13 @@ impl Stats {
             .map(|(n, v)| (n.into(), json!(v)))
             .collect();
         let h = c.stats();
+        let handshakes: Map<String, Value> = HANDSHAKE_METRICS
+            .iter()
+            .map(|(name, _, read)| ((*name).into(), json!(read(&h))))
+            .collect();
         json!({
             "drops": drops,
-            "handshakes": {
-                "initiations_sent": h.initiations_sent,
-                "retries": h.retries,
-                "gave_up": h.gave_up,
-                "completed_as_initiator": h.completed_as_initiator,
-                "answered": h.answered,
-                "stale": h.stale,
-                "queue_overflow": h.queue_overflow,
-            },
+            "handshakes": handshakes,
         })
     }
 
@@ -510,6 +545,35 @@ impl Stats {
                 "Datagrams refused by the encryption layer, by reason (never answered)",
                 "counter",
                 rows,
+            );
+            let h = c.stats();
+            let rows = HANDSHAKE_METRICS
+                .iter()
+                .map(|(name, _, read)| (format!(",event=\"{name}\""), read(&h).to_string()))
+                .collect();
+            let help: Vec<String> = HANDSHAKE_METRICS
+                .iter()
+                .map(|(name, help, _)| format!("{name}: {help}"))
+                .collect();
+            metric(
+                "handshakes_total",
+                &format!("Handshake events ({})", help.join("; ")),
+                "counter",
+                rows,
+            );
+            let peers = self.endpoint.peers().len();
+            let sessions = (0..peers).filter(|&p| c.has_session(p)).count();
+            metric(
+                "sessions",
+                "Peers with an established session now",
+                "gauge",
+                vec![(String::new(), sessions.to_string())],
+            );
+            metric(
+                "peers",
+                "Configured peers (the gateway: devices; the client: 1)",
+                "gauge",
+                vec![(String::new(), peers.to_string())],
             );
         }
         let r = self.endpoint.reorder_stats();
@@ -713,5 +777,33 @@ mod tests {
         let text = s.to_prometheus();
         assert!(text.contains("dchannel_crypto_drops_total{role=\"client\",reason=\"replay\"} 0"));
         assert!(text.contains("dchannel_malformed_total{role=\"client\",reason=\"unauthentic\"} 1"));
+        // handshake and session counters on the metrics port, named as in the JSON
+        let keys: Vec<&str> = json["crypto"]["handshakes"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut want = [
+            "answered",
+            "completed_as_initiator",
+            "gave_up",
+            "initiations_sent",
+            "queue_overflow",
+            "retries",
+            "stale",
+        ];
+        want.sort();
+        assert_eq!(keys, want);
+        for k in want {
+            let line = format!("dchannel_handshakes_total{{role=\"client\",event=\"{k}\"}} 0");
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+        assert!(text
+            .lines()
+            .any(|l| l == "dchannel_sessions{role=\"client\"} 0"));
+        assert!(text
+            .lines()
+            .any(|l| l == "dchannel_peers{role=\"client\"} 1"));
     }
 }

@@ -125,7 +125,13 @@ fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
         return;
     }
     let t = Topo::new();
-    let mut gw = spawn_ready(&t.gateway_argv("dchannel", &[]));
+    let gw_log = t.path("gw.log");
+    let mut gw = spawn_logged(&t.gateway_argv("dchannel", &[]), &gw_log);
+    let gw_out = BufReader::new(gw.stdout.take().unwrap());
+    assert!(
+        gw_out.lines().map_while(Result::ok).any(|l| l == "READY"),
+        "gateway: no READY"
+    );
     // A valid key, but not the gateway's (RFC 7748 §6.1, Bob's public key).
     let wrong = "3p7bfXt9wbTTW2HC7OQ1Nz+DQ8hbeGdNrfx+FG+IK08=";
     let mut argv = t.client_argv("dchannel", &[]);
@@ -165,6 +171,18 @@ fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
         "{ue_stats}"
     );
     assert!(terminate(&mut gw).success());
+    // The gateway names the refusals in its log (at most one line per 10 s): the
+    // first handshake is refused within a second of the client's start.
+    let text = std::fs::read_to_string(&gw_log).unwrap();
+    let refused = text
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains("refused"))
+        .unwrap_or_else(|| panic!("no refused handshakes in {text}"));
+    assert!(
+        refused.contains("handshake_invalid") && refused.contains("wrong gateway key"),
+        "{refused}"
+    );
+    assert_eq!(text.matches("handshake message(s)").count(), 1, "{text}");
     let gw_stats = read_json(&t.path("gw.json"));
     assert!(
         gw_stats["crypto"]["drops"]["handshake_invalid"].as_u64() >= Some(2),
