@@ -3,6 +3,7 @@
 //! and its LLC-queue accounting, probes and publication, the reorder hand-off.
 
 use super::*;
+use crate::liveness::Change;
 use crate::packet::build;
 use crate::policy::{parse_spec, Outcome};
 use crate::wire::{self, Header, MsgType, FLAG_LLC, HEADER_LEN};
@@ -302,6 +303,49 @@ fn dead_llc_falls_back_after_the_dead_time_and_recovers() {
         send(&mut tx, 2101 * MS, &pkt).unwrap().0.channel,
         Channel::Llc
     );
+}
+
+#[test]
+fn a_silent_llc_is_reported_down_once_and_up_at_the_first_datagram() {
+    // Reported state (liveness.rs): down after 3 probe intervals (1.5 s) without
+    // anything heard, up at the next publication after a datagram; one event each.
+    let (_, mut rx) = client("all-llc");
+    rx.handle_timeout(0);
+    let pkt = uplink(1);
+    hear(&mut rx, 100 * MS, Channel::Llc, gw_llc(), 0, 0, &pkt);
+    rx.handle_timeout(150 * MS);
+    let link = &rx.shared().peers()[0];
+    assert!(link.reported_up(Channel::Llc) && !link.reported_up(Channel::Hbc));
+    assert_eq!(link.silent_for(Channel::Llc), Some(50 * MS));
+    assert_eq!(link.silent_for(Channel::Hbc), None, "never heard");
+    assert!(rx.poll_event().is_none(), "first heard: no event");
+    rx.handle_timeout(1_600 * MS); // silent 1.5 s: still up
+    assert!(rx.poll_event().is_none());
+    rx.handle_timeout(1_650 * MS);
+    let down = Change {
+        channel: Channel::Llc,
+        up: false,
+        after: 1_550 * MS,
+    };
+    assert!(
+        matches!(rx.poll_event(), Some(Event::ChannelChanged { peer: 0, change }) if change == down)
+    );
+    let link = &rx.shared().peers()[0];
+    assert!(!link.reported_up(Channel::Llc));
+    assert_eq!(link.downs(Channel::Llc), 1);
+    rx.handle_timeout(3_000 * MS);
+    assert!(rx.poll_event().is_none(), "down once");
+    hear(&mut rx, 3_010 * MS, Channel::Llc, gw_llc(), 0, 1, &pkt);
+    rx.handle_timeout(3_050 * MS);
+    let up = Change {
+        channel: Channel::Llc,
+        up: true,
+        after: 1_400 * MS,
+    };
+    assert!(
+        matches!(rx.poll_event(), Some(Event::ChannelChanged { peer: 0, change }) if change == up)
+    );
+    assert!(rx.shared().peers()[0].reported_up(Channel::Llc));
 }
 
 // ---- probes, publication, timers -------------------------------------------
