@@ -414,11 +414,14 @@ def test_an_llc_link_flap_heals_by_itself(tmp_path: Path) -> None:
         for role in ("client", "gateway"):
             assert "exit" not in _stop_jobs(run.shells[role]), role
         log = (run.state["client"] / "client.log").read_text()
+        gw_log = (run.state["gateway"] / "gateway.log").read_text()
     print(f"uplink data back on the LLC {back} s after link up; during: {during}")
     assert got == want, "download not byte-exact"
     assert during["channel_up"] == 0 and math.isnan(during["rtt_ms"]), during
     assert during["channel_silence_seconds"] >= 3 * PROBE_INTERVAL_S, during
     assert "LLC down" in log and "LLC up" in log, log
+    assert "route restored: ip route replace default via 192.168.50.1 dev eth1" in log, log
+    assert "LLC down (peer phone-1)" in gw_log and "LLC up (peer phone-1)" in gw_log, gw_log
     assert back is not None, "no uplink data on the LLC within 10 s of link up"
     # two probe intervals, plus what a loaded 2-core machine adds to polling the metrics
     assert back <= 2 * PROBE_INTERVAL_S + 0.5, back

@@ -143,7 +143,7 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
     };
     let hbc = net::channel_socket(any(&a.hbc_gateway), Some(&a.hbc_dev), "HBC socket")?;
     let llc = net::channel_socket(any(&a.llc_gateway), Some(&a.llc_dev), "LLC socket")?;
-    route_keeper::start(&[("HBC", &a.hbc_dev), ("LLC", &a.llc_dev)])?;
+    route_keeper::start(&[("HBC", &a.hbc_dev), ("LLC", &a.llc_dev)]);
     Ok(Agent {
         role: Role::Client,
         peers: vec![PeerConfig {

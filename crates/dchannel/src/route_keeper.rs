@@ -29,8 +29,17 @@ struct Kept {
 }
 
 /// Records the routes through each `(channel, interface)` and starts the thread
-/// that restores them after the interface comes back up.
-pub fn start(devs: &[(&'static str, &str)]) -> Result<()> {
+/// that restores them after the interface comes back up. Without it the agent
+/// still runs (a flapping link then stays down): a failure is a warning.
+pub fn start(devs: &[(&'static str, &str)]) {
+    if let Err(e) = try_start(devs) {
+        tracing::warn!(
+            "routes through the channels' interfaces are not kept across link flaps: {e:#}"
+        );
+    }
+}
+
+fn try_start(devs: &[(&'static str, &str)]) -> Result<()> {
     let mut kept = Vec::new();
     for &(channel, dev) in devs {
         let routes = routes_through(dev).with_context(|| format!("{channel} routes via {dev}"))?;
