@@ -206,3 +206,40 @@ def test_the_testbed_frame_is_a_typed_outcome_with_its_verdict() -> None:
     assert idle.verdict(False, "timeout") == (False, "timeout")
     with pytest.raises(TestbedInterrupted):  # the owner stops: not an invalid load
         in_testbed(_Testbed(fail=TestbedInterrupted("SIGTERM")), lambda tb: None)
+
+
+def test_a_page_load_outcome_is_typed_and_the_frame_judges_it() -> None:
+    """A page load's outcome (validity.page_outcome) is an Outcome with its browser
+    result's columns and verdict; a session's row filled in place (fill_page_row) gets
+    the same values; the frame adds its columns and has the last word on validity."""
+    from dchlab.workloads.measure import Frame
+    from dchlab.workloads.validity import PAGE_COLUMNS, fill_page_row, page_outcome
+
+    gone = "https://www.ex.com/a/gone.png"
+    res = {"document_error": "", "resources_failed": 2, "plt_ms": 812.5, "fcp_ms": 300.0,
+           "resources_loaded": 40, "bytes_received": 1000, "dns_ms": 4.0,
+           "failed": [[gone, "HTTP 404"], ["https://x.test/b", "HTTP 404"]]}  # fmt: skip
+    out = page_outcome(res, [gone], ["www.ex.com"], missing_expected=1)
+    assert isinstance(out, Outcome) and out.valid and out.invalid_reason == ""
+    assert (out.plt_ms, out.total_ms, out.fcp_ms, out.dns_ms) == (812.5, 812.5, 300.0, 4.0)
+    assert (out.size_bytes, out.resources_loaded, out.resources_failed) == (1000, 40, 2)
+    assert (out.resources_failed_unexpected, out.missing_unrecorded) == (0, 1)
+    assert out.missing_expected == 1 and out.lcp_ms is None and out.trace_offset_ms is None
+    row: dict = {}  # type: ignore[type-arg]
+    fill_page_row(row, res, [gone], ["www.ex.com"])
+    assert list(row) == list(PAGE_COLUMNS) and row == {c: getattr(out, c) for c in PAGE_COLUMNS}
+    frame = Frame(trace_offset_ms=1234.0, bytes_hbc=120, pkts_hbc=5, stats={"k": 1})
+    judged = frame.judged(out)
+    assert (judged.trace_offset_ms, judged.bytes_hbc, judged.pkts_hbc) == (1234.0, 120, 5)
+    assert judged.stats == {"k": 1} and judged.valid and judged.plt_ms == 812.5
+    row = make_row(RunConfig("all-hbc", "embb", "urllc"), "pageload", "p", judged)
+    assert list(row) == ROW_KEYS and row["workload"] == "pageload" and row["page"] == "p"
+    assert row["missing_unrecorded"] == 1 and row["trace_offset_ms"] == 1234.0
+    # the scheme never took effect: a valid load becomes invalid, the columns stay
+    idle = Frame(scheme_failure="no MPTCP connection").judged(out)
+    assert not idle.valid and idle.invalid_reason == "no MPTCP connection"
+    assert idle.plt_ms == 812.5
+    # a failed testbed without a browser result: invalid for the testbed's reason
+    broken = Frame(testbed_failure="testbed: no dnsmasq").judged(Outcome(missing_expected=3))
+    assert (broken.valid, broken.invalid_reason) == (False, "testbed: no dnsmasq")
+    assert broken.missing_expected == 3 and broken.plt_ms is None

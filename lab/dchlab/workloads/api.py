@@ -98,7 +98,7 @@ def load_one(
     from `pool` (prepared during the previous load's tail, when the pool expected this
     run; dchlab.workloads.pool), which prepares the one of the run it expects next while
     this load's tail runs. None: a pool of this load alone (nothing prepared)."""
-    from dchlab.workloads.validity import fill_page_row
+    from dchlab.workloads.validity import page_outcome
 
     with contextlib.ExitStack() as own:
         if pool is None:
@@ -118,12 +118,10 @@ def load_one(
             lease.close()
     # Requests the corpus itself cannot answer (importer/probe): failing exactly those is
     # the page as recorded (valid); any other fails it (dchlab.workloads.validity).
-    measured: dict[str, Any] = {"missing_expected": entry.missing, "valid": False, "invalid_reason": ""}  # fmt: skip
+    measured = Outcome(missing_expected=entry.missing)  # no browser result: invalid
     if browser:
-        fill_page_row(measured, browser, entry.missing_urls, corpus.all_hosts())
-    valid, reason = frame.verdict(measured["valid"], measured["invalid_reason"])
-    outcome = {**measured, **frame.columns(), "valid": valid, "invalid_reason": reason}
-    row = make_row(spec, "pageload", page, outcome)
+        measured = page_outcome(browser, entry.missing_urls, corpus.all_hosts(), entry.missing)
+    row = make_row(spec, "pageload", page, frame.judged(measured))
     timing.update(lease.timing)
     row["stats"] = {**row["stats"], "browser": browser}
     timing["total"] = _ms(time.monotonic() - t_start)

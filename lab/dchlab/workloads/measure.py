@@ -9,7 +9,7 @@ build on it; it imports neither, so the two do not import each other's internals
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 # paired_seed, testbed_config: re-exported (callers of the workload layer use them)
@@ -70,6 +70,12 @@ class Frame:
         if self.scheme_failure and valid:
             return False, self.scheme_failure
         return valid, reason
+
+    def judged(self, outcome: Outcome) -> Outcome:
+        """The workload's `outcome` with the columns this frame measured and its verdict
+        (`verdict`) on the outcome's own."""
+        valid, reason = self.verdict(outcome.valid, outcome.invalid_reason)
+        return replace(outcome, **self.columns(), valid=valid, invalid_reason=reason)
 
 
 def in_testbed(tb: Any, body: Callable[[Any], None]) -> Frame:

@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from dchlab.workloads.rows import Outcome
+
 CANCELLED = "net::ERR_ABORTED"  # Chromium: the request was cancelled (by the page)
 NOT_SENT = "net::ERR_UNKNOWN_URL_SCHEME"  # refused in the browser: nothing went out
 EXCUSED = frozenset({CANCELLED, NOT_SENT})
@@ -160,21 +162,46 @@ def _recording_gap(url: str, error: str, corpus_hosts: set[str] | None) -> bool:
     return bool(host) and host not in corpus_hosts
 
 
+#: The row columns a page load's browser result and its verdict give (page_outcome).
+PAGE_COLUMNS = (
+    *(col for col, _ in _ROW_FROM_RESULT),
+    "valid",
+    "invalid_reason",
+    "resources_failed",
+    "resources_failed_unexpected",
+    "missing_unrecorded",
+)
+
+
+def page_outcome(
+    res: dict[str, Any],
+    missing_urls: Any,
+    corpus_hosts: Iterable[str] | None = None,
+    missing_expected: int | None = None,
+) -> Outcome:
+    """One page load's outcome: its browser result (`browser.LoadResult` as a dict)
+    judged against the page's record (`missing_urls`, `judge`; `corpus_hosts` as there;
+    `missing_expected`: the record's count). The one mapping `dch pageload` and
+    `dch session` rows share; the testbed frame's columns are the caller's."""
+    verdict = judge(res, missing_urls, corpus_hosts)
+    measured: dict[str, Any] = {col: res.get(key) for col, key in _ROW_FROM_RESULT}
+    return Outcome(
+        **measured,
+        valid=verdict.valid,
+        invalid_reason=verdict.invalid_reason,
+        resources_failed=verdict.failed,
+        resources_failed_unexpected=len(verdict.unexpected),
+        missing_expected=missing_expected,
+        missing_unrecorded=len(verdict.unrecorded),
+    )
+
+
 def fill_page_row(
     row: dict[str, Any],
     res: dict[str, Any],
     missing_urls: Any,
     corpus_hosts: Iterable[str] | None = None,
 ) -> None:
-    """Copy one page load's browser result (`browser.LoadResult` as a dict) into its
-    row and judge it against the page's record (`missing_urls`, `judge`; `corpus_hosts`
-    as there): the one mapping `dch pageload` and `dch session` rows share."""
-    row.update({col: res.get(key) for col, key in _ROW_FROM_RESULT})
-    verdict = judge(res, missing_urls, corpus_hosts)
-    row.update(
-        valid=verdict.valid,
-        invalid_reason=verdict.invalid_reason,
-        resources_failed=verdict.failed,
-        resources_failed_unexpected=len(verdict.unexpected),
-        missing_unrecorded=len(verdict.unrecorded),
-    )
+    """Set `row`'s PAGE_COLUMNS from `page_outcome` (a row filled in place: a session's)."""
+    out = page_outcome(res, missing_urls, corpus_hosts)
+    row.update({col: getattr(out, col) for col in PAGE_COLUMNS})
