@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ from dchlab.apps.profile import (
     parse_profile,
     session_for,
 )
-from dchlab.apps.run import check_interaction, fill_row
+from dchlab.apps.run import app_result, check_interaction
 from dchlab.pages.corpus import load as load_corpus
+from dchlab.run_config import RunConfig
+from dchlab.workloads.rows import APP_KEYS, ROW_KEYS, make_row
 
 
 def _minimal() -> dict[str, Any]:
@@ -230,17 +233,26 @@ def test_check_interaction_accepts_order_and_flags_violations() -> None:
     assert miss["answered"] == n - 1 and "never sent" in miss["problems"][0]
 
 
-def test_fill_row_validity() -> None:
+def test_app_result_validity() -> None:
     p = load_profile("news")
-    row: dict[str, Any] = {}
-    fill_row(row, p, "item", {"interactions": [_record(p, "launch"), _record(p, "item")]})
+    got = app_result(p, "item", {"interactions": [_record(p, "launch"), _record(p, "item")]})
+    row = {**asdict(got.outcome), **asdict(got.columns)}
     assert row["valid"] and row["irt_ms"] == 500.0 and row["requests_answered"] == row["requests"]
     assert row["warm_irt_ms"] == {"launch": 500.0}
-    row = {}
-    fill_row(row, p, "item", {"interactions": [_record(p, "launch")], "error": "item: timeout"})
+    assert row["resources_loaded"] == row["requests"] and row["resources_failed"] == 0
+    assert set(got.detail) == {"problems", "protocols", "opened"} and got.detail["problems"] == []
+    assert row["connections_opened"] == len(got.detail["opened"])
+    # the row an app interaction makes: every workload's keys, then the app's
+    made = make_row(RunConfig("all-hbc", "embb", "urllc"), "app", "news/item", row)
+    assert list(made) == ROW_KEYS + APP_KEYS and made["irt_ms"] == 500.0
+    got = app_result(p, "item", {"interactions": [_record(p, "launch")], "error": "item: timeout"})
+    row = {**asdict(got.outcome), **asdict(got.columns)}
     assert not row["valid"] and "timeout" in row["invalid_reason"]
-    row = {}
-    fill_row(row, p, "search", {"interactions": [_record(p, "launch"), _record(p, "search", 50)]})
+    assert row["irt_ms"] is None and row["size_bytes"] is None and got.detail == {}
+    got = app_result(
+        p, "search", {"interactions": [_record(p, "launch"), _record(p, "search", 50)]}
+    )
+    row = {**asdict(got.outcome), **asdict(got.columns)}
     assert not row["valid"] and "dependency-order" in row["invalid_reason"]
 
 

@@ -74,6 +74,10 @@ def test_irt_grows_with_hbc_rtt_under_all_hbc() -> None:
     slow = app(RunSpec("all-hbc", "fixed:100ms/200mbit", "urllc"), "social", "launch", 40)
     assert fast["valid"] and slow["valid"], (fast["invalid_reason"], slow["invalid_reason"])
     assert fast["requests_answered"] == fast["requests"] == 16
+    from dchlab.workloads.rows import APP_KEYS, ROW_KEYS
+
+    assert list(fast) == ROW_KEYS + APP_KEYS  # every workload's keys, then the app's
+    assert set(fast["stats"]["app"]) == {"problems", "protocols", "opened", "session"}
     # A cold launch needs DNS, TCP, TLS and three dependent request levels: at least six
     # sequential HBC round trips, each 80 ms longer on the slow channel.
     assert slow["irt_ms"] > fast["irt_ms"] + 4 * 80, (fast["irt_ms"], slow["irt_ms"])

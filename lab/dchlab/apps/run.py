@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,7 +21,8 @@ from dchlab import REPO_ROOT
 from dchlab.apps.compile import cached_corpus, request_url, shell_url
 from dchlab.apps.profile import AppProfile, load_profile, session_for
 from dchlab.workloads import rows
-from dchlab.workloads.measure import RunSpec, measure, new_row, testbed_config
+from dchlab.workloads.measure import RunSpec, in_testbed, testbed_config
+from dchlab.workloads.rows import AppColumns, Outcome, make_row
 
 #: Row keys this workload adds to ROW_KEYS: AppColumns' fields (re-exported).
 APP_KEYS = rows.APP_KEYS
@@ -115,21 +117,34 @@ def check_interaction(p: AppProfile, res: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str, Any]) -> None:
-    """Fill `row` from the driver's session result (the measured interaction is last)."""
+@dataclass(frozen=True)
+class AppResult:
+    """What one app interaction measured: its Outcome columns, its AppColumns and what
+    the row's stats keep of the check (`problems`, `protocols`, `opened`; empty: the
+    interaction did not run)."""
+
+    outcome: Outcome = field(default_factory=Outcome)
+    columns: AppColumns = field(default_factory=AppColumns)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def app_result(p: AppProfile, interaction: str, out: dict[str, Any]) -> AppResult:
+    """The driver's session result `out` judged (the measured interaction is last)."""
     it = p.interactions[interaction]
-    row.update(
+    done = out.get("interactions") or []
+    warm = [d for d in done[:-1] if d.get("interaction") != interaction]
+    columns = AppColumns(
         app_profile=p.name,
         interaction=interaction,
         requests=len(it.requests),
         requests_answered=0,
         order_violations=0,
         depth=it.depth(),
+        warm_irt_ms={d["interaction"]: d.get("irt_ms") for d in warm} or None,
         critical_think_ms=critical_think_ms(p, interaction),
     )
-    done = out.get("interactions") or []
-    warm = [d for d in done[:-1] if d.get("interaction") != interaction]
-    row["warm_irt_ms"] = {d["interaction"]: d.get("irt_ms") for d in warm} or None
+    measured: dict[str, Any] = {}
+    detail: dict[str, Any] = {}
     reasons = []
     if out.get("error"):
         reasons.append(str(out["error"]))
@@ -141,7 +156,8 @@ def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str
         reasons.append(reasons.pop(0) if reasons else f"{interaction} did not run")
     else:
         chk = check_interaction(p, last)
-        row.update(
+        columns = replace(
+            columns,
             irt_ms=last.get("irt_ms"),
             input_delay_ms=(
                 last["t_handler"] - last["t_input"]
@@ -150,11 +166,13 @@ def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str
             ),
             requests_answered=chk["answered"],
             order_violations=chk["violations"],
-            size_bytes=sum(int(e.get("body_size") or 0) for e in chk["timing"].values()),
-            resources_loaded=chk["answered"],
-            resources_failed=len(it.requests) - chk["answered"],
             connections_opened=len(chk["opened"]),
         )
+        measured = {
+            "size_bytes": sum(int(e.get("body_size") or 0) for e in chk["timing"].values()),
+            "resources_loaded": chk["answered"],
+            "resources_failed": len(it.requests) - chk["answered"],
+        }
         if last.get("error"):
             reasons.append(str(last["error"]))
         if chk["answered"] < len(it.requests):
@@ -166,13 +184,10 @@ def fill_row(row: dict[str, Any], p: AppProfile, interaction: str, out: dict[str
         if last.get("irt_ms") is None:
             reasons.append("no end-screen paint recorded")
         protos = sorted({str(e.get("protocol") or "?") for e in chk["timing"].values()})
-        row["stats_app"] = {
-            "problems": chk["problems"][:20],
-            "protocols": protos,
-            "opened": chk["opened"],
-        }
-    row["valid"] = not reasons
-    row["invalid_reason"] = "; ".join(dict.fromkeys(reasons))
+        detail = {"problems": chk["problems"][:20], "protocols": protos, "opened": chk["opened"]}
+    why = "; ".join(dict.fromkeys(reasons))
+    outcome = Outcome(**measured, valid=not reasons, invalid_reason=why)
+    return AppResult(outcome, columns, detail)
 
 
 def run_driver(
@@ -197,26 +212,28 @@ def app(
     spec: RunSpec, profile: str | AppProfile, interaction: str, timeout_s: float = 60
 ) -> dict[str, Any]:
     """One trial of `interaction` of `profile` (a built-in name or a file) under `spec`."""
-    from dchlab.testbed import make_nss_db
+    from dchlab.testbed import Testbed, make_nss_db
 
     p = profile if isinstance(profile, AppProfile) else load_profile(profile)
     session = session_for(interaction)
     corpus = cached_corpus(p)
     key = item_key(p.name, interaction)
-    row = new_row(spec, "app", key)
-    row.update(dict.fromkeys(APP_KEYS))
+    driver: dict[str, Any] = {}  # the driver's session result
+    measured: list[AppResult] = []
 
     def body(tb: Any) -> None:
         home = tb.run_dir / "chromium-home"
         make_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
         out = run_driver(tb, p, session, timeout_s, home)
-        row["_driver"] = out
-        fill_row(row, p, interaction, out)
-        if str(out.get("error", "")).startswith("driver exited"):
-            row["invalid_reason"] = str(out["error"])  # the lab failed (runner retries)
+        driver.update(out)
+        got = app_result(p, interaction, out)
+        if str(out.get("error", "")).startswith("driver exited"):  # the lab failed (runner retries)
+            got = replace(got, outcome=replace(got.outcome, invalid_reason=str(out["error"])))
+        measured.append(got)
 
-    measure(row, testbed_config(spec, f"app:{key}", corpus.root), body)
-    driver = row.pop("_driver", {})
-    extra = row.pop("stats_app", None) or {}
-    row["stats"] = {**row["stats"], "app": {**extra, "session": driver}}
+    frame = in_testbed(Testbed(testbed_config(spec, f"app:{key}", corpus.root)), body)
+    got = measured[0] if measured else AppResult()  # the testbed failed before the driver ran
+    outcome = frame.judged(got.outcome)
+    row = make_row(spec, "app", key, {**asdict(outcome), **asdict(got.columns)})
+    row["stats"] = {**row["stats"], "app": {**got.detail, "session": driver}}
     return row
