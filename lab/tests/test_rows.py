@@ -210,10 +210,10 @@ def test_the_testbed_frame_is_a_typed_outcome_with_its_verdict() -> None:
 
 def test_a_page_load_outcome_is_typed_and_the_frame_judges_it() -> None:
     """A page load's outcome (validity.page_outcome) is an Outcome with its browser
-    result's columns and verdict; a session's row filled in place (fill_page_row) gets
-    the same values; the frame adds its columns and has the last word on validity."""
+    result's columns and verdict; the frame adds its columns and has the last word on
+    validity."""
     from dchlab.workloads.measure import Frame
-    from dchlab.workloads.validity import PAGE_COLUMNS, fill_page_row, page_outcome
+    from dchlab.workloads.validity import page_outcome
 
     gone = "https://www.ex.com/a/gone.png"
     res = {"document_error": "", "resources_failed": 2, "plt_ms": 812.5, "fcp_ms": 300.0,
@@ -225,9 +225,6 @@ def test_a_page_load_outcome_is_typed_and_the_frame_judges_it() -> None:
     assert (out.size_bytes, out.resources_loaded, out.resources_failed) == (1000, 40, 2)
     assert (out.resources_failed_unexpected, out.missing_unrecorded) == (0, 1)
     assert out.missing_expected == 1 and out.lcp_ms is None and out.trace_offset_ms is None
-    row: dict = {}  # type: ignore[type-arg]
-    fill_page_row(row, res, [gone], ["www.ex.com"])
-    assert list(row) == list(PAGE_COLUMNS) and row == {c: getattr(out, c) for c in PAGE_COLUMNS}
     frame = Frame(trace_offset_ms=1234.0, bytes_hbc=120, pkts_hbc=5, stats={"k": 1})
     judged = frame.judged(out)
     assert (judged.trace_offset_ms, judged.bytes_hbc, judged.pkts_hbc) == (1234.0, 120, 5)

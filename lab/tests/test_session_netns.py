@@ -13,6 +13,7 @@ from conftest import require_binaries, require_root
 
 from dchlab.pages.generator import VISIT_COOKIE_BYTES
 from dchlab.workloads.measure import RunSpec
+from dchlab.workloads.rows import ROW_KEYS, SESSION_KEYS
 from dchlab.workloads.session import corpus_session, open_session_corpus, session_rows
 
 pytestmark = pytest.mark.netns
@@ -30,6 +31,7 @@ def test_a_five_page_session_keeps_its_connections(scheme: str) -> None:
     assert [r["page_index"] for r in rows] == [0, 1, 2, 3, 4]
     assert [r["page"] for r in rows] == ["site0", "site0-p1", "site0-p2", "site0-p3", "site0-p4"]
     assert len({r["session_id"] for r in rows}) == 1
+    assert all(list(r) == ROW_KEYS + SESSION_KEYS for r in rows)  # every page was reached
     for r in rows:
         assert r["valid"], (r["page"], r["invalid_reason"])
         assert r["workload"] == "session" and r["scheme"] == scheme

@@ -201,18 +201,17 @@ def test_a_404_is_a_gap_of_the_recording_a_failed_delivery_is_not() -> None:
 
 
 def test_row_counts_unrecorded_missing_apart_from_unexpected_failures() -> None:
-    from dchlab.workloads.validity import fill_page_row
+    from dchlab.workloads.validity import page_outcome
 
-    row: dict = {}  # type: ignore[type-arg]
     res = _res(
         [(GONE, "HTTP 404"), ("https://x.test/a", "HTTP 404"), ("https://x.test/b", "HTTP 404")]
     )
     res.update(plt_ms=812.5, resources_loaded=40, bytes_received=1000)
-    fill_page_row(row, res, [GONE])
-    assert row["valid"] is True and row["invalid_reason"] == ""
-    assert (row["resources_failed"], row["resources_failed_unexpected"]) == (3, 0)
-    assert row["missing_unrecorded"] == 2
-    assert (row["plt_ms"], row["total_ms"], row["size_bytes"]) == (812.5, 812.5, 1000)
+    row = page_outcome(res, [GONE])
+    assert row.valid is True and row.invalid_reason == ""
+    assert (row.resources_failed, row.resources_failed_unexpected) == (3, 0)
+    assert row.missing_unrecorded == 2
+    assert (row.plt_ms, row.total_ms, row.size_bytes) == (812.5, 812.5, 1000)
 
 
 def test_invalid_reason_is_one_line() -> None:
@@ -280,8 +279,7 @@ def test_a_name_outside_the_corpus_that_does_not_resolve_is_a_gap_too() -> None:
     # another error on a foreign host is no DNS gap
     v = judge(_res([(rum, "net::ERR_CONNECTION_RESET")]), [], hosts)
     assert not v.valid and v.unexpected == [rum]
-    from dchlab.workloads.validity import fill_page_row
+    from dchlab.workloads.validity import page_outcome
 
-    row: dict = {}  # type: ignore[type-arg]
-    fill_page_row(row, _res([(rum, "net::ERR_NAME_NOT_RESOLVED"), (GONE, "HTTP 404")]), [], hosts)
-    assert row["valid"] and row["missing_unrecorded"] == 2 and row["resources_failed"] == 2
+    row = page_outcome(_res([(rum, "net::ERR_NAME_NOT_RESOLVED"), (GONE, "HTTP 404")]), [], hosts)
+    assert row.valid and row.missing_unrecorded == 2 and row.resources_failed == 2

@@ -29,15 +29,16 @@ import asyncio
 import math
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from dchlab.units import is_uint
 from dchlab.workloads import browser as B
 from dchlab.workloads.chromium_pipe import PipeChromium, chromium_for
-from dchlab.workloads.measure import RunSpec, in_testbed, new_row, testbed_config
-from dchlab.workloads.validity import fill_page_row
+from dchlab.workloads.measure import RunSpec, in_testbed, testbed_config
+from dchlab.workloads.rows import Outcome, SessionColumns, make_row
+from dchlab.workloads.validity import page_outcome
 
 
 def request_size(method: str, url: str, headers: dict[str, Any], body: int = 0) -> int:
@@ -224,41 +225,39 @@ def session_rows(
         for b in holder:
             b.close()
     reached = holder[0].pages if holder else []
+    hosts = corpus.all_hosts()
     rows = []
     for i, (url, name) in enumerate(zip(urls, names, strict=True)):
-        row = new_row(spec, "session", name)
-        row.update(session_id=session_id, page_index=i, trace_offset_ms=frame.trace_offset_ms)
-        # the CPU shares cover the whole session (one testbed), not this page alone
-        row.update(host_cpu_busy=frame.host_cpu_busy, host_cpu_steal=frame.host_cpu_steal)
         entry = entries.get(url)
-        row["missing_expected"] = entry.missing if entry else 0
+        expected = entry.missing if entry else 0
+        columns = SessionColumns(session_id=session_id, page_index=i)
         if i < len(reached):
             res, tally = reached[i]
+            result = asdict(res)
             missing = entry.missing_urls if entry else []
-            _fill(row, asdict(res), tally.summary(), missing, corpus.all_hosts())
+            outcome = page_outcome(result, missing, hosts, expected)
+            outcome = replace(outcome, stats={"browser": result})
+            own = asdict(replace(columns, **tally.summary()))
         else:
             why = (ended and ended[0]) or frame.testbed_failure or "not reached"
-            row.update(valid=False, invalid_reason=f"session ended before this page: {why}")
-        rows.append(row)
+            why = f"session ended before this page: {why}"
+            outcome = Outcome(missing_expected=expected, valid=False, invalid_reason=why)
+            # a page never reached counted no requests: its row has no such columns
+            own = {"session_id": session_id, "page_index": i}
+        if frame.testbed_failure:  # the testbed failed under the session
+            outcome = replace(outcome, valid=False, invalid_reason=frame.testbed_failure)
+        # the CPU shares cover the whole session (one testbed), not this page alone
+        outcome = replace(
+            outcome,
+            trace_offset_ms=frame.trace_offset_ms,
+            host_cpu_busy=frame.host_cpu_busy,
+            host_cpu_steal=frame.host_cpu_steal,
+        )
+        rows.append(make_row(spec, "session", name, {**asdict(outcome), **own}))
     # The testbed's counters cover the whole session: kept once, on the landing page's row.
     rows[0]["stats"]["testbed"] = frame.stats
     rows[0]["stats"]["timing"] = timing
-    if frame.testbed_failure:  # the testbed failed under the session
-        for row in rows:
-            row.update(valid=False, invalid_reason=frame.testbed_failure)
     return rows
-
-
-def _fill(
-    row: dict[str, Any],
-    res: dict[str, Any],
-    tally: dict[str, Any],
-    missing: list[str] | None,
-    corpus_hosts: list[str] | None = None,
-) -> None:
-    fill_page_row(row, res, missing, corpus_hosts)
-    row.update(tally)
-    row["stats"] = {"browser": res}
 
 
 def landing_pages(corpus: Any) -> list[str]:

@@ -162,17 +162,6 @@ def _recording_gap(url: str, error: str, corpus_hosts: set[str] | None) -> bool:
     return bool(host) and host not in corpus_hosts
 
 
-#: The row columns a page load's browser result and its verdict give (page_outcome).
-PAGE_COLUMNS = (
-    *(col for col, _ in _ROW_FROM_RESULT),
-    "valid",
-    "invalid_reason",
-    "resources_failed",
-    "resources_failed_unexpected",
-    "missing_unrecorded",
-)
-
-
 def page_outcome(
     res: dict[str, Any],
     missing_urls: Any,
@@ -194,14 +183,3 @@ def page_outcome(
         missing_expected=missing_expected,
         missing_unrecorded=len(verdict.unrecorded),
     )
-
-
-def fill_page_row(
-    row: dict[str, Any],
-    res: dict[str, Any],
-    missing_urls: Any,
-    corpus_hosts: Iterable[str] | None = None,
-) -> None:
-    """Set `row`'s PAGE_COLUMNS from `page_outcome` (a row filled in place: a session's)."""
-    out = page_outcome(res, missing_urls, corpus_hosts)
-    row.update({col: getattr(out, col) for col in PAGE_COLUMNS})
