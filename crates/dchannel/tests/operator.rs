@@ -14,7 +14,6 @@ fn run(args: &[&str]) -> std::process::Output {
     Command::new(BIN).args(args).output().unwrap()
 }
 
-#[test]
 fn genkey_out_refuses_an_existing_file_unless_forced() {
     let dir = std::env::temp_dir().join(format!("dch-genkey-{}", unique_tag()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -51,7 +50,6 @@ fn spawn_logged(argv: &[String], log: &std::path::Path) -> std::process::Child {
         .unwrap()
 }
 
-#[test]
 fn stats_json_into_a_missing_directory_is_refused_at_start() {
     let missing = std::env::temp_dir().join(format!("dch-no-such-dir-{}", unique_tag()));
     let path = missing.join("gateway.json");
@@ -76,7 +74,6 @@ fn stats_json_into_a_missing_directory_is_refused_at_start() {
     );
 }
 
-#[test]
 fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
     // A warning (scale outside 0.2..5) is logged before the run stops (no --key).
     let o = gateway_unstarted(&["--hbc-rtt-scale", "0.1"]);
@@ -88,11 +85,7 @@ fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
     assert!(!err.contains('\x1b'), "colour codes in {err:?}");
 }
 
-#[test]
 fn sighup_is_logged_and_ignored_and_tun_route_is_added() {
-    if !can_run() {
-        return;
-    }
     let t = Topo::new();
     let log = t.path("gw.log");
     let argv = t.gateway_argv("dchannel", &["--tun-route", "198.19.0.2/32"]);
@@ -119,11 +112,7 @@ fn sighup_is_logged_and_ignored_and_tun_route_is_added() {
     assert_eq!(stats["role"], "gateway", "{stats}");
 }
 
-#[test]
 fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
-    if !can_run() {
-        return;
-    }
     let t = Topo::new();
     let gw_log = t.path("gw.log");
     let mut gw = spawn_logged(&t.gateway_argv("dchannel", &[]), &gw_log);
@@ -188,4 +177,17 @@ fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
         gw_stats["crypto"]["drops"]["handshake_invalid"].as_u64() >= Some(2),
         "{gw_stats}"
     );
+}
+
+dchannel_base::test_main! {
+    tun: true,
+    plain: [
+        genkey_out_refuses_an_existing_file_unless_forced,
+        stats_json_into_a_missing_directory_is_refused_at_start,
+        logs_carry_no_colour_codes_when_stderr_is_not_a_terminal,
+    ],
+    namespaced: [
+        sighup_is_logged_and_ignored_and_tun_route_is_added,
+        client_with_a_wrong_gateway_key_never_prints_ready_and_says_why,
+    ],
 }

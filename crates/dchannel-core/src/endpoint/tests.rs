@@ -127,6 +127,17 @@ fn hear(
     rx.handle_datagram(now, ch, from, data(CLIENT_TOKEN, flow_id, seq, inner))
 }
 
+/// The next event of `rx` is peer 0's `channel` reported `up` (or down) `after` that
+/// long in the other state.
+fn assert_next_change(rx: &mut Rx, channel: Channel, up: bool, after: Nanos) {
+    let want = Change { channel, up, after };
+    let got = rx.poll_event();
+    assert!(
+        matches!(got, Some(Event::ChannelChanged { peer: 0, change }) if change == want),
+        "expected {want:?}"
+    );
+}
+
 fn delivered(rx: &mut Rx) -> Vec<Vec<u8>> {
     rx.deliveries().map(|d| d.packet().to_vec()).collect()
 }
@@ -322,14 +333,7 @@ fn a_silent_llc_is_reported_down_once_and_up_at_the_first_datagram() {
     rx.handle_timeout(1_600 * MS); // silent 1.5 s: still up
     assert!(rx.poll_event().is_none());
     rx.handle_timeout(1_650 * MS);
-    let down = Change {
-        channel: Channel::Llc,
-        up: false,
-        after: 1_550 * MS,
-    };
-    assert!(
-        matches!(rx.poll_event(), Some(Event::ChannelChanged { peer: 0, change }) if change == down)
-    );
+    assert_next_change(&mut rx, Channel::Llc, false, 1_550 * MS);
     let link = &rx.shared().peers()[0];
     assert!(!link.reported_up(Channel::Llc));
     assert_eq!(link.downs(Channel::Llc), 1);
@@ -337,14 +341,7 @@ fn a_silent_llc_is_reported_down_once_and_up_at_the_first_datagram() {
     assert!(rx.poll_event().is_none(), "down once");
     hear(&mut rx, 3_010 * MS, Channel::Llc, gw_llc(), 0, 1, &pkt);
     rx.handle_timeout(3_050 * MS);
-    let up = Change {
-        channel: Channel::Llc,
-        up: true,
-        after: 1_400 * MS,
-    };
-    assert!(
-        matches!(rx.poll_event(), Some(Event::ChannelChanged { peer: 0, change }) if change == up)
-    );
+    assert_next_change(&mut rx, Channel::Llc, true, 1_400 * MS);
     assert!(rx.shared().peers()[0].reported_up(Channel::Llc));
 }
 
