@@ -20,6 +20,7 @@ mod prefilter;
 mod receive_loop;
 mod route_keeper;
 mod send_loop;
+mod show;
 mod stats;
 mod tun;
 
@@ -401,6 +402,7 @@ fn main() {
         Role::Gateway(a) => &a.common,
         Role::Genkey(a) => keytool::exit(keytool::genkey(a)),
         Role::Pubkey(a) => keytool::exit(keytool::pubkey(a)),
+        Role::Show(a) => keytool::exit(show::show(a.metrics, a.json)),
     };
     if let Err(e) = config::validate(common) {
         eprintln!("dchannel: error: {e:#}");
@@ -409,7 +411,7 @@ fn main() {
     let res = match &cli.role {
         Role::Client(a) => config::client(a).and_then(|b| run(&a.common, b)),
         Role::Gateway(a) => config::gateway(a).and_then(|b| run(&a.common, b)),
-        Role::Genkey(_) | Role::Pubkey(_) => unreachable!("handled above"),
+        Role::Genkey(_) | Role::Pubkey(_) | Role::Show(_) => unreachable!("handled above"),
     };
     match res {
         Ok(()) => std::process::exit(0),
