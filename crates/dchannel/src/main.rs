@@ -290,6 +290,7 @@ fn serve<A: DatagramAuth + 'static>(
     );
     let session_auth = crypto.clone();
     stats.crypto = crypto;
+    stats.epoch = epoch;
     let (tun, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On)?;
     stats.tun.offload = vnet_hdr;
     stats.busy_poll.us = common.busy_poll_us;

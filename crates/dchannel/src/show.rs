@@ -139,10 +139,19 @@ pub fn summary(samples: &[Sample]) -> Value {
         "role": role,
         "sessions": count(value(samples, "sessions", &[])),
         "peers": count(value(samples, "peers", &[])),
-        "session_age_s": num(value(samples, "session_age_seconds", &[])),
+        "session_age_s": num(session_age(samples)),
         "handshakes": handshakes,
         "channels": channels,
     })
+}
+
+/// The age of the one session (the client's); none with several peers.
+fn session_age(samples: &[Sample]) -> Option<f64> {
+    let mut ages = samples.iter().filter(|s| s.name == "session_age_seconds");
+    match (ages.next(), ages.next()) {
+        (Some(a), None) => Some(a.value),
+        _ => None,
+    }
 }
 
 /// The one-screen text view of a [`summary`].
@@ -266,7 +275,7 @@ dchannel_handshakes_total{role="client",event="completed_as_initiator"} 1
 # TYPE dchannel_sessions gauge
 dchannel_sessions{role="client"} 1
 dchannel_peers{role="client"} 1
-dchannel_session_age_seconds{role="client"} 42.5
+dchannel_session_age_seconds{role="client",peer="gateway"} 42.5
 dchannel_rtt_ms{role="client",peer="gateway",channel="hbc"} 20.25
 dchannel_rtt_ms{role="client",peer="gateway",channel="llc"} NaN
 dchannel_channel_up{role="client",peer="gateway",channel="hbc"} 1
