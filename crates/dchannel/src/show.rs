@@ -223,10 +223,11 @@ pub fn fetch(addr: SocketAddr) -> Result<String> {
         .with_context(|| format!("connecting to the metrics address {addr} (is the agent running with --metrics-addr {addr}?)"))?;
     c.set_read_timeout(Some(TIMEOUT))?;
     c.set_write_timeout(Some(TIMEOUT))?;
-    write!(
-        c,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
+    // One write: the endpoint reads the request once and closes, so a request
+    // split over several segments would leave unread bytes and reset the
+    // connection before its answer is read.
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    c.write_all(req.as_bytes())?;
     let mut resp = String::new();
     c.read_to_string(&mut resp)
         .with_context(|| format!("reading the metrics from {addr}"))?;
