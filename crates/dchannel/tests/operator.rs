@@ -191,31 +191,6 @@ fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
     );
 }
 
-/// 256 KiB over TCP from srv to ue through the tunnel (bulk down, ACKs up).
-fn download(t: &Topo) {
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
-    let data = pattern(1 << 18, 3);
-    let l = in_ns(&t.srv, || TcpListener::bind((SRV, 7002)).unwrap())
-        .join()
-        .unwrap();
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        s.write_all(&data).unwrap();
-    });
-    let got = in_ns(&t.ue, || {
-        let mut s = TcpStream::connect((SRV, 7002)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut v = Vec::new();
-        s.read_to_end(&mut v).unwrap();
-        v.len()
-    })
-    .join()
-    .unwrap();
-    server.join().unwrap();
-    assert_eq!(got, 1 << 18);
-}
-
 #[test]
 fn show_prints_both_channels_with_their_traffic() {
     if !can_run() {
@@ -225,7 +200,8 @@ fn show_prints_both_channels_with_their_traffic() {
     let metrics = ["--metrics-addr", "127.0.0.1:9100"];
     // by size: the bulk down the HBC, the ACKs up the LLC, both channels carry data
     let mut agents = t.start("pkt-size:750", &metrics);
-    download(&t);
+    // 256 KiB down the tunnel (bulk down, ACKs up)
+    assert_eq!(t.download(pattern(1 << 18, 3), 7002).len(), 1 << 18);
     let show = |extra: &[&str]| {
         let o = Command::new("ip")
             .args([
