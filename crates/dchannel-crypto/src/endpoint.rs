@@ -97,6 +97,14 @@ impl AeadAuth {
             .peer(PeerId(peer as u32))
             .is_some_and(|p| p.has_session())
     }
+
+    /// When the current session with endpoint peer `peer` was established
+    /// (the agent's clock), if there is one.
+    pub fn session_created(&self, peer: usize) -> Option<Nanos> {
+        self.lock()
+            .peer(PeerId(peer as u32))
+            .and_then(|p| p.session_created())
+    }
 }
 
 fn with_header(cfg: Config) -> Config {

@@ -38,6 +38,21 @@ pub enum Role {
     /// Reads a private key (from FILE, or stdin when none is given) and
     /// prints its public key (base64).
     Pubkey(PubkeyArgs),
+    /// Prints a running agent's status (like `wg show`): per channel up/down,
+    /// time since last heard, RTT, bytes and packets each way, drops; sessions,
+    /// peers and handshake counters. Read from the agent's --metrics-addr.
+    Show(ShowArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The agent's metrics address (its --metrics-addr; docs/deploy.md uses
+    /// 127.0.0.1:9100 for both agents).
+    #[arg(long, default_value = "127.0.0.1:9100")]
+    pub metrics: SocketAddr,
+    /// Print JSON (for scripts) instead of the text view.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -20,6 +20,7 @@ mod prefilter;
 mod receive_loop;
 mod route_keeper;
 mod send_loop;
+mod show;
 mod stats;
 mod tun;
 
@@ -289,6 +290,7 @@ fn serve<A: DatagramAuth + 'static>(
     );
     let session_auth = crypto.clone();
     stats.crypto = crypto;
+    stats.epoch = epoch;
     let (tun, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On)?;
     stats.tun.offload = vnet_hdr;
     stats.busy_poll.us = common.busy_poll_us;
@@ -401,6 +403,7 @@ fn main() {
         Role::Gateway(a) => &a.common,
         Role::Genkey(a) => keytool::exit(keytool::genkey(a)),
         Role::Pubkey(a) => keytool::exit(keytool::pubkey(a)),
+        Role::Show(a) => keytool::exit(show::show(a.metrics, a.json)),
     };
     if let Err(e) = config::validate(common) {
         eprintln!("dchannel: error: {e:#}");
@@ -409,7 +412,7 @@ fn main() {
     let res = match &cli.role {
         Role::Client(a) => config::client(a).and_then(|b| run(&a.common, b)),
         Role::Gateway(a) => config::gateway(a).and_then(|b| run(&a.common, b)),
-        Role::Genkey(_) | Role::Pubkey(_) => unreachable!("handled above"),
+        Role::Genkey(_) | Role::Pubkey(_) | Role::Show(_) => unreachable!("handled above"),
     };
     match res {
         Ok(()) => std::process::exit(0),

@@ -132,6 +132,9 @@ pub struct Stats {
     /// The encryption layer (its drop counters per reason and handshake
     /// counters are read from it); `None` with `--insecure`.
     pub crypto: Option<AeadAuth>,
+    /// The agent's clock origin (`now` = 0, agent.rs), against which session
+    /// ages are measured.
+    pub epoch: std::time::Instant,
 }
 
 /// One per-channel counter: its key in the JSON (`channels.<channel>.<json>`),
@@ -364,6 +367,7 @@ impl Stats {
             kernel_drop_fds: [-1, -1],
             endpoint,
             crypto: None,
+            epoch: std::time::Instant::now(),
         }
     }
 
@@ -568,6 +572,24 @@ impl Stats {
                 "Peers with an established session now",
                 "gauge",
                 vec![(String::new(), sessions.to_string())],
+            );
+            let now = self.epoch.elapsed().as_nanos() as Nanos;
+            let ages = self
+                .endpoint
+                .peers()
+                .iter()
+                .enumerate()
+                .filter_map(|(i, p)| {
+                    let created = c.session_created(i)?;
+                    let age = now.saturating_sub(created) as f64 / 1e9;
+                    Some((format!(",peer=\"{}\"", p.name()), age.to_string()))
+                })
+                .collect();
+            metric(
+                "session_age_seconds",
+                "Age of the current session with each peer (the client: its gateway)",
+                "gauge",
+                ages,
             );
             metric(
                 "peers",
@@ -805,5 +827,8 @@ mod tests {
         assert!(text
             .lines()
             .any(|l| l == "dchannel_peers{role=\"client\"} 1"));
+        // no session yet: the session-age gauge is declared and has no row
+        assert!(text.contains("# TYPE dchannel_session_age_seconds gauge\n"));
+        assert!(!text.contains("dchannel_session_age_seconds{"));
     }
 }

@@ -317,27 +317,8 @@ fn no_plaintext_on_either_channel_and_bad_datagrams_are_dropped_and_counted() {
 
 /// A 1 MiB TCP transfer from srv to ue, checked byte for byte.
 fn run_transfer(t: &Topo) {
-    use std::io::Read;
-    use std::net::{TcpListener, TcpStream};
-    let data = pattern(1 << 20, 7);
-    let expect = data.clone();
-    let l = in_ns(&t.srv, || TcpListener::bind((SRV, 7001)).unwrap())
-        .join()
-        .unwrap();
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        s.write_all(&data).unwrap();
-    });
-    let got = in_ns(&t.ue, || {
-        let mut s = TcpStream::connect((SRV, 7001)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut v = Vec::new();
-        s.read_to_end(&mut v).unwrap();
-        v
-    })
-    .join()
-    .unwrap();
-    server.join().unwrap();
+    let expect = pattern(1 << 20, 7);
+    let got = t.download(expect.clone(), 7001);
     assert!(
         got == expect,
         "transfer not byte-exact ({} bytes)",

@@ -1,7 +1,8 @@
 //! What an operator trips on (issue 38): `genkey --out` never destroys a key
 //! by accident, `--stats-json` into a missing directory is refused at start,
 //! logs redirected to a file carry no colour codes, SIGHUP neither kills the
-//! agent nor loses its stats, and `--tun-route` routes into the TUN at start.
+//! agent nor loses its stats, `--tun-route` routes into the TUN at start, and
+//! `dchannel show` prints both channels with their traffic.
 
 mod common;
 
@@ -179,6 +180,58 @@ fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
     );
 }
 
+fn show_prints_both_channels_with_their_traffic() {
+    let t = Topo::new();
+    let metrics = ["--metrics-addr", "127.0.0.1:9100"];
+    // by size: the bulk down the HBC, the ACKs up the LLC, both channels carry data
+    let mut agents = t.start("pkt-size:750", &metrics);
+    // 256 KiB down the tunnel (bulk down, ACKs up)
+    assert_eq!(t.download(pattern(1 << 18, 3), 7002).len(), 1 << 18);
+    let show = |extra: &[&str]| {
+        let o = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &t.ue,
+                BIN,
+                "show",
+                "--metrics",
+                "127.0.0.1:9100",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let text = show(&[]);
+    assert!(
+        text.starts_with("role: client  sessions: 1/1  session age: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nchannel HBC\n") && text.contains("\nchannel LLC\n"),
+        "{text}"
+    );
+    assert!(text.contains("completed_as_initiator 1"), "{text}");
+    let j: serde_json::Value = serde_json::from_str(&show(&["--json"])).unwrap();
+    for ch in ["hbc", "llc"] {
+        let c = &j["channels"][ch];
+        let bytes = c["tx_bytes"].as_u64().unwrap() + c["rx_bytes"].as_u64().unwrap();
+        assert!(bytes > 0, "{ch}: no bytes in {j}");
+        assert_eq!(c["peers"][0]["up"], true, "{j}");
+        assert!(c["peers"][0]["rtt_ms"].as_f64().unwrap() > 0.0, "{j}");
+    }
+    // the download came down the tunnel: at least its bytes were received
+    let rx: u64 = ["hbc", "llc"]
+        .iter()
+        .map(|ch| j["channels"][ch]["rx_bytes"].as_u64().unwrap())
+        .sum();
+    assert!(rx > 1 << 18, "{j}");
+    assert!(j["session_age_s"].as_f64().unwrap() > 0.0, "{j}");
+    agents.stop();
+}
+
 dchannel_base::test_main! {
     tun: true,
     plain: [
@@ -189,5 +242,6 @@ dchannel_base::test_main! {
     namespaced: [
         sighup_is_logged_and_ignored_and_tun_route_is_added,
         client_with_a_wrong_gateway_key_never_prints_ready_and_says_why,
+        show_prints_both_channels_with_their_traffic,
     ],
 }

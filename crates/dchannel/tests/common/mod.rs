@@ -271,6 +271,32 @@ impl Topo {
         argv
     }
 
+    /// Sends `data` over TCP from srv (port `port`) to ue through the tunnel;
+    /// returns what ue received.
+    pub fn download(&self, data: Vec<u8>, port: u16) -> Vec<u8> {
+        use std::io::{Read, Write};
+        use std::net::{TcpListener, TcpStream};
+        let l = in_ns(&self.srv, move || TcpListener::bind((SRV, port)).unwrap())
+            .join()
+            .unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.write_all(&data).unwrap();
+        });
+        let got = in_ns(&self.ue, move || {
+            let mut s = TcpStream::connect((SRV, port)).unwrap();
+            s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+                .unwrap();
+            let mut v = Vec::new();
+            s.read_to_end(&mut v).unwrap();
+            v
+        })
+        .join()
+        .unwrap();
+        server.join().unwrap();
+        got
+    }
+
     /// gw routes the client's tunnel address into its TUN (again after a restart).
     pub fn route_gateway(&self) {
         let tun = self.tuns().0;
