@@ -17,8 +17,7 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
 /// A count from the environment, else `default`.
@@ -163,34 +162,20 @@ fn mean_rate(d: &[Duration]) -> f64 {
     d.iter().map(rate).sum::<f64>() / d.len().max(1) as f64
 }
 
-/// `len` bytes from srv to ue through the tunnel, byte-exact; its duration.
+/// `len` bytes from srv to ue through the tunnel, byte-exact; its duration
+/// (listener set-up included: a few ms against the seconds a transfer takes).
 fn transfer(t: &Topo, len: usize, port: u16) -> Duration {
     let data = pattern(len, port.into());
     let expect = data.clone();
-    let l = in_ns(&t.srv, move || TcpListener::bind((SRV, port)).unwrap())
-        .join()
-        .unwrap();
-    let server = std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        s.write_all(&data).unwrap();
-    });
-    let got = in_ns(&t.ue, move || {
-        let start = Instant::now();
-        let mut s = TcpStream::connect((SRV, port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let mut v = Vec::with_capacity(len);
-        s.read_to_end(&mut v).unwrap();
-        (v, start.elapsed())
-    })
-    .join()
-    .unwrap();
-    server.join().unwrap();
+    let start = Instant::now();
+    let got = t.download(data, port);
+    let took = start.elapsed();
     assert!(
-        got.0 == expect,
+        got == expect,
         "transfer not byte-exact ({} of {len} bytes)",
-        got.0.len()
+        got.len()
     );
-    got.1
+    took
 }
 
 fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() {

@@ -285,7 +285,7 @@ impl Topo {
         });
         let got = in_ns(&self.ue, move || {
             let mut s = TcpStream::connect((SRV, port)).unwrap();
-            s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
                 .unwrap();
             let mut v = Vec::new();
             s.read_to_end(&mut v).unwrap();
