@@ -91,7 +91,7 @@ class Scheme:
     def launch_signature(self, tb: Testbed) -> tuple[object, ...]:
         """What a program started on ue before setup() inherits from the scheme: its
         wrapper and environment. A browser started for one scheme (prepared ahead,
-        dchlab.workloads.ahead) may serve another only if the two are equal: a
+        dchlab.workloads.pool) may serve another only if the two are equal: a
         Chromium started without `mptcpize` or without the proxy would silently
         measure another scheme."""
         return (tuple(self.wrap(tb, [])), tuple(sorted(self.env(tb).items())))
