@@ -9,8 +9,10 @@
 //! ```
 //!
 //! Bad input is refused with the file, the line and the field: syntax errors,
-//! unknown fields, missing fields, keys that are not 44 characters of base64,
-//! duplicate names, keys or addresses, addresses that do not parse.
+//! unknown fields, missing fields, keys that are not 44 characters of base64
+//! or of small order (all zeros and the like: `low_order.rs`), names with
+//! control characters, duplicate names, keys or addresses, addresses that do
+//! not parse.
 
 use crate::keys::PublicKey;
 use serde::Deserialize;
@@ -77,6 +79,11 @@ pub fn parse_devices(text: &str, origin: &str) -> Result<Vec<Device>, DevicesErr
         };
         if name.trim().is_empty() {
             return Err(fail(at(&d.name), "name", "must not be empty".into()));
+        }
+        // A newline in a name would forge log lines and `dchannel show` rows.
+        if let Some(c) = name.chars().find(|c| c.is_control()) {
+            let what = format!("contains the control character {c:?} (names go into logs)");
+            return Err(fail(at(&d.name), "name", what));
         }
         let key = PublicKey::from_base64(d.public_key.get_ref(), "public_key")
             .map_err(|e| fail(at(&d.public_key), "public_key", e.to_string()))?;

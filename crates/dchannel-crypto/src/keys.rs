@@ -2,16 +2,18 @@
 //! WireGuard's `wg genkey` / `wg pubkey`: 32 bytes, standard base64, 44
 //! characters) and key files.
 //!
-//! Private key files are created mode 0600 and a private key file that group or
-//! others may read is refused with an error naming the file. These are the
-//! library side of `dchannel genkey` / `dchannel pubkey`.
+//! Private key files are created mode 0600; a private key file that group or
+//! others may read, or that belongs to a user other than root and the one
+//! reading it, is refused with an error naming the file. A public key of small
+//! order (all zeros and six more, [`crate::low_order`]) is refused where it is
+//! parsed. These are the library side of `dchannel genkey` / `dchannel pubkey`.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use curve25519_dalek::montgomery::MontgomeryPoint;
 use std::fmt;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use zeroize::{Zeroize, ZeroizeOnDrop};
 
@@ -36,6 +38,27 @@ pub enum KeyError {
         what: String,
         /// What was wrong.
         detail: String,
+    },
+    /// A public key of small order (all zeros and the like, [`crate::low_order`]).
+    #[error("bad key {what}: {} is a point of small order (all zeros or one of the six \
+             others X25519 maps every private key to zero with): with it anyone could pose \
+             as the key's owner. Use the output of `dchannel pubkey`", STANDARD.encode(.key))]
+    LowOrder {
+        /// Which key (file name or field).
+        what: String,
+        /// The key.
+        key: [u8; KEY_LEN],
+    },
+    /// The private key file belongs to a user other than root and the reader.
+    #[error("private key file {} belongs to uid {owner}, neither root nor this process's \
+             user (uid {user}): another user could replace it; run `chown {user} {}`", path.display(), path.display())]
+    Owner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The effective user id of this process.
+        user: u32,
     },
     /// The private key file is readable by group or others.
     #[error("private key file {} is readable by group or others (mode {mode:04o}); run `chmod 600 {}`", path.display(), path.display())]
@@ -116,9 +139,16 @@ impl PublicKey {
     }
 
     /// Parses base64 text (surrounding white space ignored); `what` names the
-    /// key in the error.
+    /// key in the error. A key of small order is refused ([`crate::low_order`]).
     pub fn from_base64(text: &str, what: &str) -> Result<PublicKey, KeyError> {
-        Ok(PublicKey(decode32(text, what)?))
+        let key = decode32(text, what)?;
+        if crate::low_order::is_small_order(&key) {
+            return Err(KeyError::LowOrder {
+                what: what.to_string(),
+                key,
+            });
+        }
+        Ok(PublicKey(key))
     }
 }
 
@@ -203,10 +233,21 @@ pub fn write_private_key(path: &Path, key: &PrivateKey) -> Result<(), KeyError> 
     r
 }
 
-/// Reads a private key file; refuses one that group or others may read.
+/// Reads a private key file; refuses one that group or others may read, and
+/// one owned by a user other than root and this process's effective user
+/// (docs/deploy.md: "readable by its owner only").
 pub fn read_private_key(path: &Path) -> Result<PrivateKey, KeyError> {
     let f = std::fs::File::open(path).map_err(io(path))?;
-    let mode = f.metadata().map_err(io(path))?.permissions().mode() & 0o7777;
+    let meta = f.metadata().map_err(io(path))?;
+    let user = rustix::process::geteuid().as_raw();
+    if meta.uid() != 0 && meta.uid() != user {
+        return Err(KeyError::Owner {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            user,
+        });
+    }
+    let mode = meta.permissions().mode() & 0o7777;
     if mode & 0o077 != 0 {
         return Err(KeyError::Permissions {
             path: path.to_path_buf(),
@@ -296,6 +337,58 @@ mod tests {
         assert!(e.to_string().contains("device 3") && e.to_string().contains("3 characters"));
         let e = PublicKey::from_base64(&"!".repeat(44), "k").unwrap_err();
         assert!(e.to_string().contains("not base64"), "{e}");
+    }
+
+    #[test]
+    fn small_order_public_keys_are_refused_naming_the_key() {
+        let zero = STANDARD.encode([0u8; 32]);
+        let e = PublicKey::from_base64(&zero, "--gateway-key").unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("bad key --gateway-key: AAAA") && msg.contains("small order"),
+            "{msg}"
+        );
+        // one of order 8 (libsodium's list), with the top bit set as a decoder ignores it
+        let mut p8 = [0u8; 32];
+        p8.copy_from_slice(
+            &STANDARD
+                .decode("X5yVvKNQjCSx0LFVnIPvWwREXMRYHI6G2CJO3dCfEVc=")
+                .unwrap(),
+        );
+        p8[31] |= 0x80;
+        let e = PublicKey::from_base64(&STANDARD.encode(p8), "k").unwrap_err();
+        assert!(matches!(e, KeyError::LowOrder { .. }), "{e}");
+        // a real key still parses
+        let real = PrivateKey::generate().public_key();
+        assert_eq!(
+            PublicKey::from_base64(&real.to_base64(), "k").unwrap(),
+            real
+        );
+    }
+
+    #[test]
+    fn a_key_file_of_another_user_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("private.key");
+        write_private_key(&p, &PrivateKey::generate()).unwrap();
+        let me = rustix::process::geteuid().as_raw();
+        // Owned by root or by the reader: fine (the file was just made by the reader).
+        assert!(read_private_key(&p).is_ok());
+        // Someone else's: only root can give a file away (chown(2)); elsewhere skip.
+        let other = if me == 4242 { 4343 } else { 4242 };
+        if let Err(e) = std::os::unix::fs::chown(&p, Some(other), None) {
+            eprintln!("skipped: chown to uid {other} needs root ({e})");
+            return;
+        }
+        let msg = read_private_key(&p).unwrap_err().to_string();
+        assert!(
+            msg.contains(&p.display().to_string())
+                && msg.contains(&format!("belongs to uid {other}"))
+                && msg.contains(&format!("chown {me} ")),
+            "{msg}"
+        );
+        std::os::unix::fs::chown(&p, Some(0), None).unwrap();
+        assert!(read_private_key(&p).is_ok(), "root's file is fine");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! What it does (docs/wire.md, "Encrypted datagrams"):
 //!
 //! - **Keys** ([`keys`]): per-device static X25519 key pairs, base64 key files
-//!   (private keys mode 0600, refused when group/world readable), and the
-//!   gateway's device list ([`devices`], TOML `[[device]]`).
+//!   (private keys mode 0600, refused when group/world readable or owned by
+//!   another user), public keys of small order refused ([`low_order`]), and
+//!   the gateway's device list ([`devices`], TOML `[[device]]`).
 //! - **Handshake** ([`handshake`]): Noise `IK` (`Noise_IK_25519_ChaChaPoly_BLAKE2s`,
 //!   the `snow` crate), two datagrams with a type byte; either channel may carry
 //!   them, a lost one is retried on the other channel.
@@ -76,6 +77,7 @@ pub mod endpoint;
 pub mod format;
 pub mod handshake;
 pub mod keys;
+pub mod low_order;
 pub mod peer;
 pub mod peers;
 pub mod ratelimit;

@@ -79,6 +79,42 @@ fn genkey_and_pubkey_and_key_file_permissions() {
         e.contains(devices.to_str().unwrap()) && e.contains("`address`"),
         "{e}"
     );
+
+    // an all-zero key (of small order, low_order.rs) is refused: the device's
+    // naming file, line and device at the gateway; the gateway's at the client
+    const ZERO: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+    std::fs::write(
+        &devices,
+        format!("[[device]]\nname = \"p\"\naddress = \"198.19.0.2\"\npublic_key = \"{ZERO}\"\n"),
+    )
+    .unwrap();
+    let o = Command::new(BIN)
+        .args(GATEWAY_ARGV_UNSTARTED)
+        .args(["--key", key.to_str().unwrap()])
+        .args(["--devices", devices.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    let at = format!(
+        "{}: line 4: device \"p\": field `public_key`",
+        devices.display()
+    );
+    assert!(
+        o.status.code() == Some(1) && e.contains(&at) && e.contains("small order"),
+        "{e}"
+    );
+    let o = Command::new(BIN)
+        .args(CLIENT_ARGV_UNSTARTED)
+        .args(["--key", key.to_str().unwrap(), "--gateway-key", ZERO])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.code() == Some(1)
+            && e.contains("bad key --gateway-key: AAAA")
+            && e.contains("small order"),
+        "{e}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
