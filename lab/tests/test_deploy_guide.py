@@ -11,7 +11,11 @@ extracted from the document (never retyped), build a working tunnel.
   document order (only ETC and STATE, set in the guide's first block, are pointed at a
   temporary directory, and the public keys are copied as the guide's `scp` lines say).
   Then: a download is byte-exact and reaches the internet from the gateway's address
-  (NAT), both channels carried it, and the firewall refuses what it says it refuses;
+  (NAT), both channels carried it, and the firewall refuses what it says it refuses:
+  a private range and the metadata address 169.254.169.254 (which "the internet"
+  serves here, reachable from the gateway itself), a port it does not open, and from
+  the device every service of the gateway host, even ssh's port (open from outside);
+  the gateway agent counted its own refusals (`malformed.egress_denied`);
 - the same, with the device's LLC interface down 5 s and up again during a 20 MB
   download: it heals by itself (the client restores the route the kernel deleted).
 """
@@ -50,6 +54,8 @@ USE = re.compile(r"\$\{?([A-Z_][A-Z0-9_]*)")
 N = 4_000_000
 SERVER = "198.51.100.80"  # "the internet": the file server
 PRIVATE = "10.9.9.9"  # a private address the gateway must not forward devices to
+METADATA = "169.254.169.254"  # the cloud metadata address: served by "the internet" here
+GW_PUBLIC = "203.0.113.10"  # the guide's PUBLIC_IP
 
 
 @dataclass(frozen=True)
@@ -175,7 +181,8 @@ class Topology:
             (gw, ["addr add 203.0.113.10/24 dev eth0", "link set eth0 up",
                   "route add default via 203.0.113.1"]),
             (net, ["addr add 203.0.113.1/24 dev gw0", "link set gw0 up",
-                   f"addr add {SERVER}/32 dev lo", f"addr add {PRIVATE}/32 dev lo"]),
+                   f"addr add {SERVER}/32 dev lo", f"addr add {PRIVATE}/32 dev lo",
+                   f"addr add {METADATA}/32 dev lo"]),
         ):  # fmt: skip
             for c in cmds:
                 _ip(ns, *c.split())
@@ -334,19 +341,33 @@ def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
         # Firewall, forward chain: the internet yes, a private range no.
         assert _in(topo.ns["dev"], "ping", "-c1", "-W2", SERVER).returncode == 0
         assert _in(topo.ns["dev"], "ping", "-c1", "-W2", PRIVATE).returncode != 0
+        # The metadata address: the gateway itself reaches it, a device does not.
+        assert _in(topo.ns["gw"], "ping", "-c1", "-W2", METADATA).returncode == 0
+        assert _in(topo.ns["dev"], "ping", "-c1", "-W2", METADATA).returncode != 0
         # Input chain: a port the guide does not open is closed from outside, while
-        # the listener answers on the gateway itself (lo).
-        topo.spawn(
-            [sys.executable, "-u", "-m", "http.server", "8081", "--bind", "203.0.113.10",
-             "--directory", str(run.www)], ns=topo.ns["gw"],
-        )  # fmt: skip
-        time.sleep(0.5)
+        # the listener answers on the gateway itself (lo); ssh's port is open from
+        # outside; from the device neither is (nor the gateway's tunnel address).
+        for port in (8081, 22):
+            listener = topo.spawn(
+                [sys.executable, "-u", "-m", "http.server", str(port), "--bind", GW_PUBLIC,
+                 "--directory", str(run.www)], ns=topo.ns["gw"],
+            )  # fmt: skip
+            _ready(listener, f"listener on the gateway's port {port}", "Serving HTTP")
+
+        def curl(ns: str, url: str) -> subprocess.CompletedProcess[str]:
+            return _in(topo.ns[ns], "curl", "-sS", "-o", "/dev/null", "--max-time", "2", url)
+
         local = _in(topo.ns["gw"], "curl", "-sS", "-o", "/dev/null", "--max-time", "5",
-                    "http://203.0.113.10:8081/")  # fmt: skip
+                    f"http://{GW_PUBLIC}:8081/")  # fmt: skip
         assert local.returncode == 0, local.stderr
-        outside = _in(topo.ns["net"], "curl", "-sS", "-o", "/dev/null", "--max-time", "2",
-                      "http://203.0.113.10:8081/")  # fmt: skip
+        outside = curl("net", f"http://{GW_PUBLIC}:8081/")
         assert outside.returncode == 28, f"input chain let port 8081 through: {outside}"
+        ssh_port = curl("net", f"http://{GW_PUBLIC}:22/")
+        assert ssh_port.returncode == 0, f"port 22 closed from outside: {ssh_port}"
+        for url in (f"http://{GW_PUBLIC}:8081/", f"http://{GW_PUBLIC}:22/",
+                    "http://198.19.0.1:22/"):  # fmt: skip
+            r = curl("dev", url)
+            assert r.returncode == 28, f"a device reached the gateway host at {url}: {r}"
         for role in ("client", "gateway"):
             assert "exit" not in _stop_jobs(run.shells[role]), role
         stats = {r: json.loads((run.state[r] / f"{r}.json").read_text()) for r in ROLES}
@@ -356,6 +377,9 @@ def test_guide_runs_as_written_in_namespaces(tmp_path: Path) -> None:
     assert ch["hbc"]["rx_bytes"] >= N // 2, ch  # the bulk came down the HBC
     assert ch["llc"]["tx_bytes"] >= 20_000, ch  # the uplink (ACKs) went up the LLC
     assert stats["gateway"]["channels"]["llc"]["rx_bytes"] >= 20_000
+    # the agent refused the device's packets to the metadata address and the gateway
+    # host before the firewall saw them (ping, and at least one SYN per curl)
+    assert stats["gateway"]["malformed"]["egress_denied"] >= 1 + 3, stats["gateway"]["malformed"]
     deadline = time.monotonic() + 10
     while (left := _leftovers(topo)) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -1,6 +1,7 @@
 //! Command line of the `dchannel` agent (the testbed depends on these flags).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use dchannel_core::egress::Cidr;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
@@ -292,6 +293,22 @@ pub struct GatewayArgs {
     /// 198.19.0.2=00112233aabbccdd. Repeat for several clients.
     #[arg(long = "client", value_parser = parse_client)]
     pub clients: Vec<(IpAddr, String)>,
+    /// Forward device packets to this prefix (CIDR, or one address), although
+    /// the gateway refuses it by default: its own addresses, loopback,
+    /// link-local (169.254.0.0/16, fe80::/10), the cloud metadata addresses,
+    /// multicast and broadcast. Repeatable; the longest prefix among
+    /// --egress-allow/--egress-deny decides (docs/deploy.md "Egress").
+    #[arg(long = "egress-allow", value_name = "CIDR", value_parser = parse_cidr)]
+    pub egress_allow: Vec<Cidr>,
+    /// Refuse device packets to this prefix too (e.g. 10.0.0.0/8; counted as
+    /// `malformed.egress_denied`). Repeatable.
+    #[arg(long = "egress-deny", value_name = "CIDR", value_parser = parse_cidr)]
+    pub egress_deny: Vec<Cidr>,
+}
+
+fn parse_cidr(s: &str) -> Result<Cidr, String> {
+    s.parse()
+        .map_err(|e: dchannel_core::egress::EgressError| e.to_string())
 }
 
 fn parse_client(s: &str) -> Result<(IpAddr, String), String> {

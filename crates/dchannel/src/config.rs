@@ -8,8 +8,9 @@
 //! with `--insecure`; mixing the two sets of flags is refused.
 
 use crate::cli::{ClientArgs, Common, GatewayArgs, OnOff, RttArgs};
-use crate::{net, route_keeper};
+use crate::{net, own_addrs, route_keeper};
 use anyhow::{bail, Context, Result};
+use dchannel_core::egress::{Cidr, EgressFilter};
 use dchannel_core::endpoint::{Config, PeerConfig, Role};
 use dchannel_core::policy::parse_spec;
 use dchannel_core::reorder::ReorderConfig;
@@ -22,7 +23,7 @@ use dchannel_crypto::endpoint::AeadAuth;
 use dchannel_crypto::format::transport_overhead;
 use dchannel_crypto::keys::read_private_key;
 use dchannel_crypto::PublicKey;
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -102,6 +103,9 @@ pub struct Agent {
     pub outer_ip: usize,
     /// Encrypted, or plaintext tokens.
     pub auth: Auth,
+    /// The gateway's egress rule (its own addresses found at start); `None`
+    /// at the client.
+    pub egress: Option<EgressFilter>,
 }
 
 /// The client: one peer, the gateway, at its configured endpoints.
@@ -155,6 +159,7 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
         socks: [hbc, llc],
         outer_ip: ip_header(&a.hbc_gateway).max(ip_header(&a.llc_gateway)),
         auth,
+        egress: None,
     })
 }
 
@@ -162,6 +167,7 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
 /// `--insecure`), endpoints learned when heard.
 pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
     let (peers, auth) = gateway_peers(a)?;
+    let egress = egress(a)?;
     let hbc = net::channel_socket(a.listen_hbc, a.hbc_dev.as_deref(), "HBC socket")?;
     let llc = net::channel_socket(a.listen_llc, a.llc_dev.as_deref(), "LLC socket")?;
     Ok(Agent {
@@ -170,7 +176,36 @@ pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
         socks: [hbc, llc],
         outer_ip: ip_header(&a.listen_hbc).max(ip_header(&a.listen_llc)),
         auth,
+        egress: Some(egress),
     })
+}
+
+/// The gateway's egress rule: the host's addresses now (own_addrs.rs) and
+/// the TUN's (it does not exist yet), with --egress-allow/--egress-deny.
+fn egress(a: &GatewayArgs) -> Result<EgressFilter> {
+    let mut own = own_addrs::discover().context("listing the host's addresses (getifaddrs)")?;
+    let tun = a.common.tun_addr.split('/').next().unwrap_or_default();
+    own.extend(tun.parse::<IpAddr>().ok());
+    let rule = EgressFilter::new(&own, &a.egress_allow, &a.egress_deny)
+        .map_err(|e| anyhow::anyhow!("--egress-allow/--egress-deny: {e}"))?;
+    let list = |v: &[Cidr]| {
+        v.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    tracing::info!(
+        "egress: device packets to this host ({} addresses, read now: {}), loopback, \
+         link-local, metadata, multicast and broadcast are dropped; allowed: [{}], denied: [{}]",
+        own.len(),
+        own.iter()
+            .map(|ip| ip.to_string())
+            .collect::<Vec<_>>()
+            .join(" "),
+        list(&a.egress_allow),
+        list(&a.egress_deny)
+    );
+    Ok(rule)
 }
 
 /// The gateway's peers and keys (no system access besides reading the files).

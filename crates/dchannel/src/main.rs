@@ -15,6 +15,7 @@ mod keytool;
 mod metrics;
 mod net;
 mod oracle;
+mod own_addrs;
 mod poll_loop;
 mod prefilter;
 mod receive_loop;
@@ -211,8 +212,12 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
         socks,
         outer_ip,
         auth,
+        egress,
     } = agent;
-    let (cfg, inner_mtu) = config::endpoint(common, role, outer_ip, auth.overhead())?;
+    let (mut cfg, inner_mtu) = config::endpoint(common, role, outer_ip, auth.overhead())?;
+    if egress.is_some() {
+        cfg.egress = egress;
+    }
     match auth {
         Auth::Insecure => {
             tracing::warn!(

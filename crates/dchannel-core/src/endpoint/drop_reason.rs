@@ -45,6 +45,8 @@ counter_table! {
         TunWriteError,
         /// TUN read whose virtio_net_hdr or super-packet could not be cut into packets
         BadOffload,
+        /// Inner destination the gateway does not forward to (egress.rs: its own addresses, loopback, link-local, metadata; --egress-allow/--egress-deny)
+        EgressDenied,
     }
 }
 
@@ -89,6 +91,7 @@ mod tests {
                 "send_error",
                 "tun_write_error",
                 "bad_offload",
+                "egress_denied",
             ]
         );
         assert_eq!(

@@ -13,7 +13,7 @@
 //!  UDP recv ─▶│ handle_datagram(now, channel, from, buf) │─▶ Received::{Data, Probe, Control, Dropped}
 //!             │ header · authenticate (DatagramAuth) ·   │─▶ deliveries(): inner packets, in flow
 //!             │ source check / roaming · spoofing ·      │       order, for the TUN
-//!             │ probes · reorder buffer                  │─▶ poll_transmit(): probes, handshakes
+//!             │ egress · probes · reorder buffer         │─▶ poll_transmit(): probes, handshakes
 //!  timer ────▶│ handle_timeout(now) / poll_timeout()     │─▶ poll_event(): endpoint moves (logs)
 //!             └──────────────────────────────────────────┘
 //! ```
@@ -55,6 +55,7 @@ pub use send::{HbcOwdOracle, SendHalf, Transmit};
 pub use shared::{PeerLink, Shared};
 pub use timers::{Timer, TimerTable};
 
+use crate::egress::EgressFilter;
 use crate::policy::Policy;
 use crate::reorder::ReorderConfig;
 use crate::rtt::RttConfig;
@@ -135,6 +136,9 @@ pub struct Config {
     pub flow_expiry_period: Nanos,
     /// How often idle reorder-buffer flows are forgotten.
     pub reorder_expiry_period: Nanos,
+    /// Gateway: the destinations device packets may go to (else
+    /// [`DropReason::EgressDenied`]); `None`: all (the client).
+    pub egress: Option<EgressFilter>,
 }
 
 impl Config {
@@ -154,6 +158,10 @@ impl Config {
             estimate_all: false,
             flow_expiry_period: 1_000 * MS,
             reorder_expiry_period: 10_000 * MS,
+            // Safe by default: the built-in refusals even before the driver
+            // adds the host's own addresses.
+            egress: (role == Role::Gateway)
+                .then(|| EgressFilter::new(&[], &[], &[]).expect("no operator prefixes")),
         }
     }
 }

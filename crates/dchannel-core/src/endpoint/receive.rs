@@ -19,8 +19,11 @@
 //!    [`ReceiveHalf::poll_transmit`]); data from a peer with a tunnel address
 //!    (a client, at the gateway) must carry that address as inner source
 //!    (else `BadInner` / `SpoofedSource`), so the gateway never relays for
-//!    strangers; accepted data goes through the reorder buffer (LLC arrivals
-//!    of a flow wait for their predecessors) to [`ReceiveHalf::deliveries`].
+//!    strangers, and a destination the gateway's egress rule allows (else
+//!    `EgressDenied`: its own addresses, loopback, link-local, metadata;
+//!    `egress.rs`); accepted data goes through the reorder buffer (LLC
+//!    arrivals of a flow wait for their predecessors) to
+//!    [`ReceiveHalf::deliveries`].
 //!
 //! Buffers are the driver's (`B`, e.g. `Vec<u8>`): moved in, held by the
 //! reorder buffer if need be, and handed back with each delivery or drop so
@@ -28,6 +31,7 @@
 
 use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, Role, Shared};
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
+use crate::egress::EgressFilter;
 use crate::liveness::{Change, Liveness};
 use crate::reorder::ReorderBuffer;
 use crate::rtt::{ProbeOut, RttEstimator};
@@ -164,6 +168,7 @@ pub struct ReceiveHalf<B, A> {
     events: VecDeque<Event>,
     timers: TimerTable,
     reorder_expiry_period: Nanos,
+    egress: Option<EgressFilter>,
 }
 
 impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
@@ -197,6 +202,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
             events: VecDeque::new(),
             timers,
             reorder_expiry_period: cfg.reorder_expiry_period,
+            egress: cfg.egress.clone(),
         }
     }
 
@@ -301,6 +307,11 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
                         None => return Err(DropReason::BadInner),
                         Some(src) if src != addr => return Err(DropReason::SpoofedSource),
                         Some(_) => {}
+                    }
+                }
+                if let (Some(rule), Some(dst)) = (&self.egress, packet::dst_addr(inner)) {
+                    if !rule.allows(dst) {
+                        return Err(DropReason::EgressDenied);
                     }
                 }
                 Ok(Admitted::Data {

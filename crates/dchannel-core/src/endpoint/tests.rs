@@ -210,6 +210,30 @@ fn gateway_drops_spoofed_and_non_ip_inner_sources() {
     assert_eq!(delivered(&mut rx), vec![spoof]);
 }
 
+#[test]
+fn gateway_refuses_device_packets_to_itself_and_host_only_places() {
+    // Config::new(Gateway) refuses the built-in list (egress.rs) before any
+    // own address is added; a client forwards whatever its gateway sends.
+    assert!(Config::new(Role::Client).egress.is_none());
+    let (_, mut rx) = gateway("all-hbc");
+    let to = |dst: [u8; 4]| build::udp4([198, 19, 0, 2], dst, 40000, 80, b"GET /");
+    for (seq, dst) in [[127, 0, 0, 1], [169, 254, 169, 254], [169, 254, 1, 1]]
+        .into_iter()
+        .enumerate()
+    {
+        let r = hear(&mut rx, 0, Channel::Hbc, ue_hbc(), 1, seq as u32, &to(dst));
+        assert_eq!(dropped(r), DropReason::EgressDenied, "{dst:?}");
+    }
+    assert!(delivered(&mut rx).is_empty());
+    // The internet is fine; the refusals took no sequence numbers of the flow.
+    let ok = to([198, 18, 3, 2]);
+    assert!(matches!(
+        hear(&mut rx, 0, Channel::Hbc, ue_hbc(), 1, 3, &ok),
+        Received::Data(_)
+    ));
+    assert_eq!(delivered(&mut rx), vec![ok]);
+}
+
 // ---- roaming ---------------------------------------------------------------
 
 #[test]

@@ -172,7 +172,13 @@ impl Topo {
     /// Starts gateway and client with `policy` and `extra` flags, waits for
     /// READY from both and installs the routes (the caller's job per contract).
     pub fn start(&self, policy: &str, extra: &[&str]) -> Agents {
-        let gateway = spawn_ready(&self.gateway_argv(policy, extra));
+        self.start_with(policy, extra, &[])
+    }
+
+    /// [`Topo::start`] with `gateway_only` flags for the gateway besides `extra`
+    /// (e.g. `--egress-allow`, which the client does not take).
+    pub fn start_with(&self, policy: &str, extra: &[&str], gateway_only: &[&str]) -> Agents {
+        let gateway = spawn_ready(&self.gateway_argv(policy, &[extra, gateway_only].concat()));
         let client = spawn_ready(&self.client_argv(policy, extra));
         self.route_gateway();
         self.route_client();
