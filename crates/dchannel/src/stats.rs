@@ -1,6 +1,7 @@
 //! Counters shared by the agent's threads (relaxed atomics), rendered as JSON
 //! at exit and as Prometheus text on the metrics port.
 
+use crate::metrics::escape_label;
 use dchannel_core::endpoint::{DropReason, Shared};
 use dchannel_core::policy::Outcome;
 use dchannel_core::reorder::ReorderStats;
@@ -582,7 +583,10 @@ impl Stats {
                 .filter_map(|(i, p)| {
                     let created = c.session_created(i)?;
                     let age = now.saturating_sub(created) as f64 / 1e9;
-                    Some((format!(",peer=\"{}\"", p.name()), age.to_string()))
+                    Some((
+                        format!(",peer=\"{}\"", escape_label(p.name())),
+                        age.to_string(),
+                    ))
                 })
                 .collect();
             metric(
@@ -613,7 +617,8 @@ impl Stats {
         let (mut up, mut silent) = (Vec::new(), Vec::new());
         for p in self.endpoint.peers() {
             for ch in Channel::ALL {
-                let labels = format!(",peer=\"{}\",channel=\"{}\"", p.name(), ch.name());
+                let peer = escape_label(p.name());
+                let labels = format!(",peer=\"{peer}\",channel=\"{}\"", ch.name());
                 // a channel reported down has no RTT: its last estimate is stale
                 match p.rtt(ch) {
                     Some(_) if !p.reported_up(ch) => rows.push((labels.clone(), "NaN".into())),
