@@ -3,7 +3,8 @@
 //! half's `poll_transmit` and timers), probes held until a session exists,
 //! data sealed so that no plaintext crosses the wire, replayed / forged /
 //! moved / plaintext datagrams dropped silently and counted, rekeying by time
-//! with datagrams in flight.
+//! with datagrams in flight; with two devices, neither can send with the
+//! other's inner address nor move the other's endpoint.
 
 use dchannel_core::endpoint::{
     self, Arrival, Config, DropReason, PeerConfig, ProbeTransmit, ReceiveHalf, Received, Role,
@@ -15,7 +16,7 @@ use dchannel_core::{Channel, Nanos, MS};
 use dchannel_crypto::devices::Device;
 use dchannel_crypto::endpoint::AeadAuth;
 use dchannel_crypto::format::{
-    PREFIX_LEN, TAG_LEN, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
+    field, PREFIX_LEN, TAG_LEN, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
 };
 use dchannel_crypto::{CryptoDrop, DropCounts, PrivateKey, SECOND};
 use std::net::SocketAddr;
@@ -110,6 +111,11 @@ fn deliver(
 
 /// Runs timers and exchanges datagrams until both sides are quiet.
 fn settle(c: &mut Side, g: &mut Side, now: Nanos) {
+    settle_from(c, g, now, ue)
+}
+
+/// [`settle`] for a client whose outer addresses are `src`.
+fn settle_from(c: &mut Side, g: &mut Side, now: Nanos, src: fn(Channel) -> SocketAddr) {
     for _ in 0..8 {
         c.rx.handle_timeout(now);
         g.rx.handle_timeout(now);
@@ -118,7 +124,7 @@ fn settle(c: &mut Side, g: &mut Side, now: Nanos) {
         if up.is_empty() && down.is_empty() {
             return;
         }
-        deliver(&mut g.rx, now, ue, up);
+        deliver(&mut g.rx, now, src, up);
         deliver(&mut c.rx, now, gw, down);
     }
     panic!("still exchanging after 8 rounds");
@@ -385,4 +391,149 @@ fn rekeys_by_time_and_datagrams_in_flight_still_open() {
     let mut seen = g.auth.drops();
     let r = g.rx.handle_datagram(t + 11 * SECOND, ch, ue(ch), stale);
     refused(&g.auth, &mut seen, r, CryptoDrop::UnknownIndex);
+}
+
+// ---- two encrypted devices ---------------------------------------------------
+//
+// The encrypted counterparts of dchannel-core's `--insecure` (token) tests
+// `gateway_drops_spoofed_and_non_ip_inner_sources` and
+// `gateway_learns_and_follows_client_endpoints`: an authenticated device can
+// neither send with the other's inner address nor move the other's endpoint.
+
+const UE_B: [u8; 4] = [198, 19, 0, 3];
+
+/// Device B's outer addresses.
+fn ue_b(ch: Channel) -> SocketAddr {
+    [addr("198.18.1.6:50000"), addr("198.18.2.6:50001")][ch.index()]
+}
+
+/// Devices A (198.19.0.2) and B (198.19.0.3) and their gateway, each device
+/// with a session.
+fn two_devices() -> (Side, Side, Side) {
+    let (a_key, b_key, gw_key) = (
+        PrivateKey::generate(),
+        PrivateKey::generate(),
+        PrivateKey::generate(),
+    );
+    let devices =
+        [("phone-a", &a_key, UE), ("phone-b", &b_key, UE_B)].map(|(name, k, ip)| Device {
+            name: name.into(),
+            public_key: k.public_key(),
+            address: Some(ip.into()),
+        });
+    let client = |key: &PrivateKey| {
+        side(
+            Role::Client,
+            vec![PeerConfig {
+                name: "gateway".into(),
+                token: 0,
+                tunnel_addr: None,
+                endpoints: [Some(gw(Channel::Hbc)), Some(gw(Channel::Llc))],
+            }],
+            AeadAuth::client(key.clone(), gw_key.public_key(), Default::default()),
+        )
+    };
+    let (mut a, mut b) = (client(&a_key), client(&b_key));
+    let peers = devices
+        .iter()
+        .map(|d| PeerConfig {
+            name: d.name.clone(),
+            token: 0,
+            tunnel_addr: d.address,
+            endpoints: [None, None],
+        })
+        .collect();
+    let mut g = side(
+        Role::Gateway,
+        peers,
+        AeadAuth::gateway(gw_key, &devices, Default::default()).unwrap(),
+    );
+    settle_from(&mut a, &mut g, 0, ue);
+    settle_from(&mut b, &mut g, 0, ue_b);
+    assert!(g.auth.has_session(0) && g.auth.has_session(1));
+    (a, b, g)
+}
+
+#[test]
+fn an_encrypted_device_cannot_send_with_the_other_devices_inner_address() {
+    let (mut a, mut b, mut g) = two_devices();
+    g.rx.deliveries().for_each(drop);
+    // A, sealed with A's own session, inner source B's address: authentic, refused.
+    let forged = build::udp4(UE_B, SERVER, 40000, 5001, MARKER);
+    let (ch, dg) = seal(&mut a.tx, MS, &forged).unwrap();
+    assert_eq!(
+        dropped(g.rx.handle_datagram(MS, ch, ue(ch), dg)),
+        DropReason::SpoofedSource
+    );
+    // ... and B with A's.
+    let (ch, dg) = seal(&mut b.tx, MS, &uplink()).unwrap();
+    assert_eq!(
+        dropped(g.rx.handle_datagram(MS, ch, ue_b(ch), dg)),
+        DropReason::SpoofedSource
+    );
+    assert_eq!(g.rx.deliveries().count(), 0, "nothing forwarded");
+    assert_eq!(g.auth.drops().total(), 0, "both were authentic");
+    // Each with its own address: delivered, as the peer that sent it.
+    let own_b = build::udp4(UE_B, SERVER, 40000, 5001, MARKER);
+    for (side, src, pkt, peer) in [
+        (&mut a, ue as fn(Channel) -> SocketAddr, uplink(), 0),
+        (&mut b, ue_b, own_b, 1),
+    ] {
+        let (ch, dg) = seal(&mut side.tx, 2 * MS, &pkt).unwrap();
+        let r = g.rx.handle_datagram(2 * MS, ch, src(ch), dg);
+        assert!(
+            matches!(r, Received::Data(Arrival { peer: p, .. }) if p == peer),
+            "{r:?}"
+        );
+        let got: Vec<Vec<u8>> = g.rx.deliveries().map(|d| d.packet().to_vec()).collect();
+        assert_eq!(got, vec![pkt]);
+    }
+}
+
+#[test]
+fn an_encrypted_device_cannot_move_the_other_devices_endpoint() {
+    let (mut a, mut b, mut g) = two_devices();
+    let endpoints =
+        |g: &Side, peer: usize| Channel::ALL.map(|ch| g.rx.shared().peers()[peer].endpoint(ch));
+    let a_learned = endpoints(&g, 0);
+    assert_eq!(a_learned, Channel::ALL.map(|ch| Some(ue(ch))));
+    let mut seen = g.auth.drops();
+    // 1. B replays a datagram of A's (seen on the path) from B's address: a replay.
+    let (ch, a_dg) = seal(&mut a.tx, MS, &uplink()).unwrap();
+    assert!(matches!(
+        g.rx.handle_datagram(MS, ch, ue(ch), a_dg.clone()),
+        Received::Data(_)
+    ));
+    let r = g.rx.handle_datagram(2 * MS, ch, ue_b(ch), a_dg.clone());
+    refused(&g.auth, &mut seen, r, CryptoDrop::Replay);
+    // 2. B addresses its own datagram to A's session (A's receiver index in the
+    //    prefix, field::RECEIVER_INDEX): B's key does not open under A's. (B's
+    //    counter first moves past A's, so that A's replay window lets it through
+    //    to the decryption.)
+    for _ in 0..4 {
+        seal(&mut b.tx, 3 * MS, &build::udp4(UE_B, SERVER, 1, 2, MARKER)).unwrap();
+    }
+    let (ch, mut b_dg) = seal(&mut b.tx, 3 * MS, &build::udp4(UE_B, SERVER, 1, 2, MARKER)).unwrap();
+    b_dg[field::RECEIVER_INDEX].copy_from_slice(&a_dg[field::RECEIVER_INDEX]);
+    let r = g.rx.handle_datagram(3 * MS, ch, ue_b(ch), b_dg);
+    refused(&g.auth, &mut seen, r, CryptoDrop::AuthFailed);
+    // 3. B's own authentic datagram from a new address moves B's endpoint only.
+    let moved = addr("198.18.1.6:61000");
+    let (ch, b_dg) = seal(&mut b.tx, 4 * MS, &build::udp4(UE_B, SERVER, 1, 2, MARKER)).unwrap();
+    assert_eq!(ch, Channel::Hbc, "all-hbc");
+    assert!(matches!(
+        g.rx.handle_datagram(4 * MS, ch, moved, b_dg),
+        Received::Data(_)
+    ));
+    assert_eq!(endpoints(&g, 1)[Channel::Hbc.index()], Some(moved));
+    assert_eq!(endpoints(&g, 0), a_learned, "A's endpoints untouched");
+    // Downlink still goes to each device where it is.
+    for (dst, want) in [(UE, ue(Channel::Hbc)), (UE_B, moved)] {
+        let pkt = build::udp4(SERVER, dst, 5001, 40000, MARKER);
+        let h = g.tx.headroom();
+        let mut buf = vec![0u8; h + pkt.len() + g.tx.tailroom()];
+        buf[h..h + pkt.len()].copy_from_slice(&pkt);
+        let t = g.tx.handle_tun(5 * MS, &mut buf, pkt.len()).unwrap();
+        assert_eq!(t.destination, want, "downlink to {dst:?}");
+    }
 }
