@@ -56,6 +56,20 @@ fn side(role: Role, peers: Vec<PeerConfig>, auth: AeadAuth) -> Side {
     Side { tx, rx, auth }
 }
 
+/// A client with `key` whose gateway has `gateway`'s public key (at gw()).
+fn client_side(key: PrivateKey, gateway: &PrivateKey, crypto: dchannel_crypto::Config) -> Side {
+    side(
+        Role::Client,
+        vec![PeerConfig {
+            name: "gateway".into(),
+            token: 0,
+            tunnel_addr: None,
+            endpoints: [Some(gw(Channel::Hbc)), Some(gw(Channel::Llc))],
+        }],
+        AeadAuth::client(key, gateway.public_key(), crypto),
+    )
+}
+
 /// A client and a gateway with fresh keys (the gateway's device list has the client).
 fn pair(crypto: dchannel_crypto::Config) -> (Side, Side) {
     let (ue_key, gw_key) = (PrivateKey::generate(), PrivateKey::generate());
@@ -64,16 +78,7 @@ fn pair(crypto: dchannel_crypto::Config) -> (Side, Side) {
         public_key: ue_key.public_key(),
         address: Some(UE.into()),
     };
-    let client = side(
-        Role::Client,
-        vec![PeerConfig {
-            name: "gateway".into(),
-            token: 0,
-            tunnel_addr: None,
-            endpoints: [Some(gw(Channel::Hbc)), Some(gw(Channel::Llc))],
-        }],
-        AeadAuth::client(ue_key, gw_key.public_key(), crypto),
-    );
+    let client = client_side(ue_key, &gw_key, crypto);
     let gateway = side(
         Role::Gateway,
         vec![PeerConfig {
@@ -421,19 +426,10 @@ fn two_devices() -> (Side, Side, Side) {
             public_key: k.public_key(),
             address: Some(ip.into()),
         });
-    let client = |key: &PrivateKey| {
-        side(
-            Role::Client,
-            vec![PeerConfig {
-                name: "gateway".into(),
-                token: 0,
-                tunnel_addr: None,
-                endpoints: [Some(gw(Channel::Hbc)), Some(gw(Channel::Llc))],
-            }],
-            AeadAuth::client(key.clone(), gw_key.public_key(), Default::default()),
-        )
-    };
-    let (mut a, mut b) = (client(&a_key), client(&b_key));
+    let (mut a, mut b) = (
+        client_side(a_key, &gw_key, Default::default()),
+        client_side(b_key, &gw_key, Default::default()),
+    );
     let peers = devices
         .iter()
         .map(|d| PeerConfig {
