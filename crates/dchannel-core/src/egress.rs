@@ -17,7 +17,10 @@
 //! address) or the cloud metadata service (credentials) on a default
 //! install. The check runs before the reorder buffer, per packet: a lookup
 //! in prefix tables grouped by prefix length (one mask and one binary
-//! search per distinct length, about six), no allocation.
+//! search per distinct length, about six), no allocation. Measured with
+//! `cargo test --release -p dchannel-core --lib a_lookup_costs -- --nocapture`
+//! (2026-11-26 UTC, 2-core Debian 12 VM at a load average of 20 from other
+//! jobs, so wall-clock time is an upper bound): 47 to 60 ns per lookup.
 
 use std::fmt;
 use std::net::IpAddr;
@@ -421,6 +424,26 @@ mod tests {
         // /0 holds everything of its family, nothing of the other
         let all: Cidr = "0.0.0.0/0".parse().unwrap();
         assert!(all.contains(ip("255.1.2.3")) && !all.contains(ip("::1")));
+    }
+
+    #[test]
+    fn a_lookup_costs_tens_of_nanoseconds() {
+        // A gateway with a handful of own addresses and two operator prefixes;
+        // destinations cycling over the internet, private ranges and refusals.
+        let own = [ip("203.0.113.10"), ip("203.0.113.255"), ip("198.19.0.1")];
+        let f = EgressFilter::new(&own, &cidrs(&["10.1.0.0/16"]), &cidrs(&["10.0.0.0/8"])).unwrap();
+        let dsts: Vec<IpAddr> = (0..1024u32)
+            .map(|i| IpAddr::V4((i.wrapping_mul(0x9e37_79b9)).into()))
+            .collect();
+        let n = 2_000_000;
+        let t = std::time::Instant::now();
+        let allowed = (0..n)
+            .filter(|&i| f.allows(std::hint::black_box(dsts[i % dsts.len()])))
+            .count();
+        let ns = t.elapsed().as_nanos() as f64 / n as f64;
+        eprintln!("egress lookup: {ns:.1} ns each ({allowed} of {n} allowed)");
+        assert!(allowed > n / 2 && allowed < n);
+        assert!(ns < 1000.0, "{ns} ns per lookup");
     }
 
     #[test]
