@@ -50,16 +50,32 @@ fn parse_line(line: &str) -> Option<Sample> {
     })
 }
 
-/// `a="x",b="y"` (values hold no quotes or commas in our metrics).
+/// `a="x",b="y"`, values with the text format's escapes (`\\`, `\"`, `\n`:
+/// metrics.rs `escape_label`), for a device name may hold commas and quotes.
 fn parse_labels(s: &str) -> Option<BTreeMap<String, String>> {
-    s.split(',')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=')?;
-            let v = v.strip_prefix('"')?.strip_suffix('"')?;
-            Some((k.to_string(), v.to_string()))
-        })
-        .collect()
+    let mut out = BTreeMap::new();
+    let mut rest = s;
+    while !rest.is_empty() {
+        let (k, after) = rest.split_once("=\"")?;
+        let mut v = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (i, '"') => break i,
+                (_, '\\') => v.push(match chars.next()?.1 {
+                    'n' => '\n',
+                    c => c,
+                }),
+                (_, c) => v.push(c),
+            }
+        };
+        out.insert(k.to_string(), v);
+        rest = &after[end + 1..];
+        if !rest.is_empty() {
+            rest = rest.strip_prefix(',')?;
+        }
+    }
+    Some(out)
 }
 
 /// The value of metric `name` whose labels include every pair of `want`.
@@ -298,6 +314,24 @@ dchannel_flows{role="client"} 4
         assert!(value(&s, "rtt_ms", &[("channel", "llc")]).unwrap().is_nan());
         assert_eq!(value(&s, "sessions", &[]), Some(1.0));
         assert_eq!(parse("other_metric 1\ndchannel_x{broken 1\n"), vec![]);
+    }
+
+    #[test]
+    fn label_values_are_unescaped() {
+        // A device named `lab "A", \ 2` as metrics.rs writes it.
+        let s =
+            parse(r#"dchannel_channel_up{role="gateway",peer="lab \"A\", \\ 2",channel="hbc"} 1"#);
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert_eq!(s[0].labels["peer"], r#"lab "A", \ 2"#);
+        assert_eq!(s[0].labels["channel"], "hbc");
+        assert_eq!(
+            parse_labels(r#"a="x\ny""#).unwrap()["a"],
+            "x\ny",
+            "\\n is a newline"
+        );
+        for bad in [r#"a="x"#, r#"a="x"b="y""#, r#"a=x"#] {
+            assert_eq!(parse_labels(bad), None, "{bad}");
+        }
     }
 
     #[test]
