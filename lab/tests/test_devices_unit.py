@@ -70,7 +70,7 @@ def _argv(monkeypatch, tmp_path: Path, role: str, **kw) -> list[str]:
     monkeypatch.setattr(agent, "binary", lambda name: tmp_path / name)
     keys = agent.AgentKeys(
         tmp_path / "gateway.key", tmp_path / "client.key", "GWPUB=", tmp_path / "devices.toml",
-        tuple(tmp_path / f"{agent.client_role(i)}.key" for i in (1, 2, 3)),
+        (tmp_path / "client2.key", tmp_path / "client3.key"),
     )  # fmt: skip
     cfg = TestbedConfig(devices=3, agent_args=kw.pop("agent_args", []))
     return agent.agent_argv(
@@ -116,7 +116,7 @@ def test_make_keys_writes_one_device_per_client(monkeypatch, tmp_path) -> None:
     monkeypatch.setattr(agent.sh, "run", fake_run)
     keys = agent.make_keys(tmp_path, 3)
     assert keys.gateway_public == "PUB-gateway="
-    assert keys.client_keys == tuple(tmp_path / "keys" / f"{n}.key" for n in ("client", "client2", "client3"))  # fmt: skip
+    assert [keys.client_key_of(i) for i in (1, 2, 3)] == [tmp_path / "keys" / f"{n}.key" for n in ("client", "client2", "client3")]  # fmt: skip
     assert keys.devices.read_text() == "".join(
         f'[[device]]\nname = "ue{i}"\npublic_key = "PUB-{agent.client_role(i)}="\n'
         f'address = "198.19.0.{1 + i}"\n'

@@ -70,11 +70,10 @@ def start_links(tb: Testbed, exe: Path, channels: dict[str, str]) -> list[str]:
         offset = tb.offsets.get(channel, tb.offset_ms)
         if link == channel:  # shared: the cell's `gw` side to gw's `<channel>`
             cell = CELL_ROLES[channel]
-            spawn_chanemu(tb, exe, link, channels[channel], (cell, "gw"), ("gw", channel),
-                          offset, seed=tb.cfg.seed)  # fmt: skip
-            for i, role in enumerate(roles, 1):
-                tb.ip(cell, ["link", "add", f"ue{i}", "type", "veth", "peer", "name", channel,
-                             "netns", tb.netns[role]], f"veth from {role} into the {channel} cell")  # fmt: skip
+            spawn_chanemu(tb, exe, link, channels[channel], (cell, "gw"), ("gw", channel), offset)
+            veths = [f"link add ue{i} type veth peer name {channel} netns {tb.netns[role]}"
+                     for i, role in enumerate(roles, 1)]  # fmt: skip
+            sh.ip_batch(tb.netns[cell], veths, f"a veth from every device into the {channel} cell")
         else:  # device i's own HBC; its own loss draws (seed + i - 1), the same trace offset
             i = int(link[len(channel) :])
             spawn_chanemu(tb, exe, link, channels[channel], (roles[i - 1], channel), ("gw", link),

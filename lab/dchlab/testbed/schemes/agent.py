@@ -26,6 +26,7 @@ from dchlab.paths import binary
 from dchlab.testbed import addressing as A
 from dchlab.testbed import reward_error, sh
 from dchlab.testbed.channels import nominal_mbit
+from dchlab.testbed.namespaces import device_roles
 from dchlab.testbed.schemes import Scheme, register
 
 if TYPE_CHECKING:
@@ -40,13 +41,17 @@ INSECURE = "--insecure"
 class AgentKeys:
     """Key material of one testbed run: each agent's private key file, the
     gateway's public key and the gateway's devices file (every client).
-    `client_key` is device 1's; `client_keys` every device's, in device order."""
+    `client_key` is device 1's; `more_client_keys` those of devices 2 ... N."""
 
     gateway_key: Path
     client_key: Path
     gateway_public: str
     devices: Path
-    client_keys: tuple[Path, ...] = ()
+    more_client_keys: tuple[Path, ...] = ()
+
+    def client_key_of(self, device: int) -> Path:
+        """The private key file of device `device` (1-based)."""
+        return self.client_key if device == 1 else self.more_client_keys[device - 2]
 
 
 def client_role(i: int) -> str:
@@ -77,8 +82,8 @@ def make_keys(run_dir: Path, devices: int = 1) -> AgentKeys:
         f'public_key = "{public[client_role(i)]}"\naddress = "{A.device_agent_address(i)}"\n'
         for i in range(1, devices + 1)
     ))  # fmt: skip
-    clients = tuple(keys / f"{client_role(i)}.key" for i in range(1, devices + 1))
-    return AgentKeys(keys / "gateway.key", clients[0], public["gateway"], table, clients)
+    clients = [keys / f"{client_role(i)}.key" for i in range(1, devices + 1)]
+    return AgentKeys(keys / "gateway.key", clients[0], public["gateway"], table, tuple(clients[1:]))
 
 
 def insecure(cfg: TestbedConfig) -> bool:
@@ -139,7 +144,7 @@ def agent_argv(
     `--hbc-owd-oracle auto` in the extra arguments stands for.
 
     Several devices (dchlab.testbed.devices): the client of `device` i (1-based) gets
-    its tunnel address 198.19.0.(1+i) and key (keys.client_keys[i-1]), or, insecure,
+    its tunnel address 198.19.0.(1+i) and key (keys.client_key_of(i)), or, insecure,
     its token `tokens[i-1]`; the gateway serves `devices` clients (their tokens,
     insecure) and binds to no channel device unless `gateway_devs`.
     """
@@ -164,9 +169,13 @@ def agent_argv(
     else:
         auth = {
             "gateway": ["--key", str(keys.gateway_key), "--devices", str(keys.devices)],
-            "client": ["--key", str((keys.client_keys or (keys.client_key,))[device - 1]),
-                       "--gateway-key", keys.gateway_public],
-        }  # fmt: skip
+            "client": [
+                "--key",
+                str(keys.client_key_of(device)),
+                "--gateway-key",
+                keys.gateway_public,
+            ],
+        }
     if logs:
         common += ["--decision-log", str(logs["decisions"]), "--arrival-log", str(logs["arrivals"])]
     if role == "gateway":
@@ -225,9 +234,10 @@ class AgentScheme(Scheme):
         keys = None if insecure(tb.cfg) else make_keys(tb.run_dir, n)
         llc = tb.channels["llc"]
         self.logs: dict[str, dict[str, Path]] = {}
+        devices = device_roles(n)  # ue, ue2, ...: device i's namespace
         # gw, then the devices' clients: (daemon and stats name, role, namespace, device)
         agents = [("gateway", "gateway", "gw", 1)]
-        agents += [(client_role(i), "client", "ue" if i == 1 else f"ue{i}", i) for i in range(1, n + 1)]  # fmt: skip
+        agents += [(client_role(i), "client", ue, i) for i, ue in enumerate(devices, 1)]
         for name, role, ns, device in agents:
             direction = "downlink" if role == "gateway" else "uplink"
             if tb.cfg.decision_logs:
@@ -256,16 +266,12 @@ class AgentScheme(Scheme):
             )
         self.agents = [name for name, *_ in agents]
         tb.wait_ready(self.agents)
-        for i in range(1, n + 1):
+        for i, ue in enumerate(devices, 1):
             tb.ip(
                 "gw",
                 ["route", "add", f"{A.device_agent_address(i)}/32", "dev", TUN],
-                "route ue's agent address into the gateway TUN"
-                if n == 1
-                else f"route ue{i}'s agent address into the gateway TUN",
+                f"route {ue}'s agent address into the gateway TUN",
             )
-        for i in range(1, n + 1):
-            ue = "ue" if i == 1 else f"ue{i}"
             tb.ip(
                 ue,
                 ["route", "add", "default", "dev", TUN, "src", A.device_agent_address(i)],
