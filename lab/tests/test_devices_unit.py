@@ -166,3 +166,18 @@ def test_campaign_devices_errors_name_the_field(tmp_path, fields: str, message: 
     )
     with pytest.raises(CampaignError, match=message.replace("[", r"\[").replace("]", r"\]")):
         load_campaign(path, check_channels=False)
+
+
+def test_shell_devices_options_reach_the_config() -> None:
+    import argparse
+
+    from dchlab.commands import shell
+
+    p = argparse.ArgumentParser()
+    shell.add_testbed_args(p)
+    cfg = shell.config_from_args(p.parse_args(["--devices", "8", "--shared-hbc"]))
+    assert (cfg.devices, cfg.shared_hbc) == (8, True)
+    one = shell.config_from_args(p.parse_args([]))
+    assert (one.devices, one.shared_hbc) == (1, False)
+    with pytest.raises(ValueError, match="devices: expected 1 to 64, got 0"):
+        shell.config_from_args(p.parse_args(["--devices", "0"]))
