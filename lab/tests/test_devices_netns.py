@@ -5,13 +5,14 @@
   HBC link or the one shared LLC link;
 - the LLC is one queue: two devices saturating it at once each get about half of C
   and together no more than C (three separate links would give each C);
-- nothing remains after a normal exit, and `dch cleanup` removes everything a
-  SIGKILLed `dch shell --devices 8` left.
+- nothing remains after a normal exit or when the shared LLC's emulator dies, and
+  `dch cleanup` removes everything a SIGKILLed `dch shell --devices 8` left.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -145,17 +146,38 @@ def test_the_llc_is_one_queue_shared_by_the_devices() -> None:
     assert tb.stats()["links"]["llc"]["downlink"]["bytes_out"] >= total * 1e6 / 8 * SECONDS * 0.8
 
 
-def test_cleanup_after_sigkill_of_dch_shell_with_8_devices() -> None:
-    _needs()
-    env = {**os.environ, "PYTHONPATH": str(LAB)}
+def _start_shell(devices: int) -> tuple[subprocess.Popen[str], str]:
+    """`dch shell --devices N` running `sleep 60` on ue1; returns it and its prefix."""
     p = subprocess.Popen(
-        [sys.executable, "-m", "dchlab.cli", "shell", "--devices", "8", "--scheme", "dchannel",
-         "--", "sh", "-c", "echo $DCH_PREFIX; exec sleep 60"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=LAB,
+        [sys.executable, "-m", "dchlab.cli", "shell", "--devices", str(devices), "--scheme",
+         "dchannel", "--", "sh", "-c", "echo $DCH_PREFIX; exec sleep 60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=LAB,
     )  # fmt: skip
     assert p.stdout is not None
     prefix = p.stdout.readline().strip()
     assert prefix.startswith("dtb"), (prefix, p.stderr.read() if p.poll() is not None else "")
+    return p, prefix
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(LAB)}
+
+
+def test_a_dead_shared_llc_emulator_aborts_and_removes_every_device() -> None:
+    _needs()
+    p, prefix = _start_shell(3)
+    rec = json.loads((RUN_DIR / f"{prefix}.json").read_text())
+    assert {f"{prefix}-ue{i}" for i in (1, 2, 3)} | {f"{prefix}-llc"} <= set(rec["netns"])
+    emu = next(e["pid"] for e in rec["procs"] if e["name"] == "link-llc")
+    os.kill(emu, signal.SIGKILL)
+    assert p.wait(30) == 125
+    assert "link-llc exited unexpectedly" in (p.stderr.read() if p.stderr else "")
+    assert _wait_gone(prefix) == []
+
+
+def test_cleanup_after_sigkill_of_dch_shell_with_8_devices() -> None:
+    _needs()
+    p, prefix = _start_shell(8)
     built = set(list_netns())
     expected = {f"{prefix}-ue{i}" for i in range(1, 9)} | {f"{prefix}-{r}" for r in ("gw", "srv", "llc")}  # fmt: skip
     assert expected <= built, sorted(expected - built)
@@ -164,7 +186,7 @@ def test_cleanup_after_sigkill_of_dch_shell_with_8_devices() -> None:
     p.wait(10)
     assert any(x.startswith("netns") for x in _leftovers(prefix))
     r = subprocess.run([sys.executable, "-m", "dchlab.cli", "cleanup"],
-                       capture_output=True, text=True, env=env, cwd=LAB, timeout=120)  # fmt: skip
+                       capture_output=True, text=True, env=_env(), cwd=LAB, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert f"netns {prefix}-ue8" in r.stdout and f"netns {prefix}-llc" in r.stdout, r.stdout
     assert _wait_gone(prefix) == []
