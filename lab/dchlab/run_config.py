@@ -49,6 +49,10 @@ class RunConfig:
     # webreplay flags, e.g. a campaign's CDN model (dchlab.pages.cdn.CdnSpec.webreplay_args)
     webreplay_args: tuple[str, ...] = ()
     speed_index: bool | None = None
+    # devices sharing the one LLC (1: the single-device testbed; ue1 is measured) and
+    # whether they share one HBC too (TestbedConfig.devices, shared_hbc)
+    devices: int = 1
+    shared_hbc: bool = False
 
 
 def paired_seed(seed: int, item: str, trial: int) -> int:
@@ -89,6 +93,8 @@ def testbed_config(
         stats_path=stats_path,
         keep_logs=keep_logs,
         pcap_dir=pcap_dir,
+        devices=run.devices,
+        shared_hbc=run.shared_hbc,
     )
 
 

@@ -2,7 +2,7 @@
 
 Tear down every testbed run recorded in /run/dch whose owning process is gone (killed,
 crashed): its processes, namespaces (with their interfaces), /etc/netns entries and run
-directory. Also removes testbed-named namespaces (dtb<hex>-ue|gw|srv) that have no live
+directory. Also removes testbed-named namespaces (dtb<hex>-ue|gw|srv|ue<i>|llc|hbc) that have no live
 record. Live runs are left alone.
 """
 

@@ -3,7 +3,8 @@
 Build the namespaces ue (device), gw (gateway) and srv (DNS + web server answering
 server.test on 80/443 with GET /bytes/N), the HBC and LLC as emulated links between ue
 and gw, and the chosen scheme; run CMD on ue; remove everything. Inside: $DCH_CA is the
-testbed CA; curl trusts it via CURL_CA_BUNDLE.
+testbed CA; curl trusts it via CURL_CA_BUNDLE. With --devices N: ue1 ... ueN share one
+LLC link; CMD runs on ue1 and dch prints how to enter the others.
 
 Exit status: the command's own; 125 when the testbed itself failed (a step, a
 crashed emulator/agent/server); 143 after SIGTERM/SIGHUP. SIGINT goes to the
@@ -44,13 +45,21 @@ def add_testbed_args(p: argparse.ArgumentParser) -> None:
         help="page corpus directory: its origins get addresses and DNS records, webreplay serves it",
     )
     p.add_argument("--host", action="append", default=[], metavar="NAME", help="extra host name for DNS and webreplay (repeatable; next free address in 198.19.128.0/17)")  # fmt: skip
+    p.add_argument("--devices", type=int, default=1, metavar="N", help="N devices ue1..ueN, each with its own client agent and HBC, sharing one LLC link and queue; CMD runs on ue1 (default 1; docs/testbed.md)")  # fmt: skip
+    p.add_argument("--shared-hbc", action="store_true", help="with --devices N > 1: the devices share one HBC link too")  # fmt: skip
 
 
 def config_from_args(args: argparse.Namespace) -> TestbedConfig:
     """The testbed of `dch shell`: the run of the command line (with its channel faults),
     unpaired (the seed as given), with the shell's own options."""
     hbc, llc = run_options.faulty_channels(args)
-    run = replace(run_options.run_config(args, args.scheme, trial=0), hbc=hbc, llc=llc)
+    run = replace(
+        run_options.run_config(args, args.scheme, trial=0),
+        hbc=hbc,
+        llc=llc,
+        devices=getattr(args, "devices", 1),
+        shared_hbc=getattr(args, "shared_hbc", False),
+    )
     return testbed_config(
         run,
         None,
@@ -98,6 +107,15 @@ def _run_foreground(tb: Testbed, cmd: list[str]) -> int:
     return rc
 
 
+def _print_devices(tb: Testbed) -> None:
+    """With several devices: where CMD runs, and how to enter the others."""
+    n = tb.cfg.devices
+    print(f"dch shell: {n} devices share one LLC; this is ue1 ({tb.netns['ue']}). "
+          f"Enter ueK (K = 2..{n}) from another terminal with: "
+          f"ip netns exec {tb.prefix}-ueK env DCH_CA={tb.ca_cert} "
+          f"CURL_CA_BUNDLE={tb.ca_cert} bash", file=sys.stderr)  # fmt: skip
+
+
 def cmd_shell(args: argparse.Namespace) -> int:
     if args.list:
         print("schemes:")
@@ -114,11 +132,17 @@ def cmd_shell(args: argparse.Namespace) -> int:
         cmd = cmd[1:]
     if not cmd:
         cmd = ["bash", "-i"] if sys.stdin.isatty() else ["sh"]
-    cfg = config_from_args(args)
+    try:
+        cfg = config_from_args(args)
+    except ValueError as exc:
+        print(f"dch shell: {exc}", file=sys.stderr)
+        return 2
     try:
         with Testbed(cfg) as tb:
             if args.keep_logs:
                 print(f"dch shell: run {tb.prefix}, logs in {tb.run_dir}", file=sys.stderr)
+            if cfg.devices > 1:
+                _print_devices(tb)
             rc = _run_foreground(tb, cmd)
         line = tb.scheme.summary(tb.stats())
         if line:

@@ -50,6 +50,10 @@ class Condition:
     server_delay_ms: float = 0.0
     cc: str = "cubic"
     x: dict[str, Any] = field(default_factory=dict)  # sweep coordinates for plots
+    # devices sharing the one LLC (ue1 measured) and whether they share one HBC too
+    # (TestbedConfig.devices, shared_hbc; docs/testbed.md "N devices")
+    devices: int = 1
+    shared_hbc: bool = False
 
 
 @dataclass(frozen=True)

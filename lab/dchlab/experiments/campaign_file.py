@@ -20,6 +20,7 @@ from dchlab.experiments.campaign_check import (
 from dchlab.experiments.offsets import MODES
 from dchlab.experiments.workload_kinds import get_kind, workload_kinds
 from dchlab.pages.cdn import CdnSpecError, parse_spec
+from dchlab.testbed.config import MAX_DEVICES
 
 _TOP_KEYS = {
     "name",
@@ -40,6 +41,8 @@ _TOP_KEYS = {
 #: Extra agent flags a scheme entry or a condition may carry: both agents, client only,
 #: gateway only (TestbedConfig.agent_args / client_args / gateway_args).
 _ARG_FIELDS = ("agent_args", "client_args", "gateway_args")
+#: How many devices share the LLC, and whether they share the HBC (a condition's).
+_DEVICE_FIELDS = ("devices", "shared_hbc")
 
 
 def _agent_flags(v: Validator, d: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
@@ -61,7 +64,7 @@ def _parse_scheme(v: Validator, raw: Any, where: str) -> Scheme:
 
 def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -> Condition:
     d = v.mapping(raw, where)
-    v.unknown(d, {"name", "hbc", "llc", *_ARG_FIELDS, "server_delay_ms", "cc", "x"}, where)
+    v.unknown(d, {"name", "hbc", "llc", *_ARG_FIELDS, "server_delay_ms", "cc", "x", *_DEVICE_FIELDS}, where)  # fmt: skip
     for req in ("name", "hbc", "llc"):
         if req not in d:
             raise v.err(f"{where}.{req}", "missing")
@@ -74,6 +77,12 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
     if cc not in ("cubic", "bbr", "reno"):
         raise v.err(f"{where}.cc", f"expected cubic, bbr or reno, got {cc!r}")
     x = v.mapping(d.get("x", {}), f"{where}.x")
+    devices = v.pos_int(d.get("devices", 1), f"{where}.devices")
+    if devices > MAX_DEVICES:
+        raise v.err(f"{where}.devices", f"expected 1 to {MAX_DEVICES}, got {devices}")
+    shared_hbc = v.boolean(d.get("shared_hbc", False), f"{where}.shared_hbc")
+    if shared_hbc and devices == 1:
+        raise v.err(f"{where}.shared_hbc", "needs devices > 1 (one device has its HBC alone)")
     return Condition(
         name=v.name(d["name"], f"{where}.name"),
         hbc=hbc,
@@ -82,6 +91,8 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
         server_delay_ms=v.number(d.get("server_delay_ms", 0.0), f"{where}.server_delay_ms"),
         cc=cc,
         x=dict(x),
+        devices=devices,
+        shared_hbc=shared_hbc,
     )
 
 

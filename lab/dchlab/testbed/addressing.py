@@ -14,6 +14,15 @@ differ by their namespace names, never by their addresses.
         198.19.128.1     server.test
         198.19.128.2...  corpus origins and extra hosts, one each, in order
         198.19.255.53    DNS server (dnsmasq)
+
+With N > 1 devices (dchlab.testbed.devices; device i = 1..N, ue1 is the measured one):
+
+    198.18.1.(1+i)  device i's HBC address; gw keeps 198.18.1.1 (on each hbc<i> link,
+                    or on its one hbc link behind the hbc cell)
+    198.18.2.(1+i)  device i's LLC address; gw keeps 198.18.2.1 behind the llc cell
+    198.18.5.1      the hbc cell's router address (its side of every veth and the link to gw)
+    198.18.6.1      the llc cell's router address (likewise)
+    198.19.0.(1+i)  device i's client TUN (device 1: 198.19.0.2, as with one device)
 """
 
 from __future__ import annotations
@@ -43,6 +52,22 @@ LINKS = {p.name: p for p in (HBC, LLC, IDEAL)}
 
 GW_AGENT = "198.19.0.1"
 UE_AGENT = "198.19.0.2"
+
+#: Router address of each channel's cell namespace (N > 1 devices).
+CELL_ROUTER = {"hbc": "198.18.5.1", "llc": "198.18.6.1"}
+
+
+def device_channel_address(link: str, i: int) -> str:
+    """Device i's (1-based) address on channel `link` (hbc or llc) with N > 1 devices:
+    198.18.1.(1+i) or 198.18.2.(1+i); device 1's is the single device's."""
+    p = LINKS[link]
+    return str(ipaddress.IPv4Address(p.far) + i)
+
+
+def device_agent_address(i: int) -> str:
+    """Device i's (1-based) client TUN address: 198.19.0.(1+i) (device 1: UE_AGENT)."""
+    return str(ipaddress.IPv4Address(GW_AGENT) + i)
+
 
 SERVICE_NET = "198.19.128.0/17"
 SERVER_TEST = "198.19.128.1"

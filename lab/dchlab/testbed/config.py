@@ -54,6 +54,13 @@ class TestbedConfig:
         with keep_logs.
     stats_path: if set, the run's stats JSON is written there at teardown.
     keep_logs: keep the run directory (logs, stats, generated files) after exit.
+    devices: how many devices (ue namespaces, each with its own client agent) the
+        one gateway serves (docs/testbed.md "N devices"). 1 (default) builds the
+        single-device topology; N > 1 builds ue1 ... ueN sharing ONE emulated LLC
+        (one queue per direction) through an "llc cell" namespace, and needs an
+        agent scheme. The programs of run_ue/popen_ue run on ue1, the measured one.
+    shared_hbc: with devices > 1, the devices also share one HBC (an "hbc cell" like
+        the LLC's) instead of each having its own emulated HBC link.
     pcap_dir: if set, every emulated link captures what crosses it into this
         directory (created if missing): `<link>-uplink.pcap` (ue→gw) and
         `<link>-downlink.pcap` (gw→ue) for hbc, llc (and srvpath: gw→srv is its
@@ -81,6 +88,16 @@ class TestbedConfig:
     stats_path: Path | str | None = None
     keep_logs: bool = False
     pcap_dir: Path | str | None = None
+    devices: int = 1
+    shared_hbc: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.devices, bool) or not isinstance(self.devices, int):
+            raise ValueError(f"devices: expected an integer, got {self.devices!r}")
+        if not 1 <= self.devices <= MAX_DEVICES:
+            raise ValueError(f"devices: expected 1 to {MAX_DEVICES}, got {self.devices}")
+        if self.shared_hbc and self.devices == 1:
+            raise ValueError("shared_hbc: needs devices > 1 (one device has its HBC alone)")
 
     def describe(self) -> dict[str, object]:
         """The configuration as plain JSON-able values (for stats and results rows):
@@ -89,6 +106,8 @@ class TestbedConfig:
         for f in fields(self):
             if f.name in _NOT_DESCRIBED:
                 continue
+            if f.name in _DESCRIBED_IF_SET and getattr(self, f.name) == f.default:
+                continue  # a one-device run's stats stay as they were
             value = getattr(self, f.name)
             if f.name == "corpus":
                 value = str(value) if value else None
@@ -100,3 +119,7 @@ class TestbedConfig:
 
 #: Fields describe() leaves out: where logs, stats and captures go, and extra hosts.
 _NOT_DESCRIBED = frozenset({"hosts", "stats_path", "keep_logs", "pcap_dir"})
+#: Fields describe() gives only when they differ from their default.
+_DESCRIBED_IF_SET = frozenset({"devices", "shared_hbc"})
+#: The most devices a testbed builds (each gets addresses 198.18.x.(1+i), x.255 kept free).
+MAX_DEVICES = 64

@@ -10,6 +10,9 @@ Topology (docs/testbed.md):
     ue ──hbc (chanemu)── gw ──veth (or chanemu with server_delay_ms)── srv
        ──llc (chanemu)──              dnsmasq + webreplay on service addresses
 
+With cfg.devices = N > 1: ue1 ... ueN (ue1 is "ue", the measured one) share one LLC
+emulator through an llc cell namespace (dchlab.testbed.devices).
+
 The life cycle (normal and prepared ahead) and the API for schemes and users live here;
 each part in its own module: namespaces.py (and addresses), hosts.py, links.py
 (chanemu), servers.py (dnsmasq, webreplay), schemes/ (agents, routes), ue.py
@@ -30,13 +33,13 @@ from typing import Any
 
 from dchlab.closing import close_on_failure
 from dchlab.paths import binary
-from dchlab.testbed import runrecord, sh, signals
+from dchlab.testbed import devices, runrecord, sh, signals
 from dchlab.testbed.ca import ensure_ca
 from dchlab.testbed.config import TestbedConfig
 from dchlab.testbed.errors import TestbedError, TestbedInterrupted
 from dchlab.testbed.hosts import host_table
 from dchlab.testbed.links import plan_channels, start_links
-from dchlab.testbed.namespaces import Namespaces, resolv_conf_dir
+from dchlab.testbed.namespaces import Namespaces
 from dchlab.testbed.procs import Daemon, Supervisor
 from dchlab.testbed.schemes import Scheme, get_scheme
 from dchlab.testbed.schemes.agent import wants_oracle
@@ -60,7 +63,8 @@ class Testbed:
     Attributes available inside the `with` block:
       cfg       the TestbedConfig
       prefix    per-run prefix (`dtb` + 6 hex), part of every name the run creates
-      netns     {"ue": name, "gw": name, "srv": name} (namespaces: the part that made them)
+      netns     {"ue": name, "gw": name, "srv": name} (namespaces: the part that made them;
+                with cfg.devices > 1 also "ue2" ... "ueN" and the cells, "llc-cell" ...)
       run_dir   directory with logs, hosts file, stats files (deleted at exit unless
                 cfg.keep_logs)
       hosts     {host name: address} served by the testbed DNS and webreplay
@@ -154,6 +158,11 @@ class Testbed:
         """Give a prepared (not yet started) testbed its configuration."""
         if self._record is None or not self._prepared or self._active:
             raise TestbedError("internal: use() is for a prepared testbed before start()")
+        if (cfg.devices, cfg.shared_hbc) != (self.cfg.devices, self.cfg.shared_hbc):
+            raise TestbedError(
+                f"internal: testbed prepared for devices={self.cfg.devices}, shared_hbc="
+                f"{self.cfg.shared_hbc}, used for devices={cfg.devices}, shared_hbc={cfg.shared_hbc}"
+            )
         self.cfg = cfg
         self.scheme = get_scheme(cfg.scheme)
         self._record.keep_logs = cfg.keep_logs
@@ -185,12 +194,18 @@ class Testbed:
         with t.phase("links_servers"):
             # Every emulator and both servers at once, then wait for the emulators.
             links = self.scheme.links(self)
-            emulators = start_links(self, exes["chanemu"], links)
+            if self.cfg.devices == 1:
+                emulators = start_links(self, exes["chanemu"], links)
+            else:
+                emulators = devices.start_links(self, exes["chanemu"], links)
             self.servers.ensure(self, exes["webreplay"])
             self.wait_ready(emulators)
         with t.phase("addresses"):
             assert self.namespaces is not None
-            self.namespaces.address(links)
+            if self.cfg.devices == 1:
+                self.namespaces.address(links)
+            else:
+                devices.address(self)
         with t.phase("scheme"):
             self.scheme.setup(self)
             self.ue_env.update(self.scheme.env(self))
@@ -221,6 +236,7 @@ class Testbed:
         channels, hosts, CA. Returns the binaries' paths."""
         if os.geteuid() != 0:
             raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
+        devices.check(self.cfg, self.scheme.kind)
         names = ["chanemu", "webreplay", *self.scheme.required_binaries()]
         exes = {n: self._binary(n) for n in names}
         if shutil.which("dnsmasq") is None:
@@ -244,13 +260,13 @@ class Testbed:
 
     def _create_run(self) -> None:
         self.prefix = runrecord.new_prefix()
-        self.namespaces = Namespaces(self.prefix)
+        self.namespaces = Namespaces(self.prefix, self.cfg.devices, self.cfg.shared_hbc)
         runrecord.RUNS_TMP.mkdir(parents=True, exist_ok=True)
         self.run_dir = runrecord.RUNS_TMP / self.prefix
         self.run_dir.mkdir()
         self._record = runrecord.RunRecord.for_this_process(
             self.prefix, self.run_dir, self.cfg.keep_logs, list(self.netns.values()),
-            etc_netns=[str(resolv_conf_dir(self.netns["ue"]))],
+            etc_netns=[str(d) for d in self.namespaces.etc_dirs],
         )  # fmt: skip
         self._record.save()  # before anything exists, so a crash from here on is cleanable
         atexit.register(self.close)  # a Testbed used without `with` and never closed
@@ -330,27 +346,36 @@ class Testbed:
         return path
 
     # ------------------------------------------------------------------ for users
-    def ue_argv(self, cmd: Sequence[str] | str) -> list[str]:
-        """The full argv that runs `cmd` on ue (a string runs through `sh -c`)."""
+    def ue_argv(self, cmd: Sequence[str] | str, device: str = "ue") -> list[str]:
+        """The full argv that runs `cmd` on ue (a string runs through `sh -c`);
+        `device`: another device's role (ue2 ... ueN, cfg.devices > 1)."""
+        if device not in (self.namespaces.device_roles if self.namespaces else ["ue"]):
+            raise TestbedError(
+                f"no device {device!r} in this testbed (devices = {self.cfg.devices})"
+            )
         argv = ["sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
-        return sh.netns_exec(self.netns["ue"], self.scheme.wrap(self, argv))
+        return sh.netns_exec(self.netns[device], self.scheme.wrap(self, argv))
 
-    def popen_ue(self, cmd: Sequence[str] | str, **kw: Any) -> subprocess.Popen[Any]:
-        """Start `cmd` on ue (subprocess.Popen keyword arguments accepted; `env` is
-        added to the testbed environment). Killed at teardown if still running."""
+    def popen_ue(self, cmd: Sequence[str] | str, *, device: str = "ue", **kw: Any) -> subprocess.Popen[Any]:  # fmt: skip
+        """Start `cmd` on ue (or on `device`, as ue_argv) (subprocess.Popen keyword
+        arguments accepted; `env` is added to the testbed environment). Killed at
+        teardown if still running."""
         self._check_failure()
-        return self.ue.popen(self.ue_argv(cmd), self._ue_env(kw.pop("env", None)), **kw)
+        env = self._ue_env(kw.pop("env", None))
+        return self.ue.popen(self.ue_argv(cmd, device), env, **kw)
 
     def run_ue(self, cmd: Sequence[str] | str, *, input: Any = None, timeout: float | None = None,
-               check: bool = False, capture_output: bool = False, **kw: Any) -> subprocess.CompletedProcess[Any]:  # fmt: skip
-        """Run `cmd` on ue to completion, like subprocess.run (same keywords).
+               check: bool = False, capture_output: bool = False, device: str = "ue",
+               **kw: Any) -> subprocess.CompletedProcess[Any]:  # fmt: skip
+        """Run `cmd` on ue (or on `device`, as ue_argv) to completion, like
+        subprocess.run (same keywords).
 
         Raises TestbedError if a testbed component died meanwhile (the command is
         then killed), subprocess.TimeoutExpired after `timeout`.
         """
         self._check_failure()
         env = self._ue_env(kw.pop("env", None))
-        res = self.ue.run(self.ue_argv(cmd), env, input=input, timeout=timeout,
+        res = self.ue.run(self.ue_argv(cmd, device), env, input=input, timeout=timeout,
                           capture_output=capture_output, **kw)  # fmt: skip
         self._check_failure()
         if check:

@@ -3,7 +3,7 @@
 `plan_channels` resolves the configuration's channel specs and trace offsets,
 `chanemu_argv` is the command line of one emulator (a pure function of what the link
 needs, tested without namespaces), `start_links` spawns the scheme's links and the
-gw-srv path.
+gw-srv path (N > 1 devices: dchlab.testbed.devices.start_links).
 """
 
 from __future__ import annotations
@@ -84,23 +84,28 @@ def start_links(tb: Testbed, exe: Path, links: dict[str, str]) -> list[str]:
         if name not in A.LINKS:
             raise TestbedError(f"scheme {cfg.scheme}: unknown link {name!r}")
         off = tb.offsets.get(name, tb.offset_ms)
-        _spawn_chanemu(tb, exe, name, profile, ("ue", name), ("gw", name), off)
-    emulators = [f"link-{n}" for n in links]
-    if cfg.server_delay_ms > 0:
+        spawn_chanemu(tb, exe, name, profile, ("ue", name), ("gw", name), off)
+    return [*(f"link-{n}" for n in links), *start_server_path(tb, exe)]
+
+
+def start_server_path(tb: Testbed, exe: Path) -> list[str]:
+    """The gw-srv path: a chanemu with cfg.server_delay_ms (its daemon name returned,
+    to wait for), else a plain veth (nothing to wait for)."""
+    if tb.cfg.server_delay_ms > 0:
         path = tb.run_dir / "srvpath.toml"
-        prof = ch.write_profile(ch.server_path_profile(cfg.server_delay_ms), path)
-        _spawn_chanemu(tb, exe, "srvpath", str(prof), ("gw", "srv0"), ("srv", "gw0"), 0)
-        emulators.append("link-srvpath")
-    else:
-        tb.ip("gw", ["link", "add", "srv0", "type", "veth", "peer", "name", "gw0", "netns", tb.netns["srv"]], "create gw-srv veth")  # fmt: skip
-    return emulators
+        prof = ch.write_profile(ch.server_path_profile(tb.cfg.server_delay_ms), path)
+        spawn_chanemu(tb, exe, "srvpath", str(prof), ("gw", "srv0"), ("srv", "gw0"), 0)
+        return ["link-srvpath"]
+    tb.ip("gw", ["link", "add", "srv0", "type", "veth", "peer", "name", "gw0", "netns", tb.netns["srv"]], "create gw-srv veth")  # fmt: skip
+    return []
 
 
-def _spawn_chanemu(
+def spawn_chanemu(
     tb: Testbed, exe: Path, name: str, profile: str, a: tuple[str, str], b: tuple[str, str],
-    offset: int,
+    offset: int, *, seed: int | None = None,
 ) -> None:  # fmt: skip
-    """One emulator between (role, device) `a` and `b`, its stats declared."""
+    """One emulator `link-<name>` between (role, device) `a` and `b`, its stats declared
+    (stats["links"][name]); `seed`: its randomness (default cfg.seed)."""
     stats = tb.expect_stats("links", name, f"chanemu-{name}.json")
     pcap_prefix = None
     if tb.cfg.pcap_dir:
@@ -109,7 +114,7 @@ def _spawn_chanemu(
         pcap_prefix = pcap_dir / name  # <name>-uplink.pcap, <name>-downlink.pcap
     argv = chanemu_argv(
         exe, profile, ns_a=tb.netns[a[0]], dev_a=a[1], ns_b=tb.netns[b[0]], dev_b=b[1],
-        seed=tb.cfg.seed, offset_ms=offset, stats=stats,
+        seed=tb.cfg.seed if seed is None else seed, offset_ms=offset, stats=stats,
         oracle_file=tb.oracle_file if name == "hbc" else None, pcap_prefix=pcap_prefix,
     )  # fmt: skip
     tb.spawn(f"link-{name}", argv)

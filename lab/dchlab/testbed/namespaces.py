@@ -1,4 +1,5 @@
-"""The run's three network namespaces (ue, gw, srv) and their addresses.
+"""The run's network namespaces (ue, gw, srv; with N > 1 devices ue1..ueN and the
+channels' cell namespaces, dchlab.testbed.devices) and their addresses.
 
 Created with lo up, their sysctls (IPv4 only, forwarding on gw, the congestion
 control) and ue's resolv.conf; then the service addresses in srv and the
@@ -20,6 +21,28 @@ from dchlab.testbed import sh
 from dchlab.testbed.cc import allowing, set_netns_cc
 
 ROLES = ("ue", "gw", "srv")
+#: Roles of the cell namespaces of an N-device run: where the devices' links of a
+#: shared channel meet before its one emulated link to gw (dchlab.testbed.devices).
+CELL_ROLES = {"llc": "llc-cell", "hbc": "hbc-cell"}
+
+
+def device_roles(devices: int) -> list[str]:
+    """The devices' namespace roles: "ue" (device 1, the measured one; the role every
+    single-device caller uses), then "ue2" ... "ueN"."""
+    return ["ue", *(f"ue{i}" for i in range(2, devices + 1))]
+
+
+def role_names(prefix: str, devices: int = 1, shared_hbc: bool = False) -> dict[str, str]:
+    """{role: namespace}: `<prefix>-ue|gw|srv` for one device; with N > 1 devices
+    `<prefix>-ue1` ... `<prefix>-ueN` (roles ue, ue2, ...), gw, srv, the llc cell
+    `<prefix>-llc` and, with a shared HBC, the hbc cell `<prefix>-hbc`."""
+    if devices == 1:
+        return {r: f"{prefix}-{r}" for r in ROLES}
+    names = {r: f"{prefix}-ue{i}" for i, r in enumerate(device_roles(devices), 1)}
+    names.update({r: f"{prefix}-{r}" for r in ("gw", "srv")})
+    for channel in ("llc", "hbc") if shared_hbc else ("llc",):
+        names[CELL_ROLES[channel]] = f"{prefix}-{channel}"
+    return names
 
 
 def resolv_conf_dir(ue_netns: str) -> Path:
@@ -31,13 +54,21 @@ class Namespaces:
     """The namespaces of the run with prefix `prefix`: `names` {role: namespace}, and
     `cc`, the congestion control they have ("" before create())."""
 
-    def __init__(self, prefix: str) -> None:
-        self.names = {r: f"{prefix}-{r}" for r in ROLES}
+    def __init__(self, prefix: str, devices: int = 1, shared_hbc: bool = False) -> None:
+        self.names = role_names(prefix, devices, shared_hbc)
+        #: the devices' roles (ue first): each gets its resolv.conf
+        self.device_roles = device_roles(devices)
         self.cc = ""
 
+    @property
+    def etc_dirs(self) -> list[Path]:
+        """The devices' /etc/netns directories (their resolv.conf), for the run record."""
+        return [resolv_conf_dir(self.names[r]) for r in self.device_roles]
+
     def create(self, cc: str) -> None:
-        """ue, gw, srv with lo up, their sysctls (congestion control included) and ue's
-        resolv.conf: two processes per namespace."""
+        """Every namespace (ue, gw, srv; devices and cells) with lo up, its sysctls
+        (congestion control included) and the devices' resolv.conf: two processes per
+        namespace."""
         for role, ns in self.names.items():
             sh.run(["ip", "netns", "add", ns], f"create namespace {role} ({ns})")
         with allowing(cc):
@@ -50,18 +81,18 @@ class Namespaces:
                     "net.ipv6.conf.default.disable_ipv6": "1",
                     "net.ipv4.tcp_congestion_control": cc,
                 }
-                if role == "gw":
+                if role == "gw" or role in CELL_ROLES.values():  # routers
                     settings["net.ipv4.ip_forward"] = "1"
                 args = [f"{k}={v}" for k, v in settings.items()]
                 script = 'ip link set lo up && exec sysctl -q -w "$@"'
                 sh.run(["ip", "netns", "exec", ns, "sh", "-c", script, "sh", *args],
                        f"lo and sysctls in {role}")  # fmt: skip
         self.cc = cc
-        etc = resolv_conf_dir(self.names["ue"])
-        etc.mkdir(parents=True, exist_ok=True)
-        (etc / "resolv.conf").write_text(
-            f"nameserver {A.DNS_SERVER}\noptions timeout:2 attempts:2\n"
-        )
+        for etc in self.etc_dirs:
+            etc.mkdir(parents=True, exist_ok=True)
+            (etc / "resolv.conf").write_text(
+                f"nameserver {A.DNS_SERVER}\noptions timeout:2 attempts:2\n"
+            )
 
     def configure(self, cc: str, service_addresses: Iterable[str]) -> None:
         """Congestion control everywhere (if it changed since create()); the service
@@ -78,24 +109,30 @@ class Namespaces:
         """Point-to-point addresses on every link and the gw-srv path; srv and gw routes
         (ue's default route is the scheme's)."""
         # One `ip -batch` per namespace (the step names the namespace and the lines).
-        sp = A.SRV_PATH
         ue, gw = [], []
         for name in links:
             p = A.LINKS[name]
             ue.append(f"addr add {p.near} peer {p.far} dev {name}")
             gw.append(f"addr add {p.far} peer {p.near} dev {name}")
-        gw += [f"addr add {sp.near} peer {sp.far} dev srv0", "link set srv0 up",
-               f"route add {A.SERVICE_NET} via {sp.far} dev srv0"]  # fmt: skip
+        sh.ip_batch(self.names["ue"], ue, "address the links in ue: " + "; ".join(ue))
+        self.address_server_path(gw, "address links, gw-srv path, route to the servers in gw")
+
+    def address_server_path(self, gw: list[str], step: str) -> None:
+        """The gw-srv path's addresses and the routes to the servers (gw) and back (srv);
+        `gw`: gw's other lines, run in the same batch (named `step`)."""
+        sp = A.SRV_PATH
+        gw = [*gw, f"addr add {sp.near} peer {sp.far} dev srv0", "link set srv0 up",
+              f"route add {A.SERVICE_NET} via {sp.far} dev srv0"]  # fmt: skip
         srv = [f"addr add {sp.far} peer {sp.near} dev gw0", "link set gw0 up",
                f"route add default via {sp.near} dev gw0"]  # fmt: skip
-        sh.ip_batch(self.names["ue"], ue, "address the links in ue: " + "; ".join(ue))
-        sh.ip_batch(self.names["gw"], gw, "address links, gw-srv path, route to the servers in gw")
+        sh.ip_batch(self.names["gw"], gw, step)
         sh.ip_batch(self.names["srv"], srv, "address gw-srv path, default route in srv")
 
     def interface_counters(self) -> dict[str, Any]:
-        """{role: {interface: rx/tx bytes and packets}} of ue and gw (lo left out)."""
+        """{role: {interface: rx/tx bytes and packets}} of the devices (ue, ue2, ...)
+        and gw (lo left out)."""
         out: dict[str, Any] = {}
-        for role in ("ue", "gw"):
+        for role in (*self.device_roles, "gw"):
             proc = subprocess.run(
                 ["ip", "-n", self.names[role], "-s", "-j", "link"], capture_output=True, text=True
             )

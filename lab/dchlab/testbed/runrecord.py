@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 RUN_DIR = Path(os.environ.get("DCH_RUN_RECORDS", "/run/dch"))
 #: Parent of the runs' directories (logs, hosts file, stats, Chromium profiles).
 RUNS_TMP = Path(tempfile.gettempdir()) / "dch-runs"
-#: Namespace names are `<prefix>-ue|gw|srv`; a prefix is `dtb` + 6 hex digits.
+#: Namespace names are `<prefix>-ue|gw|srv` (N devices: `-ue1` ... `-ueN` and the
+#: cells `-llc`, `-hbc`); a prefix is `dtb` + 6 hex digits.
 PREFIX_RE = re.compile(r"^dtb[0-9a-f]{6}$")
-NETNS_RE = re.compile(r"^(dtb[0-9a-f]{6})-(ue|gw|srv)$")
+NETNS_RE = re.compile(r"^(dtb[0-9a-f]{6})-(ue[0-9]*|gw|srv|llc|hbc)$")
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -105,7 +106,7 @@ def new_prefix() -> str:
     existing = set(list_netns())
     while True:
         prefix = "dtb" + secrets.token_hex(3)
-        if not (RUN_DIR / f"{prefix}.json").exists() and f"{prefix}-ue" not in existing:
+        if not (RUN_DIR / f"{prefix}.json").exists() and f"{prefix}-gw" not in existing:
             return prefix
 
 
@@ -266,7 +267,7 @@ def cleanup_dead_runs(*, include_orphans: bool = True) -> list[str]:
     """Tear down every recorded run whose owner process is gone (for `dch cleanup`).
 
     With include_orphans, also remove namespaces that match the testbed's naming
-    (`dtb<6 hex>-ue|gw|srv`) but have no record of a live run.
+    (`dtb<6 hex>-ue|gw|srv`, `-ue<i>`, `-llc`, `-hbc`) but have no record of a live run.
     """
     removed: list[str] = []
     live_prefixes: set[str] = set()

@@ -151,7 +151,10 @@ class TestbedPool:
         tb = lease.testbed
         alive = all(b.proc is not None and b.proc.poll() is None for b in lease.browsers)
         scheme = get_scheme(cfg.scheme)
-        if not alive or not scheme.apps_before_setup or scheme.launch_signature(tb) != signature:
+        # its namespaces were made for a number of devices (TestbedConfig.devices)
+        same_devices = (tb.cfg.devices, tb.cfg.shared_hbc) == (cfg.devices, cfg.shared_hbc)
+        if (not alive or not same_devices or not scheme.apps_before_setup
+                or scheme.launch_signature(tb) != signature):  # fmt: skip
             log.debug("prepared testbed %s not used for scheme %s", tb.prefix, cfg.scheme)
             _discard(lease)
             return None

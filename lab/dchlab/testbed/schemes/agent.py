@@ -26,6 +26,7 @@ from dchlab.paths import binary
 from dchlab.testbed import addressing as A
 from dchlab.testbed import reward_error, sh
 from dchlab.testbed.channels import nominal_mbit
+from dchlab.testbed.namespaces import device_roles
 from dchlab.testbed.schemes import Scheme, register
 
 if TYPE_CHECKING:
@@ -39,32 +40,50 @@ INSECURE = "--insecure"
 @dataclass(frozen=True)
 class AgentKeys:
     """Key material of one testbed run: each agent's private key file, the
-    gateway's public key and the gateway's devices file (the one client)."""
+    gateway's public key and the gateway's devices file (every client).
+    `client_key` is device 1's; `more_client_keys` those of devices 2 ... N."""
 
     gateway_key: Path
     client_key: Path
     gateway_public: str
     devices: Path
+    more_client_keys: tuple[Path, ...] = ()
+
+    def client_key_of(self, device: int) -> Path:
+        """The private key file of device `device` (1-based)."""
+        return self.client_key if device == 1 else self.more_client_keys[device - 2]
 
 
-def make_keys(run_dir: Path) -> AgentKeys:
-    """A fresh key pair per agent under run_dir/keys, made with `dchannel genkey
-    --out` (mode 0600) and `dchannel pubkey`, and the gateway's devices file."""
+def client_role(i: int) -> str:
+    """The client agent of device i (1-based): "client", then "client2" ... (its
+    daemon name and stats key)."""
+    return "client" if i == 1 else f"client{i}"
+
+
+def make_keys(run_dir: Path, devices: int = 1) -> AgentKeys:
+    """A fresh key pair per agent (the gateway and `devices` clients) under
+    run_dir/keys, made with `dchannel genkey --out` (mode 0600) and `dchannel
+    pubkey`, and the gateway's devices file: one device "ue" at 198.19.0.2, or
+    "ue1" ... "ueN" at 198.19.0.(1+i)."""
     exe = str(binary("dchannel"))
     keys = run_dir / "keys"
     keys.mkdir(mode=0o700, parents=True, exist_ok=True)
     public: dict[str, str] = {}
-    for role in ("gateway", "client"):
+    roles = ["gateway", *(client_role(i) for i in range(1, devices + 1))]
+    for role in roles:
         path = keys / f"{role}.key"
         path.unlink(missing_ok=True)
         sh.run([exe, "genkey", "--out", str(path)], f"generate the {role}'s private key")
         out = sh.run([exe, "pubkey", str(path)], f"derive the {role}'s public key").stdout
         public[role] = out.strip()
-    devices = keys / "devices.toml"
-    devices.write_text(
-        f'[[device]]\nname = "ue"\npublic_key = "{public["client"]}"\naddress = "{A.UE_AGENT}"\n'
-    )
-    return AgentKeys(keys / "gateway.key", keys / "client.key", public["gateway"], devices)
+    table = keys / "devices.toml"
+    table.write_text("".join(
+        f'[[device]]\nname = "{"ue" if devices == 1 else f"ue{i}"}"\n'
+        f'public_key = "{public[client_role(i)]}"\naddress = "{A.device_agent_address(i)}"\n'
+        for i in range(1, devices + 1)
+    ))  # fmt: skip
+    clients = [keys / f"{client_role(i)}.key" for i in range(1, devices + 1)]
+    return AgentKeys(keys / "gateway.key", clients[0], public["gateway"], table, tuple(clients[1:]))
 
 
 def insecure(cfg: TestbedConfig) -> bool:
@@ -110,6 +129,10 @@ def agent_argv(
     logs: dict[str, Path] | None = None,
     keys: AgentKeys | None = None,
     oracle_file: Path | None = None,
+    devices: int = 1,
+    device: int = 1,
+    tokens: Sequence[str] = (),
+    gateway_devs: bool = True,
 ) -> list[str]:
     """The argv of `dchannel gateway` (role "gateway", on gw) or `dchannel client`
     (role "client", on ue): the testbed's plumbing, then cfg.agent_args (both agents),
@@ -119,22 +142,39 @@ def agent_argv(
     `keys` (from make_keys) is required unless cfg.agent_args has --insecure, in which
     case `token` authenticates the client instead. `oracle_file` is what
     `--hbc-owd-oracle auto` in the extra arguments stands for.
+
+    Several devices (dchlab.testbed.devices): the client of `device` i (1-based) gets
+    its tunnel address 198.19.0.(1+i) and key (keys.client_key_of(i)), or, insecure,
+    its token `tokens[i-1]`; the gateway serves `devices` clients (their tokens,
+    insecure) and binds to no channel device unless `gateway_devs`.
     """
     if role not in ("gateway", "client"):
         raise ValueError(f"agent role {role!r}: expected 'client' or 'gateway'")
     exe = str(binary("dchannel"))
     common = ["--policy", policy, "--tun", TUN]
+    ue_agent = A.device_agent_address(device)
     if insecure(cfg):
+        tokens = list(tokens) or [token]
+        if len(tokens) != devices:
+            raise ValueError(f"{devices} devices need {devices} tokens, got {len(tokens)}")
+        clients = [
+            ["--client", f"{A.device_agent_address(i)}={t}"] for i, t in enumerate(tokens, 1)
+        ]
         auth = {
-            "gateway": ["--client", f"{A.UE_AGENT}={token}"],
-            "client": ["--token", token],
+            "gateway": [a for c in clients for a in c],
+            "client": ["--token", tokens[device - 1]],
         }
     elif keys is None:
         raise ValueError("encrypted agents need keys (make_keys), or --insecure in agent_args")
     else:
         auth = {
             "gateway": ["--key", str(keys.gateway_key), "--devices", str(keys.devices)],
-            "client": ["--key", str(keys.client_key), "--gateway-key", keys.gateway_public],
+            "client": [
+                "--key",
+                str(keys.client_key_of(device)),
+                "--gateway-key",
+                keys.gateway_public,
+            ],
         }
     if logs:
         common += ["--decision-log", str(logs["decisions"]), "--arrival-log", str(logs["arrivals"])]
@@ -142,13 +182,13 @@ def agent_argv(
         return [exe, "gateway", *common, "--tun-addr", f"{A.GW_AGENT}/32",
                 "--listen-hbc", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
                 "--listen-llc", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
-                "--hbc-dev", "hbc", "--llc-dev", "llc",
+                *(["--hbc-dev", "hbc", "--llc-dev", "llc"] if gateway_devs else []),
                 *auth["gateway"],
                 "--llc-mbit", f"{llc_mbit:g}",
                 "--stats-json", str(stats_json),
                 *resolve_oracle([*cfg.agent_args, *cfg.gateway_args], oracle_file)]  # fmt: skip
     if role == "client":
-        return [exe, "client", *common, "--tun-addr", f"{A.UE_AGENT}/32",
+        return [exe, "client", *common, "--tun-addr", f"{ue_agent}/32",
                 "--hbc-dev", "hbc", "--hbc-gateway", f"{A.HBC.far}:{A.AGENT_PORT_HBC}",
                 "--llc-dev", "llc", "--llc-gateway", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
                 *auth["client"],
@@ -189,11 +229,16 @@ class AgentScheme(Scheme):
         return ["dchannel"]
 
     def setup(self, tb: Testbed) -> None:
-        token = secrets.token_hex(16)
-        keys = None if insecure(tb.cfg) else make_keys(tb.run_dir)
+        n = tb.cfg.devices
+        tokens = [secrets.token_hex(16) for _ in range(n)]
+        keys = None if insecure(tb.cfg) else make_keys(tb.run_dir, n)
         llc = tb.channels["llc"]
         self.logs: dict[str, dict[str, Path]] = {}
-        for role, ns in (("gateway", "gw"), ("client", "ue")):
+        devices = device_roles(n)  # ue, ue2, ...: device i's namespace
+        # gw, then the devices' clients: (daemon and stats name, role, namespace, device)
+        agents = [("gateway", "gateway", "gw", 1)]
+        agents += [(client_role(i), "client", ue, i) for i, ue in enumerate(devices, 1)]
+        for name, role, ns, device in agents:
             direction = "downlink" if role == "gateway" else "uplink"
             if tb.cfg.decision_logs:
                 self.logs[role] = {
@@ -201,34 +246,40 @@ class AgentScheme(Scheme):
                     "arrivals": tb.run_dir / f"{role}.arrivals.csv",
                 }
             tb.spawn(
-                role,
+                name,
                 agent_argv(
                     role,
                     tb.cfg,
                     policy=self.spec,
-                    token=token,
+                    token=tokens[0],
                     llc_mbit=nominal_mbit(llc, direction),
-                    stats_json=tb.expect_stats("agents", role, f"{role}.stats.json"),
+                    stats_json=tb.expect_stats("agents", name, f"{name}.stats.json"),
                     logs=self.logs.get(role),
                     keys=keys,
                     oracle_file=tb.oracle_file,
+                    devices=n,
+                    device=device,
+                    tokens=tokens,
+                    gateway_devs=n == 1,  # several devices: gw has hbc1..hbcN
                 ),
                 ns=ns,
             )
-        tb.wait_ready(["gateway", "client"])
-        tb.ip(
-            "gw",
-            ["route", "add", f"{A.UE_AGENT}/32", "dev", TUN],
-            "route ue's agent address into the gateway TUN",
-        )
-        tb.ip(
-            "ue",
-            ["route", "add", "default", "dev", TUN, "src", A.UE_AGENT],
-            "default route via the client TUN on ue",
-        )
+        self.agents = [name for name, *_ in agents]
+        tb.wait_ready(self.agents)
+        for i, ue in enumerate(devices, 1):
+            tb.ip(
+                "gw",
+                ["route", "add", f"{A.device_agent_address(i)}/32", "dev", TUN],
+                f"route {ue}'s agent address into the gateway TUN",
+            )
+            tb.ip(
+                ue,
+                ["route", "add", "default", "dev", TUN, "src", A.device_agent_address(i)],
+                f"default route via the client TUN on {ue}",
+            )
 
     def stop_first(self) -> list[str]:
-        return ["client", "gateway"]
+        return [*getattr(self, "agents", ["gateway", "client"])[1:], "gateway"]
 
     def after_stop(self, tb: Testbed, stats: dict[str, Any]) -> None:
         """With cfg.decision_logs: log paths and the reward-estimation error (Fig. 11,
