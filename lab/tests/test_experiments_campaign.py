@@ -411,35 +411,6 @@ def test_fig3_has_the_object_level_schemes():
     assert [s.label for s in q.schemes] == ["all-hbc", "obj-oracle", "dchannel", "ideal"]
 
 
-STANDIN = REPO / ".cache" / "cellreplay-standin" / "tmobile-lte"
-CELLREPLAY_SET = REPO / "crates" / "chanemu" / "testdata" / "cellreplay"
-
-
-def _provide_inputs(path: Path, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What shipped campaigns name outside the repository, as `dch run` from the root
-    would find it: CellReplay's archive (copies of chanemu's synthetic set in the
-    layout docs/traces.md expects) and the derived CellReplay stand-in."""
-    monkeypatch.chdir(REPO)
-    text = path.read_text()
-    if "$DCH_CELLREPLAY_TRACES" in text:
-        for op in ("tmobile", "verizon"):
-            for s in ("stationary", "walking", "driving"):
-                shutil.copytree(CELLREPLAY_SET, tmp / "cr" / op / s)
-        monkeypatch.setenv("DCH_CELLREPLAY_TRACES", str(tmp / "cr"))
-    if str(STANDIN.relative_to(REPO)) in text and not STANDIN.is_dir():
-        if shared_data() is None:
-            pytest.skip("../shared/data absent: the CellReplay stand-in is derived from it")
-        from dchlab.traces.cellreplay_derive import derive
-
-        traces = shared_data() / "traces"
-        derive(
-            traces / "mahimahi" / "TMobile-LTE-short.up",
-            traces / "mahimahi" / "TMobile-LTE-short.down",
-            traces / "imc23-driving-rtt" / "tmobile",
-            STANDIN,
-        )
-
-
 @pytest.mark.parametrize(
     "path", sorted((REPO / "experiments").glob("*.yaml")), ids=lambda p: p.name
 )

@@ -70,6 +70,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, fixed in BUILTINS.items():
         print(f"  {name:6} = {fixed}")
     print(f"  {FIXED_SYNTAX}")
+    print("  cellreplay:DIR  (a CellReplay trace directory; docs/traces.md)")
     print("scenarios (paper Table 1 targets; synthesized per seed):")
     print("  name  span  RTT min  p50  p98   mean    CV  up/down Mbit/s  DRX (inactivity/wake ms)")
     for sc in SCENARIOS.values():
