@@ -250,7 +250,7 @@ def _rtts(out: str) -> list[float]:
 def test_shell_over_a_cellreplay_directory(tmp_path: Path) -> None:
     """all-hbc: pings take the two base delays (up 20–24 ms, down 18–22 ms along the
     synthetic set's light traces; 84-byte pings get no size offset); a 30 kB download
-    arrives whole. ideal: the same PDOs without base delay, URLLC's 5 ms RTT."""
+    arrives whole. ideal: the same PDOs without base delay, URLLC's 5 ms RTT on top."""
     require_root()
     require_binaries("chanemu", "webreplay", "dchannel")
     r, _ = _shell(tmp_path, "all-hbc", "ping", "-n", "-c", "5", "-i", "0.3", "server.test")
@@ -263,4 +263,6 @@ def test_shell_over_a_cellreplay_directory(tmp_path: Path) -> None:
     assert r.stdout.strip() == "30000", r.stdout
     r, _ = _shell(tmp_path, "ideal", "ping", "-n", "-c", "5", "-i", "0.3", "server.test")
     rtts = _rtts(r.stdout)
-    assert len(rtts) == 5 and all(4 <= x <= 15 for x in rtts), r.stdout
+    # ≥ 5 ms: a CellReplay release in the packet's own ms leaves at once, never before
+    # the packet came (3.8-4.4 ms before chanemu's pipeline kept to that)
+    assert len(rtts) == 5 and all(5 <= x <= 15 for x in rtts), r.stdout
