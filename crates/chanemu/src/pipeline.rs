@@ -376,18 +376,21 @@ mod tests {
         assert_eq!(run(), run());
     }
 
-    #[test]
-    fn cellreplay_takes_the_place_of_rate_and_queue() {
-        use crate::cellreplay::CellReplayLink;
+    /// A CellReplay stage over these light and heavy traces (no size offsets).
+    fn cellreplay_link(light: &str, heavy: &str) -> crate::cellreplay::CellReplayLink {
         use crate::trace::cellreplay::{CellReplayDir, HeavyTrace, LightTrace};
-        use std::path::Path;
-        let p = Path::new("t");
+        let p = std::path::Path::new("t");
         let dir = CellReplayDir {
-            light: LightTrace::parse(p, "0 20 0\n500 20 0\n1000 20 0\n", 0).unwrap(),
-            heavy: HeavyTrace::parse(p, "30\n30\n60\n", 0).unwrap(),
+            light: LightTrace::parse(p, light, 0).unwrap(),
+            heavy: HeavyTrace::parse(p, heavy, 0).unwrap(),
             offsets: None,
         };
-        let link = CellReplayLink::new(std::sync::Arc::new(dir), 0, 0);
+        crate::cellreplay::CellReplayLink::new(std::sync::Arc::new(dir), 0, 0)
+    }
+
+    #[test]
+    fn cellreplay_takes_the_place_of_rate_and_queue() {
+        let link = cellreplay_link("0 20 0\n500 20 0\n1000 20 0\n", "30\n30\n60\n");
         // a 1 Mbit/s, 1-packet queue that CellReplay replaces; 5 ms of extra one-way delay
         let mut p = pipe(
             Capacity::Constant(1_000_000),
@@ -412,17 +415,8 @@ mod tests {
 
     #[test]
     fn a_cellreplay_release_is_never_before_the_arrival() {
-        use crate::cellreplay::CellReplayLink;
-        use crate::trace::cellreplay::{CellReplayDir, HeavyTrace, LightTrace};
-        use std::path::Path;
-        let p = Path::new("t");
         // base delay 0 (the ideal link's view of a CellReplay HBC)
-        let dir = CellReplayDir {
-            light: LightTrace::parse(p, "0 0 0\n500 0 0\n1000 0 0\n", 0).unwrap(),
-            heavy: HeavyTrace::parse(p, "30\n30\n60\n", 0).unwrap(),
-            offsets: None,
-        };
-        let link = CellReplayLink::new(std::sync::Arc::new(dir), 0, 0);
+        let link = cellreplay_link("0 0 0\n500 0 0\n1000 0 0\n", "30\n30\n60\n");
         let mut p = pipe(
             Capacity::Unlimited,
             QueueLimit::Unlimited,
