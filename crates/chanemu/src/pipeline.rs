@@ -128,7 +128,10 @@ impl<P> Pipeline<P> {
             Some(cr) => {
                 let r = cr.push(now, size);
                 Admitted {
-                    finish: r.release,
+                    // mm-cellular's clock is whole ms: a release in the packet's own ms
+                    // (base delay 0) is already due when it arrives, and it leaves at
+                    // once, never before it came (the next stage adds from here)
+                    finish: r.release.max(now),
                     depth: r.depth,
                 }
             }
@@ -169,7 +172,11 @@ impl<P> Pipeline<P> {
     pub fn predict_one_way(&self, now: Nanos, peer_activity: Nanos) -> Nanos {
         let free = match &self.cellreplay {
             // what a full-sized packet entering now would get, without taking it
-            Some(cr) => cr.clone().push(now, PDO_BYTES - TUN_HEADER_BYTES).release,
+            Some(cr) => cr
+                .clone()
+                .push(now, PDO_BYTES - TUN_HEADER_BYTES)
+                .release
+                .max(now),
             None => self.queue.free_at(now),
         };
         let mut release = self.delay.would_release(now, free);
@@ -369,18 +376,21 @@ mod tests {
         assert_eq!(run(), run());
     }
 
-    #[test]
-    fn cellreplay_takes_the_place_of_rate_and_queue() {
-        use crate::cellreplay::CellReplayLink;
+    /// A CellReplay stage over these light and heavy traces (no size offsets).
+    fn cellreplay_link(light: &str, heavy: &str) -> crate::cellreplay::CellReplayLink {
         use crate::trace::cellreplay::{CellReplayDir, HeavyTrace, LightTrace};
-        use std::path::Path;
-        let p = Path::new("t");
+        let p = std::path::Path::new("t");
         let dir = CellReplayDir {
-            light: LightTrace::parse(p, "0 20 0\n500 20 0\n1000 20 0\n", 0).unwrap(),
-            heavy: HeavyTrace::parse(p, "30\n30\n60\n", 0).unwrap(),
+            light: LightTrace::parse(p, light, 0).unwrap(),
+            heavy: HeavyTrace::parse(p, heavy, 0).unwrap(),
             offsets: None,
         };
-        let link = CellReplayLink::new(std::sync::Arc::new(dir), 0, 0);
+        crate::cellreplay::CellReplayLink::new(std::sync::Arc::new(dir), 0, 0)
+    }
+
+    #[test]
+    fn cellreplay_takes_the_place_of_rate_and_queue() {
+        let link = cellreplay_link("0 20 0\n500 20 0\n1000 20 0\n", "30\n30\n60\n");
         // a 1 Mbit/s, 1-packet queue that CellReplay replaces; 5 ms of extra one-way delay
         let mut p = pipe(
             Capacity::Constant(1_000_000),
@@ -401,5 +411,24 @@ mod tests {
         assert_eq!(p.push(0, 1396, 3), Ok((35 * MS, 0)));
         assert_eq!(p.queue_depth(25 * MS), 1);
         assert_eq!(p.queue_depth(31 * MS), 0);
+    }
+
+    #[test]
+    fn a_cellreplay_release_is_never_before_the_arrival() {
+        // base delay 0 (the ideal link's view of a CellReplay HBC)
+        let link = cellreplay_link("0 0 0\n500 0 0\n1000 0 0\n", "30\n30\n60\n");
+        let mut p = pipe(
+            Capacity::Unlimited,
+            QueueLimit::Unlimited,
+            5 * MS,
+            0.0,
+            None,
+        )
+        .with_cellreplay(link);
+        // a new train at 1.9 ms: CellReplay releases it in its ms (1 ms, whole ms),
+        // already past; it leaves the stage at 1.9 ms, + 5 ms of delay = 6.9 ms
+        assert_eq!(p.push(1_900_000, 100, 1), Ok((6_900_000, 0)));
+        // a new train at 10 ms exactly: 10 + 5
+        assert_eq!(p.push(10 * MS, 100, 2), Ok((15 * MS, 0)));
     }
 }

@@ -5,10 +5,14 @@ Print Table 1 statistics of trace files and profiles; convert real traces.
 Subcommands:
   list                             built-in channels, scenarios, spec modifiers
   synth NAME [--seed N] -o DIR     scenario trace files + channel profile
-  stats FILE... [--json]           span, RTT min/p50/p98/mean/CV, mean up/down
-  plot FILE -o x.png               RTT and capacity over time
+  stats FILE... [--json]           span, RTT min/p50/p98/mean/CV, mean up/down; for a
+                                   CellReplay directory per direction: base delay,
+                                   light/heavy PDO rates, size offsets
+  plot FILE -o x.png               RTT and capacity over time (CellReplay: per direction)
   import ping|csv|mahimahi ...     real traces -> *.rtt.csv / *.cap.csv / Mahimahi
   fit [--data DIR]                 refit the RTT time structure to real ping runs
+  derive-cellreplay -o DIR         a CellReplay-format stand-in (and its Mahimahi-model
+                                   profile) from a Mahimahi link trace and ping runs
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for name, fixed in BUILTINS.items():
         print(f"  {name:6} = {fixed}")
     print(f"  {FIXED_SYNTAX}")
+    print("  cellreplay:DIR  (a CellReplay trace directory; docs/traces.md)")
     print("scenarios (paper Table 1 targets; synthesized per seed):")
     print("  name  span  RTT min  p50  p98   mean    CV  up/down Mbit/s  DRX (inactivity/wake ms)")
     for sc in SCENARIOS.values():
@@ -99,11 +104,19 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(rows: list[dict[str, Any]]) -> None:
-    from dchlab.traces.stats import COLUMNS as keys
+TABLE1_HEADINGS = ["span(min)", "RTT min", "p50", "p98", "mean", "CV", "up Mbit/s", "down Mbit/s"]
 
-    # headings of "file" and then of each of `keys`, in that order
-    head = ["file", "span(min)", "RTT min", "p50", "p98", "mean", "CV", "up Mbit/s", "down Mbit/s"]
+
+def _print_table(
+    rows: list[dict[str, Any]],
+    keys: list[str] | None = None,
+    headings: list[str] | None = None,
+) -> None:
+    """Rows as a table: "file", then `keys` (default: Table 1's) under `headings`."""
+    from dchlab.traces.stats import COLUMNS
+
+    keys = keys or COLUMNS
+    head = ["file", *(headings or TABLE1_HEADINGS)]
     table = [head]
     for r in rows:
         table.append([r["file"]] + [_fmt(r[k], 3 if k == "rtt_cv" else 2) for k in keys])
@@ -119,27 +132,56 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """`dch traces stats`: print Table 1 columns for trace files or profiles.
 
     For each FILE (*.rtt.csv, *.cap.csv, profile .toml, Mahimahi trace or ping output)
-    print span (min), RTT min/p50/p98/mean/CV (ms) and mean up/down (Mbit/s).
+    print span (min), RTT min/p50/p98/mean/CV (ms) and mean up/down (Mbit/s). For a
+    CellReplay trace directory, a row per direction: span, base delay min/p50/p98/mean
+    (one-way ms), light PDOs per train, light and heavy PDO rates (Mbit/s) and the
+    size offset at 100 and 1400 bytes (rules: dchlab.traces.cellreplay_stats).
     """
+    from dchlab.traces import cellreplay_stats
+    from dchlab.traces.cellreplay import is_cellreplay_dir
     from dchlab.traces.stats import file_stats
 
-    rows = [file_stats(f, args.seed) for f in args.files]
+    rows, cr_rows = [], []
+    for f in args.files:
+        path = Path(f)
+        if path.is_dir():
+            if not is_cellreplay_dir(path):
+                raise UserError(
+                    f"{path}: a directory, but not a CellReplay trace directory (expected "
+                    "up-delay-light-pdo or down-delay-light-pdo in it)"
+                )
+            cr_rows += cellreplay_stats.dir_stats(path)
+        else:
+            rows.append(file_stats(path, args.seed))
     if args.json:
-        json.dump(rows, sys.stdout, indent=2)
+        json.dump(rows + cr_rows, sys.stdout, indent=2)
         print()
-    else:
+        return 0
+    if rows:
         _print_table(rows)
+    if cr_rows:
+        if rows:
+            print()
+        _print_table(cr_rows, cellreplay_stats.COLUMNS, cellreplay_stats.HEADINGS)
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     """`dch traces plot`: plot RTT and capacity over time.
 
-    Draw RTT (ms) and capacity (Mbit/s) over time from a trace file or profile.
+    Draw RTT (ms) and capacity (Mbit/s) over time from a trace file or profile; for a
+    CellReplay trace directory, per direction its base delay, heavy PDO rate per second
+    and light trains' PDO rates over time, and its size offsets.
     """
+    from dchlab.traces.cellreplay import is_cellreplay_dir
+    from dchlab.traces.cellreplay_plot import plot_cellreplay
     from dchlab.traces.plot import plot_file
 
-    plot_file(Path(args.file), Path(args.output), seconds=args.seconds, seed=args.seed)
+    path = Path(args.file)
+    if is_cellreplay_dir(path):
+        plot_cellreplay(path, Path(args.output), seconds=args.seconds)
+    else:
+        plot_file(path, Path(args.output), seconds=args.seconds, seed=args.seed)
     print(f"wrote {args.output}")
     return 0
 
@@ -255,6 +297,45 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_derive_cellreplay(args: argparse.Namespace) -> int:
+    """`dch traces derive-cellreplay`: a CellReplay-format stand-in from traces we have.
+
+    Derive a CellReplay trace directory from a Mahimahi cellular link trace pair (the
+    heavy PDOs) and ping runs (the base delay; light trains: the first N heavy
+    opportunities after each sample), plus mahimahi-model.toml, the Mahimahi model of
+    the same recording (base delay as the RTT timeline, heavy PDOs as the link). A
+    derived stand-in, not CellReplay's measurement (rules: docs/traces.md).
+    Defaults: TMobile-LTE-short and the IMC'23 T-Mobile driving pings of the shared data.
+    """
+    from dchlab.paths import shared_data
+    from dchlab.traces.cellreplay_derive import derive
+    from dchlab.traces.cellreplay_stats import COLUMNS, HEADINGS, dir_stats
+
+    shared = shared_data()
+
+    def default(given: str | None, rel: str) -> Path:
+        if given:
+            return Path(given)
+        if shared is None:
+            raise UserError(f"no shared data: pass the {rel} file(s) explicitly")
+        return shared / "traces" / rel
+
+    d = derive(
+        default(args.up, "mahimahi/TMobile-LTE-short.up"),
+        default(args.down, "mahimahi/TMobile-LTE-short.down"),
+        default(args.pings, "imc23-driving-rtt/tmobile"),
+        Path(args.output),
+        step_ms=args.step_ms,
+        train=args.train,
+    )
+    print(
+        f"wrote {d.out}/ (CellReplay files, mahimahi-model.toml, base.rtt.csv, SOURCE.json): "
+        f"period {d.period_ms} ms, {d.samples} trains from {len(d.ping_files)} ping runs"
+    )
+    _print_table(dir_stats(d.out), COLUMNS, HEADINGS)
+    return 0
+
+
 IMPORT_DOC = """`dch traces import`: convert ping output, throughput CSVs and Mahimahi traces.
 
 Import real traces into the formats chanemu reads (docs/formats.md).
@@ -276,7 +357,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
 
     st = add_command(tsub, cmd_stats.__doc__, _friendly(cmd_stats))
-    st.add_argument("files", nargs="+", metavar="FILE")
+    st.add_argument(
+        "files", nargs="+", metavar="FILE", help="trace file, profile or CellReplay directory"
+    )
     st.add_argument("--json", action="store_true", help="machine-readable output (a JSON list)")
     st.add_argument("--seed", type=int, default=1, help=argparse.SUPPRESS)
 
@@ -284,7 +367,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     pl.add_argument(
         "file",
         metavar="FILE",
-        help="*.rtt.csv, *.cap.csv, profile .toml, Mahimahi trace, ping output",
+        help="*.rtt.csv, *.cap.csv, profile .toml, Mahimahi trace, ping output, CellReplay directory",
     )
     pl.add_argument("-o", "--output", required=True, metavar="PNG")
     pl.add_argument("--seconds", type=float, default=None, help="plot only the first N seconds")
@@ -355,4 +438,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Raca et al. 5G dataset root for the capacity check (default: raca-5g beside --data)",
     )
     f.add_argument("--grid", action="store_true", help="also run the grid search (about 5 minutes)")
+
+    from dchlab.traces.cellreplay_derive import DEFAULT_STEP_MS, DEFAULT_TRAIN
+
+    dc = add_command(tsub, cmd_derive_cellreplay.__doc__, _friendly(cmd_derive_cellreplay))
+    dc.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory")
+    dc.add_argument("--up", metavar="FILE", help="uplink Mahimahi trace (default: TMobile-LTE-short.up of the shared data)")  # fmt: skip
+    dc.add_argument("--down", metavar="FILE", help="downlink Mahimahi trace (default: TMobile-LTE-short.down)")  # fmt: skip
+    dc.add_argument("--pings", metavar="DIR", help="ping outputs (*.out, searched recursively; default: the IMC'23 T-Mobile driving runs)")  # fmt: skip
+    dc.add_argument("--step-ms", type=int, default=DEFAULT_STEP_MS, help="base-delay sample spacing (default %(default)s)")  # fmt: skip
+    dc.add_argument("--train", type=int, default=DEFAULT_TRAIN, help="light PDOs per train (default %(default)s)")  # fmt: skip
     f.add_argument("--plot", metavar="PNG", help="draw the comparison (ACF, excursions) to PNG")

@@ -102,15 +102,22 @@ def check_channel(v: Validator, spec: str, where: str) -> None:
 
     Uses the traces helper's parser (`dchlab.traces.profiles.parse_spec`) for the
     modifiers; the base must be a built-in, `fixed:<rtt>ms/<rate>mbit`, a scenario
-    name or an existing profile file (relative to the campaign file or the cwd).
+    name, an existing profile file (relative to the campaign file or the cwd) or
+    `cellreplay:DIR` with an existing DIR (its files are read when the run resolves it).
     """
-    from dchlab.traces import builtin, profiles
+    from dchlab.traces import builtin, cellreplay_profile, profiles
 
     try:
         parsed = profiles.parse_spec(spec)
     except ValueError as e:
         raise v.err(where, str(e)) from e
     base = parsed.base
+    if cellreplay_profile.is_cellreplay_spec(base):
+        try:  # its directory must be there (an unset variable says where traces go)
+            cellreplay_profile.spec_dir(base, check=False)
+        except ValueError as e:
+            raise v.err(where, str(e)) from e
+        return
     try:  # the one channel-name grammar (traces/builtin.py), as chanemu reads it
         fixed = builtin.parse_builtin(base)
     except ValueError as e:

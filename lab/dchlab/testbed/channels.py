@@ -3,7 +3,8 @@ grammar in `dchlab.traces.builtin`), turned into the profile dicts the schemes c
 (`ideal`, the agents' nominal LLC rate) and the files chanemu reads.
 
 A channel spec is a preset (`urllc`, `embb`, scenario names like `MM-D`, with
-`+loss=..` modifiers), a profile TOML path, or `fixed:<rtt>ms/<rate>mbit`.
+`+loss=..` modifiers), a profile TOML path, `fixed:<rtt>ms/<rate>mbit` or
+`cellreplay:DIR` (a CellReplay trace directory).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from typing import Any
 
 from dchlab.testbed.errors import TestbedError
 from dchlab.traces import profiles
+from dchlab.traces.cellreplay import heavy_mbit, load_side
+from dchlab.traces.cellreplay_profile import is_cellreplay_spec, without_base_delay
+from dchlab.traces.profile_toml import TRACE_KEYS
 
 
 def known_channels() -> list[str]:
@@ -49,6 +53,8 @@ def profile_dict(resolved: str) -> dict[str, Any]:
         raise TestbedError(str(exc)) from exc
     if fixed:
         return profiles.fixed_profile(fixed.rtt_ms, fixed.rate_mbit, resolved)
+    if is_cellreplay_spec(resolved):  # resolved: its directory is absolute
+        return profiles.load_resolved(resolved)[0]
     path = Path(resolved)
     try:
         data = tomllib.loads(path.read_text())
@@ -58,11 +64,11 @@ def profile_dict(resolved: str) -> dict[str, Any]:
 
 
 def _absolutize(node: Any, base: Path) -> Any:
-    """Make every file reference (`file`, `series`, `mahimahi`) absolute."""
+    """Make every file reference (`file`, `series`, `mahimahi`, `cellreplay`) absolute."""
     if isinstance(node, dict):
         out = {}
         for k, v in node.items():
-            if k in ("file", "series", "mahimahi") and isinstance(v, str):
+            if k in TRACE_KEYS and isinstance(v, str):
                 out[k] = str((base / v).resolve())
             else:
                 out[k] = _absolutize(v, base)
@@ -86,6 +92,9 @@ def nominal_mbit(resolved: str, direction: str) -> float:
             stamps = [int(x) for x in Path(rate["mahimahi"]).read_text().split()]
             if stamps and stamps[-1] > 0:
                 return len(stamps) * 1500 * 8 / (stamps[-1] * 1000.0)
+        if "cellreplay" in rate:  # its heavy PDOs: what a saturating sender gets
+            side = profiles.cellreplay_side(rate, direction)
+            return heavy_mbit(load_side(Path(rate["cellreplay"]), side).heavy_ms)
     raise TestbedError(
         f"channel {resolved}: {direction} rate {rate!r} has no nominal Mbit/s (the agents' "
         "--llc-mbit and objproxy's rates need one: give the channel a rate, e.g. fixed:5ms/2mbit)"
@@ -134,6 +143,12 @@ def ideal_profile(
     }
     for d in ("uplink", "downlink"):
         side = {k: v for k, v in h.get(d, {}).items() if k != "drx"}
+        rate = side.get("rate")
+        if isinstance(rate, dict) and profiles.is_cellreplay_rate(rate):
+            # CellReplay's link carries its own base delay: the ideal keeps its PDOs
+            # and takes the LLC's delay alone
+            nobase = without_base_delay(Path(rate["cellreplay"]))
+            side["rate"] = {**rate, "cellreplay": str(nobase)}
         if "drx" in low.get(d, {}):
             side["drx"] = low[d]["drx"]
         out[d] = side

@@ -44,7 +44,8 @@ def _num(x: float) -> str:
     return short if float(short) == x else repr(x)
 
 
-def _rust_f64(text: str) -> float | None:
+def rust_f64(text: str) -> float | None:
+    """`text` as Rust's `f64::from_str` reads it (None when it refuses it)."""
     return float(text) if _RUST_F64.fullmatch(text) else None
 
 
@@ -65,7 +66,7 @@ def parse_builtin(name: str) -> Fixed | None:
         raise bad("missing `/`")
     if not rtt_text.endswith("ms"):
         raise bad("RTT must end in `ms`")
-    rtt = _rust_f64(rtt_text[: -len("ms")])
+    rtt = rust_f64(rtt_text[: -len("ms")])
     if rtt is None:
         raise bad("RTT is not a number")
     if not (math.isfinite(rtt) and rtt >= 0):
@@ -74,7 +75,7 @@ def parse_builtin(name: str) -> Fixed | None:
         return Fixed(rtt, None)
     if not rate_text.endswith("mbit"):
         raise bad("rate must end in `mbit` (or be `unlimited`)")
-    rate = _rust_f64(rate_text[: -len("mbit")])
+    rate = rust_f64(rate_text[: -len("mbit")])
     if rate is None:
         raise bad("rate is not a number")
     if not (math.isfinite(rate) and rate > 0):

@@ -177,17 +177,13 @@ def with_faults(spec: str, seed: int, faults: list[Fault], repeat_ms: float | No
     when there are no faults. A direction that already has faults gets them replaced."""
     # late imports: profiles imports profile_toml, which imports this module
     from dchlab.traces import profiles
-    from dchlab.traces.profile_toml import dump_profile, load_profile, validate
+    from dchlab.traces.profile_toml import dump_profile, validate
 
     if not faults:
         return spec
-    resolved = profiles.resolve_channel(spec, seed)
-    fixed = profiles.builtin(resolved)
-    if fixed:
-        prof = profiles.fixed_profile(fixed.rtt_ms, fixed.rate_mbit, resolved)
-    else:
-        path = Path(resolved)
-        prof = _absolute(load_profile(path), path.resolve().parent)
+    prof, rel_to = profiles.load_resolved(profiles.resolve_channel(spec, seed))
+    if rel_to is not None:
+        prof = _absolute(prof, rel_to.resolve())
     for d in ("uplink", "downlink"):
         prof[d] = {k: v for k, v in prof[d].items() if k != "faults"}
         table = faults_table(faults, d, repeat_ms)
@@ -206,11 +202,13 @@ def with_faults(spec: str, seed: int, faults: list[Fault], repeat_ms: float | No
 
 
 def _absolute(node: Any, base: Path) -> Any:
-    """Every trace file reference (`file`, `series`, `mahimahi`) made absolute."""
+    """Every trace file reference (`file`, `series`, `mahimahi`, `cellreplay`) made absolute."""
+    from dchlab.traces.profile_toml import TRACE_KEYS
+
     if isinstance(node, dict):
         return {
             k: str((base / v).resolve())
-            if k in ("file", "series", "mahimahi") and isinstance(v, str)
+            if k in TRACE_KEYS and isinstance(v, str)
             else _absolute(v, base)
             for k, v in node.items()
         }

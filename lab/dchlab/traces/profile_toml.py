@@ -16,6 +16,8 @@ from dchlab.traces.errors import TraceFormatError
 from dchlab.traces.faults import validate_faults
 
 Profile = dict[str, Any]
+# keys whose values name trace files or directories (relative to the profile file)
+TRACE_KEYS = ("file", "series", "mahimahi", "cellreplay")
 
 _TOP = {"name", "description", "delay", "uplink", "downlink"}
 _DIR = {"rate", "queue", "loss", "drx", "faults"}
@@ -83,6 +85,13 @@ def validate(p: Profile, path: Path, check_files: bool = True) -> None:
         t = p[direction]
         _keys(path, direction, t, _DIR, {"rate"})
         _rate(path, direction, t["rate"], base, check_files)
+        if isinstance(t["rate"], dict) and "cellreplay" in t["rate"] and "queue" in t:
+            raise TraceFormatError(
+                path,
+                "not used with rate = { cellreplay = ... }: its heavy-PDO link queue is "
+                "unlimited, as mm-cellular's default",
+                field=f"{direction}.queue",
+            )
         q = t.get("queue", {"packets": 800})
         if q != "unlimited":
             _keys(path, f"{direction}.queue", q, {"packets", "bytes"}, set())
@@ -133,12 +142,48 @@ def _rate(path: Path, where: str, r: Any, base: Path, check: bool) -> None:
             )
     elif set(r) == {"mahimahi"}:
         _file(path, f"{key}.mahimahi", r["mahimahi"], base, check)
+    elif "cellreplay" in r:
+        _cellreplay_rate(path, key, r, base, check)
     else:
         raise TraceFormatError(
             path,
-            f"expected {{ mbit = R }}, {{ series = F, column = C }} or {{ mahimahi = F }}, got keys {sorted(r)}",
+            f"expected {{ mbit = R }}, {{ series = F, column = C }}, {{ mahimahi = F }} or "
+            f"{{ cellreplay = DIR }}, got keys {sorted(r)}",
             field=key,
         )
+
+
+def _cellreplay_rate(path: Path, key: str, r: dict[str, Any], base: Path, check: bool) -> None:
+    """`{ cellreplay = DIR, side = "up"|"down", long_to_short_timer_ms = N }` (chanemu's
+    parse_cellreplay); with `check`, the side's files are read and validated."""
+    from dchlab.traces.cellreplay import load_side
+
+    for k in r:
+        if k not in ("cellreplay", "side", "long_to_short_timer_ms"):
+            raise TraceFormatError(
+                path,
+                'unknown key; with cellreplay, expected side = "up"|"down" or '
+                "long_to_short_timer_ms = N",
+                field=f"{key}.{k}",
+            )
+    d = r["cellreplay"]
+    if not isinstance(d, str) or not d:
+        raise TraceFormatError(path, "expected a directory name string", field=f"{key}.cellreplay")
+    side = r.get("side", "up" if key.startswith("uplink") else "down")
+    if side not in ("up", "down"):
+        raise TraceFormatError(path, f'expected "up" or "down", got {side!r}', field=f"{key}.side")
+    timer = r.get("long_to_short_timer_ms", 0)
+    if not isinstance(timer, int) or isinstance(timer, bool) or timer < 0:
+        raise TraceFormatError(
+            path, f"expected an integer number of ms ≥ 0, got {timer!r}",
+            field=f"{key}.long_to_short_timer_ms",
+        )  # fmt: skip
+    if check:
+        if not (base / d).is_dir():
+            raise TraceFormatError(
+                path, f"directory {base / d} does not exist", field=f"{key}.cellreplay"
+            )
+        load_side(base / d, side)
 
 
 def _value(v: Any) -> str:

@@ -2,13 +2,15 @@
 
 Grammar of a spec: BASE [+KEY=VALUE]...
 - BASE: `urllc`, `embb`, `fixed:<rtt>ms/<rate>mbit` (built into chanemu),
+  `cellreplay:DIR` (a CellReplay trace directory, dchlab.traces.cellreplay_profile),
   a Table 1 scenario name (MM-S MM-W MM-D LB-S LB-W LB-D; synthesized per seed
   into `cache_dir()/profiles/<NAME>-seed<seed>/`), or a path to a profile TOML.
 - modifiers: `loss=P` (both directions), `rtt=MS` (fixed RTT), `cov=C` (gaussian
   delay with the same mean RTT, `resample=MS`, default 10), `queue=N` (packets,
-  or `unlimited`), `drx=mmwave|lowband|none` (downlink).
-A built-in without modifiers is returned unchanged; anything else becomes a
-profile file in the cache (written atomically, reused by later runs).
+  or `unlimited`; not with CellReplay's own link), `drx=mmwave|lowband|none` (downlink).
+A built-in without modifiers is returned unchanged (`cellreplay:DIR` with DIR made
+absolute, its files validated); anything else becomes a profile file in the cache
+(written atomically, reused by later runs).
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ from dchlab.paths import cache_dir
 from dchlab.traces.atomic import atomic_write_text, build_dir_once
 from dchlab.traces.builtin import BUILTINS, FIXED_SYNTAX, Fixed, parse_builtin
 from dchlab.traces.capacity import read_capacity
+from dchlab.traces.cellreplay import heavy_mbit, load_side
+from dchlab.traces.cellreplay_profile import (
+    PREFIX as CELLREPLAY_PREFIX,
+)
+from dchlab.traces.cellreplay_profile import (
+    cellreplay_profile,
+    is_cellreplay_spec,
+    spec_dir,
+)
 from dchlab.traces.mahimahi import opportunities_to_rate, read_mahimahi
 from dchlab.traces.profile_toml import Profile, dump_profile, load_profile, validate
 from dchlab.traces.scenario_files import SYNTH_VERSION, write_scenario
@@ -72,7 +83,7 @@ def parse_spec(spec: str) -> Spec:
 def _unknown(base: str) -> ValueError:
     return ValueError(
         f"unknown channel {base!r}: expected a preset ({', '.join(BUILTINS)}, {FIXED_SYNTAX}), "
-        f"a scenario ({', '.join(SCENARIOS)}) or the path of a profile TOML"
+        f"{CELLREPLAY_PREFIX}DIR, a scenario ({', '.join(SCENARIOS)}) or the path of a profile TOML"
     )
 
 
@@ -127,6 +138,8 @@ def _base_profile(base: str, seed: int) -> tuple[Profile, Path | None]:
     fixed = builtin(base)
     if fixed:
         return fixed_profile(fixed.rtt_ms, fixed.rate_mbit, base), None
+    if is_cellreplay_spec(base):
+        return cellreplay_profile(spec_dir(base), base), None
     if base.upper() in SCENARIOS:
         path = scenario_profile_path(base.upper(), seed)
         return load_profile(path), path.parent
@@ -141,6 +154,8 @@ def resolve_channel(spec: str, seed: int = 1) -> str:
     s = parse_spec(spec)
     if not s.mods and builtin(s.base):
         return s.base.lower() if s.base.lower() in BUILTINS else s.base
+    if not s.mods and is_cellreplay_spec(s.base):
+        return f"{CELLREPLAY_PREFIX}{spec_dir(s.base)}"
     if not s.mods:
         if s.base.upper() in SCENARIOS:
             return str(scenario_profile_path(s.base.upper(), seed))
@@ -160,8 +175,7 @@ def _mean_rtt(profile: Profile, rel_to: Path | None) -> float:
         return float(d["rtt_ms"])
     if d["kind"] == "gaussian":
         return float(d["mean_rtt_ms"])
-    assert rel_to is not None
-    tl = read_rtt(rel_to / d["file"])
+    tl = read_rtt(_ref(rel_to, d["file"]))
     return timeline_mean(tl.t_ms, tl.rtt_ms, tl.period_ms)
 
 
@@ -211,6 +225,11 @@ def apply_modifiers(
     for side in ("uplink", "downlink"):
         if "loss" in mods:
             p[side]["loss"] = num("loss", 0.0, 1.0)
+        if "queue" in mods and is_cellreplay_rate(p[side]["rate"]):
+            raise ValueError(
+                f"channel spec {spec!r}: queue= does not apply to a CellReplay direction "
+                "(its heavy-PDO link queue is unlimited, as mm-cellular's)"
+            )
         if "queue" in mods:
             if mods["queue"].lower() == "unlimited":
                 p[side]["queue"] = "unlimited"
@@ -246,7 +265,7 @@ def _rebase(p: Profile, rel_to: Path | None, new_dir: Path) -> Profile:
         r = p[side]["rate"]
         if isinstance(r, dict):
             r = dict(r)
-            for key in ("series", "mahimahi"):
+            for key in ("series", "mahimahi", "cellreplay"):
                 if key in r:
                     r[key] = fix(r[key])
             p[side]["rate"] = r
@@ -270,27 +289,51 @@ def _write_derived(p: Profile, rel_to: Path | None, spec: str, seed: int) -> Pat
     return path
 
 
-def _profile_for(spec_or_profile: str, seed: int) -> tuple[Profile, Path | None]:
-    resolved = resolve_channel(spec_or_profile, seed)
+def is_cellreplay_rate(rate: Any) -> bool:
+    """A direction's rate is `{ cellreplay = DIR, ... }` (CellReplay's model)."""
+    return isinstance(rate, dict) and "cellreplay" in rate
+
+
+def cellreplay_side(rate: dict[str, Any], direction: str) -> str:
+    """The side (`up`/`down`) a `{ cellreplay = ... }` rate replays: `side`, else
+    by direction (chanemu's default)."""
+    return str(rate.get("side", "up" if direction == "uplink" else "down"))
+
+
+def load_resolved(resolved: str) -> tuple[Profile, Path | None]:
+    """A resolved channel (what `resolve_channel` returns) as a profile dict plus the
+    directory its file paths are relative to (None: they are absolute or absent)."""
     fixed = builtin(resolved)
     if fixed:
         return fixed_profile(fixed.rtt_ms, fixed.rate_mbit, resolved), None
+    if is_cellreplay_spec(resolved):
+        return cellreplay_profile(spec_dir(resolved, check=False), resolved), None
     path = Path(resolved)
     return load_profile(path), path.parent
 
 
+def _profile_for(spec_or_profile: str, seed: int) -> tuple[Profile, Path | None]:
+    return load_resolved(resolve_channel(spec_or_profile, seed))
+
+
+def _ref(base: Path | None, name: str) -> Path:
+    """A trace file named in a profile: relative to `base`, or absolute (base None)."""
+    return Path(name) if base is None else base / name
+
+
 def _periods_ms(p: Profile, base: Path | None) -> list[float]:
     out: list[float] = []
-    if base is None:
-        return out
     if p["delay"]["kind"] == "timeline":
-        out.append(read_rtt(base / p["delay"]["file"]).period_ms)
+        out.append(read_rtt(_ref(base, p["delay"]["file"])).period_ms)
     for side in ("uplink", "downlink"):
         r = p[side]["rate"]
         if isinstance(r, dict) and "series" in r:
-            out.append(float(read_capacity(base / r["series"]).period_ms))
+            out.append(float(read_capacity(_ref(base, r["series"])).period_ms))
         elif isinstance(r, dict) and "mahimahi" in r:
-            out.append(float(read_mahimahi(base / r["mahimahi"])[-1]))
+            out.append(float(read_mahimahi(_ref(base, r["mahimahi"]))[-1]))
+        elif is_cellreplay_rate(r):
+            cr = load_side(_ref(base, r["cellreplay"]), cellreplay_side(r, side))
+            out += [float(cr.light.period_ms), float(cr.heavy_period_ms)]
     return out
 
 
@@ -312,15 +355,18 @@ def trace_offset_ms(spec_or_profile: str, seed: int, fraction: float | None = No
     return h % max(period, 1)
 
 
-def _rate_summary(r: Any, base: Path | None) -> float | None:
+def _rate_summary(r: Any, base: Path | None, direction: str) -> float | None:
     if r == "unlimited":
         return None
     if "mbit" in r:
         return float(r["mbit"])
-    assert base is not None
     if "series" in r:
-        return float(read_capacity(base / r["series"]).column(r["column"]).mean())
-    return float(opportunities_to_rate(read_mahimahi(base / r["mahimahi"])).mean())
+        return float(read_capacity(_ref(base, r["series"])).column(r["column"]).mean())
+    if is_cellreplay_rate(r):  # the heavy PDOs' mean (a saturating sender's rate)
+        return heavy_mbit(
+            load_side(_ref(base, r["cellreplay"]), cellreplay_side(r, direction)).heavy_ms
+        )
+    return float(opportunities_to_rate(read_mahimahi(_ref(base, r["mahimahi"]))).mean())
 
 
 def profile_summary(spec: str, seed: int = 1) -> dict[str, Any]:
@@ -337,20 +383,25 @@ def profile_summary(spec: str, seed: int = 1) -> dict[str, Any]:
         "mean_rtt_ms": round(_mean_rtt(p, base), 3),
     }
     if d["kind"] == "timeline":
-        assert base is not None
         from dchlab.traces.stats import rtt_stats
 
         out.update(
-            {f"rtt_{k}": v for k, v in rtt_stats(read_rtt(base / d["file"])).items() if k != "mean"}
+            {
+                f"rtt_{k}": v
+                for k, v in rtt_stats(read_rtt(_ref(base, d["file"]))).items()
+                if k != "mean"
+            }
         )
     if d["kind"] == "gaussian":
         out["cov"] = d["cov"]
         out["resample_ms"] = d.get("resample_ms", DEFAULT_RESAMPLE_MS)
     for side, short in (("uplink", "up"), ("downlink", "down")):
         t = p[side]
-        rate = _rate_summary(t["rate"], base)
+        rate = _rate_summary(t["rate"], base, side)
         out[f"{short}_mbit"] = None if rate is None else round(rate, 3)
-        q = t.get("queue", {"packets": QUEUE_PACKETS})
+        q = t.get(
+            "queue", "unlimited" if is_cellreplay_rate(t["rate"]) else {"packets": QUEUE_PACKETS}
+        )
         out[f"{short}_queue"] = q if q == "unlimited" else dict(q)
         out[f"{short}_loss"] = float(t.get("loss", 0.0))
     out["drx"] = p["downlink"].get("drx")
