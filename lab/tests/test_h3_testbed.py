@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import require_binaries, require_root
+from conftest import PNG_1X1, require_binaries, require_root
 
 from dchlab.pages.corpus import CorpusWriter
 
@@ -32,12 +32,8 @@ def _corpus(root: Path) -> Path:
     )
     w.add_object(base, "p", html.encode(), [("content-type", "text/html; charset=utf-8")])
     w.add_object(base + "s.css", "p", b"body { margin: 0 }", [("content-type", "text/css")])
-    png = bytes.fromhex(
-        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-        "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
-    )
     for name in ("1.png", "2.png"):
-        w.add_object(f"https://{IMG_HOST}/{name}", "p", png, [("content-type", "image/png")])
+        w.add_object(f"https://{IMG_HOST}/{name}", "p", PNG_1X1, [("content-type", "image/png")])
     w.finish()
     return root
 
