@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dchlab import protocol
 from dchlab.testbed.config import TestbedConfig
 
 
@@ -53,6 +54,13 @@ class RunConfig:
     # whether they share one HBC too (TestbedConfig.devices, shared_hbc)
     devices: int = 1
     shared_hbc: bool = False
+    # page-load protocol: h2 (TCP, today's behaviour), h3 (QUIC for every origin) or
+    # recorded (dchlab.protocol); a scheme that cannot carry it is refused here
+    protocol: str = "h2"
+
+    def __post_init__(self) -> None:
+        protocol.check(self.protocol, "protocol")
+        protocol.refuse(self.scheme, self.protocol, "protocol")
 
 
 def paired_seed(seed: int, item: str, trial: int) -> int:
@@ -90,6 +98,7 @@ def testbed_config(
         gateway_args=list(run.gateway_args),
         decision_logs=run.decision_logs,
         webreplay_args=list(run.webreplay_args),
+        protocol=run.protocol,
         stats_path=stats_path,
         keep_logs=keep_logs,
         pcap_dir=pcap_dir,

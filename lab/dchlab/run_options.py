@@ -11,13 +11,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from dchlab import protocol
 from dchlab.run_config import RunConfig
 from dchlab.traces.faults import Fault, parse_burst, parse_outage, with_faults
 
 
 def add_testbed_args(p: argparse.ArgumentParser, *, several_schemes: bool = False) -> None:
-    """--scheme, --hbc, --llc, --cc, --seed, --server-delay-ms and the agents' extra
-    arguments. `several_schemes`: --scheme takes a comma-separated list (workloads)."""
+    """--scheme, --hbc, --llc, --cc, --seed, --server-delay-ms, --protocol and the
+    agents' extra arguments. `several_schemes`: --scheme takes a comma-separated list (workloads)."""
     what = (
         "comma-separated schemes, e.g. all-hbc,dchannel,mptcp"
         if several_schemes
@@ -60,6 +61,15 @@ def add_testbed_args(p: argparse.ArgumentParser, *, several_schemes: bool = Fals
         metavar="X",
         help="extra one-way delay between gw and srv (default 0)",
     )
+    p.add_argument(
+        "--protocol",
+        default=protocol.DEFAULT,
+        choices=protocol.PROTOCOLS,
+        help="page-load protocol: h2 = TLS over TCP as the corpus records each origin's "
+        "ALPN, h3 = HTTP/3 over QUIC for every origin from the first request, recorded = "
+        "each origin as its corpus entry says (no corpus records QUIC: as h2); default "
+        "%(default)s (docs/webreplay.md)",
+    )
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG", help="extra argument for both agents (repeatable), e.g. --agent-arg=--reorder --agent-arg=off")  # fmt: skip
     p.add_argument("--client-arg", action="append", default=[], metavar="ARG", help="extra argument for the client agent on ue only, after the --agent-arg ones (repeatable), e.g. --client-arg=--reorder --client-arg=off")  # fmt: skip
     p.add_argument("--gateway-arg", action="append", default=[], metavar="ARG", help="extra argument for the gateway agent on gw only, after the --agent-arg ones (repeatable); --gateway-arg=--reorder --gateway-arg=off keeps the reorder buffer at the client only. Give a value that starts with - as --X-arg=VALUE; a flag may reach an agent once (not in --agent-arg and per role too)")  # fmt: skip
@@ -80,6 +90,7 @@ def run_config(args: argparse.Namespace, scheme: str, trial: int) -> RunConfig:
         gateway_args=tuple(args.gateway_arg),
         # --speed-index (pageload, session); without it $DCH_SPEED_INDEX decides
         speed_index=True if getattr(args, "speed_index", False) else None,
+        protocol=args.protocol,
     )
 
 

@@ -17,6 +17,13 @@ def require_root() -> None:
         pytest.skip("needs root (network namespaces)")
 
 
+#: A valid 1×1 PNG, for test pages' images.
+PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+)
+
+
 def require_binaries(*names: str) -> None:
     """Skip the calling test unless every named release binary is built."""
     missing = [n for n in names if not (target_dir() / "release" / n).exists()]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import require_binaries, require_root
+from conftest import PNG_1X1, require_binaries, require_root
 
 from dchlab.pages.cdn import CdnSpec
 from dchlab.pages.corpus import CorpusWriter
@@ -38,12 +38,8 @@ def _corpus(root: Path) -> Path:
     css = ".bg { background: url(/bg.png); height: 10px }"
     w.add_object(base + "s.css", "p", css.encode(), [("content-type", "text/css")])
     w.add_object(base + "a.js", "p", b"var a = 1;", [("content-type", "text/javascript")])
-    png = bytes.fromhex(
-        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-        "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
-    )
     for name in ("i1.png", "i2.png", "bg.png"):
-        w.add_object(base + name, "p", png, [("content-type", "image/png")])
+        w.add_object(base + name, "p", PNG_1X1, [("content-type", "image/png")])
     w.finish()
     return root
 

@@ -24,7 +24,7 @@ def test_testbed_config_pairs_the_seed_and_carries_every_run_field() -> None:
     run = RunConfig(
         "dchannel", "MM-S", "urllc", seed=7, trial=3, offset_fraction=0.25, trace_seed=9,
         cc="bbr", server_delay_ms=5.0, agent_args=("--a",), client_args=("--c",),
-        gateway_args=("--g",), decision_logs=True, webreplay_args=("--w",),
+        gateway_args=("--g",), decision_logs=True, webreplay_args=("--w",), protocol="h3",
         devices=3, shared_hbc=True,
     )  # fmt: skip
     other = RunConfig("all-hbc", "MM-S", "urllc", seed=7, trial=3)
@@ -37,7 +37,7 @@ def test_testbed_config_pairs_the_seed_and_carries_every_run_field() -> None:
     assert described == {
         "scheme": "dchannel", "hbc": "MM-S", "llc": "urllc", "cc": "bbr",
         "seed": paired_seed(7, "site0", 3), "offset_fraction": 0.25, "trace_seed": 9,
-        "server_delay_ms": 5.0, "corpus": "/corpus", "webreplay_args": ["--w"],
+        "server_delay_ms": 5.0, "corpus": "/corpus", "webreplay_args": ["--w"], "protocol": "h3",
         "agent_args": ["--a"], "client_args": ["--c"], "gateway_args": ["--g"],
         "decision_logs": True, "devices": 3, "shared_hbc": True,
     }  # fmt: skip

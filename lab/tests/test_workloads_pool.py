@@ -7,7 +7,7 @@ import pytest
 
 from dchlab.run_config import RunConfig, testbed_config
 from dchlab.testbed import Testbed
-from dchlab.workloads.pool import BrowserStart, Lease, TestbedPool
+from dchlab.workloads.pool import BrowserStart, Lease, TestbedPool, _signature
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def _pool_with(scheme: str, alive: bool = True) -> tuple[TestbedPool, _Prepared,
     pool = TestbedPool(BrowserStart())
     tb, browser = _Prepared(scheme), _Browser(alive)
     lease = Lease(tb, [browser], {"nss_db": 1.5}, prepared=True)  # type: ignore[list-item]
-    pool._prepared = (lease, tb.scheme.launch_signature(tb))
+    pool._prepared = (lease, _signature(tb, tb.scheme, tb.cfg))
     return pool, tb, browser
 
 
@@ -100,6 +100,14 @@ def test_a_prepared_testbed_is_closed_for_another_launch_or_a_dead_browser(schem
     assert (tb.closes, browser.closed) == (1, 1)
     # a fresh testbed whose browser starts while it builds (early): one on_ue hook
     assert lease.testbed._on_ue == [lease.launch]
+
+
+def test_a_browser_prepared_for_h2_does_not_serve_an_h3_load() -> None:
+    """Same scheme, but an h3 load's Chromium is forced onto QUIC (its own flags): the
+    browser prepared without them would measure TCP."""
+    pool, tb, browser = _pool_with("all-hbc")
+    lease = pool.take(testbed_config(RunConfig("all-hbc", "embb", "urllc", protocol="h3"), "p"))
+    assert lease.testbed is not tb and (tb.closes, browser.closed) == (1, 1)
 
 
 def test_closing_the_pool_closes_what_it_prepared() -> None:

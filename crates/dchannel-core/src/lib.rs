@@ -24,6 +24,7 @@ pub mod liveness;
 pub mod llc_queue;
 pub mod packet;
 pub mod policy;
+pub mod quic;
 pub mod reorder;
 pub mod rtt;
 pub mod steer;

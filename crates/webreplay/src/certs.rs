@@ -1,7 +1,9 @@
 //! Per-origin TLS identities: load the testbed CA, issue one leaf certificate per origin
 //! (SAN = host name, plus the origin's address so clients connecting by IP also verify),
-//! and build one rustls `ServerConfig` per origin carrying that origin's ALPN list.
+//! and build one rustls `ServerConfig` per origin carrying that origin's ALPN list (TCP),
+//! or one per QUIC endpoint that picks the same certificates by SNI (HTTP/3).
 
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +15,8 @@ use rcgen::{
 };
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
 /// The testbed CA loaded from PEM files, able to sign leaf certificates.
@@ -103,6 +107,60 @@ pub fn server_config(
         .context("installing the leaf certificate")?;
     cfg.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
     Ok(Arc::new(cfg))
+}
+
+/// One origin's certificate and signing key as rustls resolves them (the QUIC listener's
+/// form of the leaf [`server_config`] installs for TCP).
+pub fn certified_key(
+    provider: &Arc<CryptoProvider>,
+    cert: CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<CertifiedKey>> {
+    let signer = provider
+        .key_provider
+        .load_private_key(key)
+        .context("loading the leaf key")?;
+    Ok(Arc::new(CertifiedKey::new(vec![cert], signer)))
+}
+
+/// Picks an origin's certificate by the ClientHello's SNI, else the address's first
+/// name: one QUIC endpoint serves every name on its address, so unlike the TCP listener
+/// (a `ServerConfig` per origin chosen before the handshake) the choice is made inside it.
+#[derive(Debug)]
+pub struct SniCerts {
+    /// Host name (lower case) → certificate, shared by all endpoints.
+    pub by_name: Arc<HashMap<String, Arc<CertifiedKey>>>,
+    /// The address's first hosts-file name.
+    pub default_host: String,
+}
+
+impl ResolvesServerCert for SniCerts {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        hello
+            .server_name()
+            .map(str::to_ascii_lowercase)
+            .and_then(|n| self.by_name.get(&n))
+            .or_else(|| self.by_name.get(&self.default_host))
+            .cloned()
+    }
+}
+
+/// ALPN of HTTP/3 (RFC 9114 §3.1).
+pub const H3_ALPN: &[u8] = b"h3";
+
+/// TLS configuration of one QUIC endpoint: TLS 1.3 only (RFC 9001 §4.2), ALPN `h3`, the
+/// origins' certificates by SNI, and no session tickets and no early data, so every
+/// connection is a full 1-RTT handshake (loads are cold: nothing resumes between them).
+pub fn quic_server_config(provider: &Arc<CryptoProvider>, certs: SniCerts) -> Result<ServerConfig> {
+    let mut cfg = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .context("TLS 1.3 for QUIC")?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(certs));
+    cfg.alpn_protocols = vec![H3_ALPN.to_vec()];
+    cfg.max_early_data_size = 0;
+    cfg.send_tls13_tickets = 0;
+    Ok(cfg)
 }
 
 /// Checks an ALPN list for the protocols the server speaks.

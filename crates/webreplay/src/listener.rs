@@ -1,6 +1,6 @@
 //! Listening sockets: plain TCP or MPTCP (IPPROTO_MPTCP, so MPTCP clients get MPTCP and
-//! plain TCP clients fall back transparently), with IP_FREEBIND so binding never depends on
-//! routing.
+//! plain TCP clients fall back transparently), and UDP for QUIC, with IP_FREEBIND so binding
+//! never depends on routing.
 
 use std::net::SocketAddr;
 
@@ -30,16 +30,7 @@ pub fn bind(addr: SocketAddr, mptcp: bool, backlog: i32) -> Result<tokio::net::T
         .with_context(|| format!("SO_REUSEADDR on {addr}"))?;
     // Best effort: older kernels reject IP_FREEBIND on MPTCP sockets, and the addresses are
     // normally configured on an interface anyway.
-    warn_if_not_local(addr);
-    let freebind = if addr.is_ipv4() {
-        sock.set_freebind(true)
-    } else {
-        sock.set_only_v6(true)
-            .and_then(|_| sock.set_freebind_ipv6(true))
-    };
-    if let Err(e) = freebind {
-        tracing::debug!(%addr, "IP_FREEBIND not set: {e}");
-    }
+    freebind(&sock, addr);
     sock.set_nonblocking(true)
         .with_context(|| format!("O_NONBLOCK on {addr}"))?;
     sock.bind(&addr.into())
@@ -47,6 +38,30 @@ pub fn bind(addr: SocketAddr, mptcp: bool, backlog: i32) -> Result<tokio::net::T
     sock.listen(backlog)
         .with_context(|| format!("cannot listen on {addr}"))?;
     tokio::net::TcpListener::from_std(sock.into()).with_context(|| format!("registering {addr}"))
+}
+
+/// A UDP socket bound to `addr` (IP_FREEBIND like the TCP listeners) for a QUIC endpoint.
+pub fn bind_udp(addr: SocketAddr) -> Result<std::net::UdpSocket> {
+    let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(|e| anyhow::anyhow!("cannot create a UDP socket for {addr}: {e}"))?;
+    freebind(&sock, addr);
+    sock.bind(&addr.into())
+        .with_context(|| format!("cannot bind UDP {addr}"))?;
+    Ok(sock.into())
+}
+
+/// IP_FREEBIND (and IPV6_V6ONLY for IPv6) on a socket about to bind `addr`, best effort.
+fn freebind(sock: &Socket, addr: SocketAddr) {
+    warn_if_not_local(addr);
+    let set = if addr.is_ipv4() {
+        sock.set_freebind(true)
+    } else {
+        sock.set_only_v6(true)
+            .and_then(|_| sock.set_freebind_ipv6(true))
+    };
+    if let Err(e) = set {
+        tracing::debug!(%addr, "IP_FREEBIND not set: {e}");
+    }
 }
 
 /// IP_FREEBIND makes binding succeed even for an address no interface has; say so, because

@@ -16,12 +16,14 @@ use webreplay::access_log::AccessLog;
 use webreplay::cdn::{CdnConfig, Tier};
 use webreplay::certs::{self, CertAuthority};
 use webreplay::corpus::Corpus;
+use webreplay::quic::{self, QuicCtx};
 use webreplay::server::{accept_loop, Builders, ListenerCtx, TlsSites};
 use webreplay::service::AppState;
 use webreplay::{hosts, listener};
 
 /// HTTPS replay server: one origin per hosts-file name, each on its own address, with a
-/// certificate per origin signed by the testbed CA, HTTP/2 + HTTP/1.1 by ALPN, recorded page
+/// certificate per origin signed by the testbed CA, HTTP/2 + HTTP/1.1 by ALPN (and HTTP/3
+/// over QUIC with --h3-port), recorded page
 /// corpora served with their think times, and built-in `GET /bytes/N` and `GET /health`.
 ///
 /// Prints `READY` on stdout once every listener is bound; SIGINT/SIGTERM stop it gracefully
@@ -60,6 +62,17 @@ struct Cli {
     /// HTTPS port on every address; 0 disables it.
     #[arg(long, default_value_t = 443)]
     https_port: u16,
+
+    /// UDP port of an HTTP/3 (QUIC) endpoint on every address, serving the same origins,
+    /// certificates, think times and CDN delays as HTTPS; 0 (the default) disables HTTP/3.
+    #[arg(long, default_value_t = 0)]
+    h3_port: u16,
+
+    /// Origins that do not speak QUIC: no HTTP/3 endpoint on their addresses (a client
+    /// forced to QUIC gets an ICMP port unreachable), e.g. to test that a load is judged
+    /// invalid when it cannot be all HTTP/3.
+    #[arg(long, value_delimiter = ',', value_name = "HOST,...")]
+    h3_refuse: Vec<String>,
 
     /// Create listening sockets with IPPROTO_MPTCP: MPTCP clients get MPTCP, plain TCP
     /// clients still work.
@@ -184,9 +197,10 @@ async fn run(cli: Cli) -> Result<()> {
         None => None,
     };
 
-    // One certificate + TLS config per origin.
+    // One certificate per origin: in a TLS config for TCP, and for QUIC's SNI resolver.
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut by_name = HashMap::new();
+    let mut quic_keys = HashMap::new();
     for ha in &host_addrs {
         for name in &ha.names {
             let alpn = corpus
@@ -195,11 +209,24 @@ async fn run(cli: Cli) -> Result<()> {
                 .cloned()
                 .unwrap_or_else(|| cli.default_alpn.clone());
             let (cert, key) = ca.issue_leaf(name, Some(ha.addr))?;
+            if cli.h3_port != 0 {
+                quic_keys.insert(
+                    name.clone(),
+                    certs::certified_key(&provider, cert.clone(), key.clone_key())?,
+                );
+            }
             by_name.insert(
                 name.clone(),
                 certs::server_config(&provider, cert, key, &alpn)?,
             );
         }
+    }
+    let quic_keys = Arc::new(quic_keys);
+    for h in &cli.h3_refuse {
+        anyhow::ensure!(
+            by_name.contains_key(&h.to_ascii_lowercase()),
+            "--h3-refuse: {h:?} is not a name in the hosts file"
+        );
     }
     if let Some(c) = &corpus {
         let unbound: Vec<&String> = c
@@ -260,11 +287,40 @@ async fn run(cli: Cli) -> Result<()> {
             ));
         }
     }
-    anyhow::ensure!(
-        !bound.is_empty(),
-        "nothing to listen on (both --http-port and --https-port are 0)"
-    );
     let mut loops = Vec::new();
+    if cli.h3_port != 0 {
+        for ha in &host_addrs {
+            if ha
+                .names
+                .iter()
+                .any(|n| cli.h3_refuse.iter().any(|r| r.eq_ignore_ascii_case(n)))
+            {
+                tracing::info!(names = ?ha.names, "no HTTP/3 here (--h3-refuse)");
+                continue;
+            }
+            let addr = SocketAddr::new(ha.addr, cli.h3_port);
+            let tls = certs::quic_server_config(
+                &provider,
+                certs::SniCerts {
+                    by_name: quic_keys.clone(),
+                    default_host: ha.names[0].clone(),
+                },
+            )?;
+            let endpoint = quic::bind(addr, tls)?;
+            tracing::info!(%addr, names = ?ha.names, "listening (HTTP/3, QUIC)");
+            let ctx = QuicCtx {
+                state: state.clone(),
+                default_host: Arc::from(ha.names[0].as_str()),
+                shutdown: shutdown_rx.clone(),
+                alive: alive_tx.clone(),
+            };
+            loops.push(tokio::spawn(quic::accept_loop(endpoint, ctx)));
+        }
+    }
+    anyhow::ensure!(
+        !bound.is_empty() || !loops.is_empty(),
+        "nothing to listen on (--http-port, --https-port and --h3-port are all 0)"
+    );
     for (l, ctx) in bound {
         loops.push(tokio::spawn(accept_loop(l, ctx)));
     }

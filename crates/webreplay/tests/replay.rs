@@ -223,44 +223,6 @@ async fn large_transfer_is_streamed_not_buffered() {
     assert!(hwm_kb < 100 * 1024, "server peak RSS {hwm_kb} kB");
 }
 
-struct CorpusObj {
-    url: &'static str,
-    status: u16,
-    headers: &'static [(&'static str, &'static str)],
-    body: Vec<u8>,
-    think_ms: f64,
-}
-
-fn write_corpus(dir: &Path, objs: &[CorpusObj]) -> std::path::PathBuf {
-    let c = dir.join("corpus");
-    std::fs::create_dir_all(c.join("bodies")).unwrap();
-    let mut objects = Vec::new();
-    for o in objs {
-        let h = sha256_hex(&o.body);
-        std::fs::write(c.join("bodies").join(&h), &o.body).unwrap();
-        objects.push(serde_json::json!({
-            "url": o.url, "page": "p", "status": o.status,
-            "headers": o.headers.iter().map(|(k, v)| vec![*k, *v]).collect::<Vec<_>>(),
-            "body": format!("bodies/{h}"), "size": o.body.len(), "think_ms": o.think_ms,
-        }));
-    }
-    let manifest = serde_json::json!({
-        "format": "dchannel-corpus/1", "name": "tiny", "source": "test",
-        "origins": [
-            {"host": "a.test", "alpn": ["h2", "http/1.1"]},
-            {"host": "b.test", "alpn": ["http/1.1"]},
-        ],
-        "pages": [{"name": "p", "entry_url": "https://a.test/", "missing": 0}],
-        "objects": objects,
-    });
-    std::fs::write(
-        c.join("manifest.json"),
-        serde_json::to_vec_pretty(&manifest).unwrap(),
-    )
-    .unwrap();
-    c
-}
-
 /// Deterministic incompressible-looking bytes, so bodies are not all alike.
 fn noise(n: usize, seed: u64) -> Vec<u8> {
     dchannel_base::testing::pattern(n, seed)

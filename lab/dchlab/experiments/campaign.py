@@ -108,6 +108,9 @@ class Campaign:
     #: `stratified` (each trial spreads the pages evenly over the trace;
     #: dchlab.experiments.offsets).
     offsets: str = "random"
+    #: Page-load protocol of every run: h2 (TCP, the default), h3 or recorded
+    #: (dchlab.protocol).
+    protocol: str = "h2"
 
     def scheme(self, label: str) -> Scheme:
         for s in self.schemes:

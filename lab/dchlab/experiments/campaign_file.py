@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from dchlab import protocol
 from dchlab.experiments.campaign import Campaign, Condition, Scheme, Workload
 from dchlab.experiments.campaign_check import (
     CampaignError,
@@ -35,6 +36,7 @@ _TOP_KEYS = {
     "quick",
     "analysis",
     "cdn",
+    "protocol",
 }
 
 
@@ -94,6 +96,19 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
         devices=devices,
         shared_hbc=shared_hbc,
     )
+
+
+def _parse_protocol(v: Validator, raw: Any, schemes: tuple[Scheme, ...]) -> str:
+    """`protocol:` (h2 | h3 | recorded), refusing the schemes that cannot carry it: a
+    campaign must not measure TCP where it asked for QUIC."""
+    try:
+        proto = protocol.check(raw, "protocol")
+        for i, s in enumerate(schemes):
+            protocol.refuse(s.scheme, proto, f"schemes[{i}]")
+    except protocol.ProtocolError as e:
+        field, _, why = str(e).partition(": ")
+        raise v.err(field, why) from e
+    return proto
 
 
 def _parse_workload(v: Validator, raw: Any) -> Workload:
@@ -259,6 +274,7 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
         quick["sizes"] = [
             parse_size(s, f"{path}: quick.sizes[{i}]") for i, s in enumerate(quick["sizes"])
         ]
+    proto = _parse_protocol(v, d.get("protocol", protocol.DEFAULT), schemes)
     cdn = None
     if "cdn" in d:
         try:
@@ -279,6 +295,7 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
         analysis={"kind": akind, "baseline": baseline, **analysis},
         quick_spec=quick,
         cdn=cdn,
+        protocol=proto,
     )
 
 

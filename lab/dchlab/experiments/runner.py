@@ -167,7 +167,7 @@ def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
 
 def cell_config(c: Campaign, g: Group) -> RunConfig:
     """The RunConfig of a group's cells: its condition, scheme, trial and offset, and the
-    campaign's seed, offsets, CDN model and analysis needs."""
+    campaign's seed, offsets, CDN model, protocol and analysis needs."""
     return RunConfig(
         scheme=g.scheme.scheme,
         hbc=g.condition.hbc,
@@ -189,6 +189,7 @@ def cell_config(c: Campaign, g: Group) -> RunConfig:
         webreplay_args=c.cdn.webreplay_args() if c.cdn else (),
         # the file decides (reproducible), not the environment
         speed_index=c.workload.speed_index,
+        protocol=c.protocol,
     )
 
 

@@ -37,6 +37,9 @@ class TestbedConfig:
     webreplay_args: extra webreplay flags, e.g. the CDN model of a campaign's `cdn:`
         block (`--cdn-delays-ms edge=0,parent=10,origin=50 --cdn-hit-ratio ...`,
         docs/webreplay.md), after the scheme's own.
+    protocol: the page-load protocol, h2 | h3 | recorded (dchlab.protocol): under h3
+        webreplay also serves every origin over HTTP/3 on UDP 443 and Chromium is
+        forced onto QUIC for every host.
     hosts: extra host names (each gets the next service address) or an explicit
         {name: address} mapping (addresses must lie in 198.19.128.0/17).
     agent_args: extra arguments appended to both `dchannel client` and
@@ -81,6 +84,7 @@ class TestbedConfig:
     corpus: Path | str | None = None
     hosts: Sequence[str] | Mapping[str, str] | None = None
     webreplay_args: Sequence[str] = ()
+    protocol: str = "h2"
     agent_args: list[str] = field(default_factory=list)
     client_args: Sequence[str] = ()
     gateway_args: Sequence[str] = ()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dchlab import protocol
 from dchlab.testbed import addressing as A
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def webreplay_argv(
     extra: Sequence[str],
 ) -> list[str]:
     """webreplay for the hosts file, certificates from the testbed CA, the corpus if
-    any, then `extra` (the scheme's arguments, then the configuration's)."""
+    any, then `extra` (the scheme's arguments, the protocol's, then the configuration's)."""
     wr = [str(exe), "--hosts", str(hosts_file), "--ca-cert", str(ca_cert),
           "--ca-key", str(ca_key), "--access-log", str(run_dir / "access.log"),
           "--grace-ms", "0"]  # fmt: skip
@@ -86,4 +87,8 @@ def _corpus(tb: Testbed) -> Path | None:
 
 
 def _extra(tb: Testbed) -> tuple[str, ...]:
-    return (*tb.scheme.webreplay_args(tb), *tb.cfg.webreplay_args)
+    return (
+        *tb.scheme.webreplay_args(tb),
+        *protocol.webreplay_args(tb.cfg.protocol),
+        *tb.cfg.webreplay_args,
+    )

@@ -120,7 +120,9 @@ def load_one(
     # the page as recorded (valid); any other fails it (dchlab.workloads.validity).
     measured = Outcome(missing_expected=entry.missing)  # no browser result: invalid
     if browser:
-        measured = page_outcome(browser, entry.missing_urls, corpus.all_hosts(), entry.missing)
+        measured = page_outcome(
+            browser, entry.missing_urls, corpus.all_hosts(), entry.missing, spec.protocol
+        )
     row = make_row(spec, "pageload", page, frame.judged(measured))
     timing.update(lease.timing)
     row["stats"] = {**row["stats"], "browser": browser}
@@ -188,6 +190,8 @@ def run_browser_on_ue(
 
 def run_browser(tb: Any, url: str, timeout_s: float, home: Path) -> dict[str, Any]:
     """Run the CDP driver (dchlab.workloads.browser) on ue; returns its JSON result."""
+    from dchlab.workloads.chromium_pipe import browser_flags
+
     argv = [
         sys.executable,
         "-m",
@@ -199,6 +203,7 @@ def run_browser(tb: Any, url: str, timeout_s: float, home: Path) -> dict[str, An
         str(home),
         "--t0",
         repr(time.monotonic()),
+        *(f"--flag={f}" for f in browser_flags(tb.cfg)),
     ]
     env = {"PYTHONPATH": str(Path(REPO_ROOT) / "lab")}
     proc = tb.run_ue(argv, capture_output=True, timeout=timeout_s + 60, env=env)

@@ -115,6 +115,10 @@ class LoadResult:
     metrics_error: str = ""  # why a page metric is missing (the load stays valid)
     main_status: int | None = None
     protocol: str | None = None
+    # Responses of the page's requests by the protocol they came over (CDP
+    # Response.protocol: "h3", "h2", "http/1.1", ...), redirects included: the proof of
+    # what a load under `protocol: h3` used (dchlab.protocol)
+    protocols: dict[str, int] = field(default_factory=dict)
     bytes_received: int = 0
     console_errors: list[str] = field(default_factory=list)  # JS exceptions, decode errors
     fonts: dict[str, int] = field(default_factory=dict)  # document.fonts by status
@@ -395,6 +399,8 @@ async def navigate(
             req_url = p["request"]["url"]
             if req_url.startswith("data:") or _browser_initiated(p):
                 continue
+            if rid in requests and p.get("redirectResponse"):  # a redirect's answer
+                _count_protocol(res, p["redirectResponse"])
             requests[rid] = p["request"]["url"]
             if main_id is None and p.get("type") == "Document" and p.get("loaderId") == loader:
                 main_id = rid
@@ -408,6 +414,7 @@ async def navigate(
                 res.main_status = int(r.get("status", 0))
                 res.protocol = r.get("protocol")
             if p["requestId"] in requests:
+                _count_protocol(res, r)
                 last_activity = time.monotonic()
         elif method == "Network.responseReceivedExtraInfo":
             wire_status[p["requestId"]] = int(p.get("statusCode") or 0)
@@ -470,6 +477,12 @@ async def navigate(
     res.resources_loaded = len([r for r in done if r not in bad])
     if last:
         cdp.reader.cancel()
+
+
+def _count_protocol(res: LoadResult, response: dict[str, Any]) -> None:
+    """Count one response of the page by the protocol it came over ("?" if unsaid)."""
+    proto = str(response.get("protocol") or "?")
+    res.protocols[proto] = res.protocols.get(proto, 0) + 1
 
 
 # Navigation Timing read field by field (no toJSON, no Array.prototype.map: in the
@@ -565,10 +578,15 @@ async def _page_metrics(
 
 
 def load_page(
-    url: str, timeout_s: float = 60.0, home: Path | None = None, host_rules: str | None = None
+    url: str,
+    timeout_s: float = 60.0,
+    home: Path | None = None,
+    host_rules: str | None = None,
+    flags: list[str] | None = None,
 ) -> LoadResult:
     """Load `url` once in a fresh Chromium; `home` holds .pki/nssdb trusting the CA;
-    `host_rules` (Chromium --host-resolver-rules) replaces DNS where there is no server."""
+    `host_rules` (Chromium --host-resolver-rules) replaces DNS where there is no server;
+    `flags`: the load's own Chromium flags (chromium_pipe.browser_flags)."""
     start = time.monotonic()
     res = LoadResult(url)
     work = Path(tempfile.mkdtemp(prefix="dch-chromium-"))
@@ -576,6 +594,7 @@ def load_page(
     proc = None
     try:
         extra = [f"--host-resolver-rules={host_rules}"] if host_rules else []
+        extra += flags or []
         t0 = time.monotonic()
         # beside the NSS db of a given home (in a testbed's run directory), else thrown away
         proc, ws_url = launch_chromium(work / "profile", home, extra, home / "chromium.log")
@@ -629,13 +648,20 @@ def main(argv: list[str] | None = None) -> int:
         help="Chromium --host-resolver-rules (local replay without a DNS server)",
     )
     ap.add_argument(
+        "--flag",
+        action="append",
+        default=[],
+        help="an extra Chromium flag of this load (repeatable), e.g. --flag=--enable-quic",
+    )
+    ap.add_argument(
         "--t0",
         type=float,
         help="time.monotonic() of the caller when it started this process (timing.python_start)",
     )
     args = ap.parse_args(argv)
     started = time.monotonic()
-    res = load_page(args.url, args.timeout, Path(args.home) if args.home else None, args.host_rules)
+    home = Path(args.home) if args.home else None
+    res = load_page(args.url, args.timeout, home, args.host_rules, args.flag)
     if args.t0 is not None:
         res.timing["python_start"] = round((started - args.t0) * 1000, 1)
     sys.stdout.write(json.dumps(asdict(res)) + "\n")

@@ -26,10 +26,11 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dchlab import protocol
 from dchlab.workloads import browser as B
 
 log = logging.getLogger(__name__)
@@ -100,9 +101,17 @@ class PipeChromium:
     the caller goes on; `load(url)` navigates once that is done and the caller is
     ready; `close()` kills the browser (idempotent)."""
 
-    def __init__(self, home: Path, profile: Path, log_path: Path, chromium: str | None = None):
+    def __init__(
+        self,
+        home: Path,
+        profile: Path,
+        log_path: Path,
+        chromium: str | None = None,
+        flags: Sequence[str] = (),
+    ):
         self.home, self.profile, self.log_path = home, profile, log_path
         self.chromium = chromium or B.CHROMIUM
+        self.flags = list(flags)  # the load's own (dchlab.protocol.chromium_flags)
         self.proc: subprocess.Popen[bytes] | None = None
         self.res = B.LoadResult("")
         self._fds: list[int] = []  # ours: [read events, write commands]
@@ -123,7 +132,7 @@ class PipeChromium:
         # that then execs Chromium (the scheme may wrap it: mptcpize, a proxy wrapper);
         # bash, since dash takes single-digit fds only.
         move = f'exec "$@" 3<&{cmd_fd} 4>&{ev_fd} {cmd_fd}<&- {ev_fd}>&-'
-        return ["bash", "-c", move, "chromium", self.chromium, *PIPE_FLAGS,
+        return ["bash", "-c", move, "chromium", self.chromium, *PIPE_FLAGS, *self.flags,
                 f"--user-data-dir={self.profile}", "about:blank"]  # fmt: skip
 
     def launch(self, popen: Callable[..., subprocess.Popen[bytes]]) -> None:
@@ -284,10 +293,26 @@ def launch_browser(tb: Any, timing: dict[str, float]) -> PipeChromium:
     copy_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
     timing["nss_db"] = round((time.monotonic() - t0) * 1000, 1)
     b = PipeChromium(
-        home, tb.run_dir / "chromium-profile", tb.run_dir / "chromium.log", chromium_for(tb.ue_env)
+        home,
+        tb.run_dir / "chromium-profile",
+        tb.run_dir / "chromium.log",
+        chromium_for(tb.ue_env),
+        browser_flags(tb.cfg),
     )
     b.launch(tb.popen_ue)
     return b
+
+
+def browser_flags(cfg: Any) -> list[str]:
+    """Chromium flags a load of testbed configuration `cfg` needs beyond FLAGS: its
+    protocol's (QUIC forced for the testbed's hosts under h3; dchlab.protocol). From the
+    configuration, not the testbed, so a browser prepared ahead can be checked against
+    the configuration of the load that takes it (dchlab.workloads.pool)."""
+    if not protocol.quic_hosts(cfg.protocol, ["?"]):
+        return []  # no host goes over QUIC: no need to read the corpus' hosts
+    from dchlab.testbed.hosts import host_table
+
+    return protocol.chromium_flags(cfg.protocol, host_table(cfg.corpus, cfg.hosts))
 
 
 def chromium_for(env: dict[str, Any]) -> str:

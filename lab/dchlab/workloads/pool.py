@@ -17,7 +17,8 @@ The Chromium prepared ahead inherits its scheme's wrapper and environment (mptcp
 `mptcpize run`; objproxy: the proxy), so it is prepared for the scheme expected next and
 used only by a load whose scheme has the same `Scheme.launch_signature`: otherwise the
 mptcp cell after an all-hbc cell would run a Chromium without mptcpize (measured: fig3's
-first mptcp rows had 0 MPTCP connections). A load that gets no prepared browser launches
+first mptcp rows had 0 MPTCP connections), and with the same Chromium flags of its own
+(`chromium_pipe.browser_flags`: an h3 load's forced QUIC). A load that gets no prepared browser launches
 its own and lets it settle before navigating (chromium_pipe.SETTLE_S), so it does not
 pay Chromium's start-up inside its PLT.
 
@@ -32,7 +33,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dchlab.run_config import RunConfig, testbed_config
 
@@ -154,7 +155,7 @@ class TestbedPool:
         # its namespaces were made for a number of devices (TestbedConfig.devices)
         same_devices = (tb.cfg.devices, tb.cfg.shared_hbc) == (cfg.devices, cfg.shared_hbc)
         if (not alive or not same_devices or not scheme.apps_before_setup
-                or scheme.launch_signature(tb) != signature):  # fmt: skip
+                or _signature(tb, scheme, cfg) != signature):  # fmt: skip
             log.debug("prepared testbed %s not used for scheme %s", tb.prefix, cfg.scheme)
             _discard(lease)
             return None
@@ -191,7 +192,8 @@ class TestbedPool:
         if not lease.browsers:  # the scheme starts programs only after its setup
             lease.testbed.close()
         else:
-            self._prepared = (lease, lease.testbed.scheme.launch_signature(lease.testbed))
+            tb = lease.testbed
+            self._prepared = (lease, _signature(tb, tb.scheme, tb.cfg))
         return _ms(time.monotonic() - t0)
 
     def prepared_testbed(self) -> Testbed | None:
@@ -212,3 +214,12 @@ def _discard(lease: Lease) -> None:
 
 def _ms(seconds: float) -> float:
     return round(seconds * 1000, 1)
+
+
+def _signature(tb: Testbed, scheme: Any, cfg: TestbedConfig) -> tuple[object, ...]:
+    """How a browser on tb's ue starts for a load of `cfg` under `scheme`: the scheme's
+    wrapper and environment, and the load's own Chromium flags (its protocol's). A
+    prepared browser serves a load only if the two are equal."""
+    from dchlab.workloads.chromium_pipe import browser_flags
+
+    return (scheme.launch_signature(tb), tuple(browser_flags(cfg)))

@@ -28,7 +28,7 @@ from typing import Any
 from dchlab.run_config import RunConfig
 
 #: Configuration columns of every workload row, in row order.
-RUN_COLUMNS = ("scheme", "hbc", "llc", "cc", "seed", "trial")
+RUN_COLUMNS = ("scheme", "hbc", "llc", "cc", "seed", "trial", "protocol")
 #: Configuration columns a campaign cell's rows add (lists as the agents get them).
 CELL_RUN_COLUMNS = ("agent_args", "client_args", "gateway_args", "server_delay_ms")
 
@@ -72,6 +72,11 @@ class Outcome:
     # the machine's CPU over this load: busy and stolen shares (dchlab.hostcpu)
     host_cpu_busy: float | None = None
     host_cpu_steal: float | None = None
+    # pageload: the page's responses by the protocol they came over (CDP
+    # Response.protocol; dchlab.protocol): h3, h2, anything else (http/1.1)
+    responses_h3: int | None = None
+    responses_h2: int | None = None
+    responses_other: int | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
 

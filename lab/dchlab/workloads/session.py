@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from dchlab.units import is_uint
 from dchlab.workloads import browser as B
-from dchlab.workloads.chromium_pipe import PipeChromium, chromium_for
+from dchlab.workloads.chromium_pipe import PipeChromium, browser_flags, chromium_for
 from dchlab.workloads.measure import RunSpec, in_testbed, testbed_config
 from dchlab.workloads.rows import Outcome, SessionColumns, make_row
 from dchlab.workloads.validity import page_outcome
@@ -200,6 +200,7 @@ def session_rows(
             tb.run_dir / "chromium-profile",
             tb.run_dir / "chromium.log",
             chromium_for(tb.ue_env),
+            browser_flags(tb.cfg),
             urls=urls,
             timeout_s=timeout_s,
         )
@@ -235,7 +236,7 @@ def session_rows(
             res, tally = reached[i]
             result = asdict(res)
             missing = entry.missing_urls if entry else []
-            outcome = page_outcome(result, missing, hosts, expected)
+            outcome = page_outcome(result, missing, hosts, expected, spec.protocol)
             outcome = replace(outcome, stats={"browser": result})
             own = asdict(replace(columns, **tally.summary()))
         else:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from dchlab import protocol as P
 from dchlab.workloads.rows import Outcome
 
 CANCELLED = "net::ERR_ABORTED"  # Chromium: the request was cancelled (by the page)
@@ -108,13 +109,16 @@ def judge(
     result: dict[str, Any],
     expected_missing: Iterable[str] | None,
     corpus_hosts: Iterable[str] | None = None,
+    protocol: str = P.DEFAULT,
 ) -> Verdict:
     """Verdict for one driver result (dchlab.workloads.browser.LoadResult as a dict).
 
     `expected_missing`: the page's record; None when the corpus only has a count (a
     manifest from before the record existed), in which case every failure but a gap of
     the recording is unexpected. `corpus_hosts`: the corpus' hosts (Corpus.all_hosts);
-    None: a name that did not resolve is never taken for a gap.
+    None: a name that did not resolve is never taken for a gap. `protocol`: what the
+    load asked for (dchlab.protocol); under h3 a request that failed in Chromium's QUIC
+    stack, or any response over TCP, makes the load invalid, each with its own reason.
     """
     failed = [str(f[0]) for f in result.get("failed") or []]
     errors = [str(f[1]) if len(f) > 1 else "" for f in result.get("failed") or []]
@@ -141,11 +145,18 @@ def judge(
     unrecorded.sort()
     if doc_error:
         return Verdict(False, one_line(str(doc_error)), n_failed, unexpected, unrecorded)
+    quic = sorted(f"{u} {e}" for u, e in zip(failed, errors, strict=True) if P.is_quic_error(e))
+    if protocol == "h3" and quic:
+        why = f"{len(quic)} requests failed over QUIC (first: {quic[0]})"
+        return Verdict(False, why, n_failed, unexpected, unrecorded)
     if unexpected:
         why = f"{len(unexpected)} unexpected failed resources (first: {unexpected[0]})"
         if expected_missing is None:
             why += "; the corpus records no missing URLs (re-run `dch corpus probe`)"
         return Verdict(False, why, n_failed, unexpected, unrecorded)
+    counts = P.protocol_counts(result.get("protocols") or {})
+    if fallback := P.fallback_reason(protocol, counts):
+        return Verdict(False, fallback, n_failed, [], unrecorded)
     return Verdict(True, "", n_failed, [], unrecorded)
 
 
@@ -167,13 +178,16 @@ def page_outcome(
     missing_urls: Any,
     corpus_hosts: Iterable[str] | None = None,
     missing_expected: int | None = None,
+    protocol: str = P.DEFAULT,
 ) -> Outcome:
     """One page load's outcome: its browser result (`browser.LoadResult` as a dict)
-    judged against the page's record (`missing_urls`, `judge`; `corpus_hosts` as there;
-    `missing_expected`: the record's count). The one mapping `dch pageload` and
-    `dch session` rows share; the testbed frame's columns are the caller's."""
-    verdict = judge(res, missing_urls, corpus_hosts)
+    judged against the page's record (`missing_urls`, `judge`; `corpus_hosts` and
+    `protocol` as there; `missing_expected`: the record's count), with the responses
+    counted by protocol. The one mapping `dch pageload` and `dch session` rows share;
+    the testbed frame's columns are the caller's."""
+    verdict = judge(res, missing_urls, corpus_hosts, protocol)
     measured: dict[str, Any] = {col: res.get(key) for col, key in _ROW_FROM_RESULT}
+    counts = P.protocol_counts(res.get("protocols") or {})
     return Outcome(
         **measured,
         valid=verdict.valid,
@@ -182,4 +196,7 @@ def page_outcome(
         resources_failed_unexpected=len(verdict.unexpected),
         missing_expected=missing_expected,
         missing_unrecorded=len(verdict.unrecorded),
+        responses_h3=counts["h3"],
+        responses_h2=counts["h2"],
+        responses_other=counts["other"],
     )

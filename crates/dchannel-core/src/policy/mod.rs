@@ -140,11 +140,15 @@ pub enum Outcome {
     Unparsed,
     /// The chosen channel is down (no probe answer): sent on the other one.
     ChannelDown,
+    /// `pkt-state`, `pkt-control`: a QUIC long-header packet (the handshake; crate::quic).
+    QuicHandshake,
+    /// `pkt-control`: a small QUIC short-header packet (stands in for a pure ACK).
+    QuicControl,
 }
 
 impl Outcome {
     /// Number of outcomes (size of per-outcome counter arrays).
-    pub const COUNT: usize = Outcome::ChannelDown as usize + 1;
+    pub const COUNT: usize = Outcome::QuicControl as usize + 1;
     /// Every outcome, in counter order.
     pub const ALL: [Outcome; Outcome::COUNT] = [
         Outcome::Reward,
@@ -165,6 +169,8 @@ impl Outcome {
         Outcome::Response,
         Outcome::Unparsed,
         Outcome::ChannelDown,
+        Outcome::QuicHandshake,
+        Outcome::QuicControl,
     ];
 
     /// Stable name (stats keys, decision log).
@@ -188,6 +194,8 @@ impl Outcome {
             Outcome::Response => "response",
             Outcome::Unparsed => "unparsed",
             Outcome::ChannelDown => "channel_down",
+            Outcome::QuicHandshake => "quic_handshake",
+            Outcome::QuicControl => "quic_control",
         }
     }
 }

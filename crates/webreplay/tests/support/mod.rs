@@ -343,3 +343,44 @@ where
         ttfb,
     })
 }
+
+/// One recorded response of a test corpus.
+pub struct CorpusObj {
+    pub url: &'static str,
+    pub status: u16,
+    pub headers: &'static [(&'static str, &'static str)],
+    pub body: Vec<u8>,
+    pub think_ms: f64,
+}
+
+/// Writes a corpus (manifest + content-addressed bodies) under `dir`/corpus: origins
+/// a.test (h2, http/1.1) and b.test (http/1.1 only), one page `p`.
+pub fn write_corpus(dir: &Path, objs: &[CorpusObj]) -> std::path::PathBuf {
+    let c = dir.join("corpus");
+    std::fs::create_dir_all(c.join("bodies")).unwrap();
+    let mut objects = Vec::new();
+    for o in objs {
+        let h = sha256_hex(&o.body);
+        std::fs::write(c.join("bodies").join(&h), &o.body).unwrap();
+        objects.push(serde_json::json!({
+            "url": o.url, "page": "p", "status": o.status,
+            "headers": o.headers.iter().map(|(k, v)| vec![*k, *v]).collect::<Vec<_>>(),
+            "body": format!("bodies/{h}"), "size": o.body.len(), "think_ms": o.think_ms,
+        }));
+    }
+    let manifest = serde_json::json!({
+        "format": "dchannel-corpus/1", "name": "tiny", "source": "test",
+        "origins": [
+            {"host": "a.test", "alpn": ["h2", "http/1.1"]},
+            {"host": "b.test", "alpn": ["http/1.1"]},
+        ],
+        "pages": [{"name": "p", "entry_url": "https://a.test/", "missing": 0}],
+        "objects": objects,
+    });
+    std::fs::write(
+        c.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    c
+}
