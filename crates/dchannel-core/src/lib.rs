@@ -22,6 +22,7 @@ pub mod gro;
 pub mod gso;
 pub mod liveness;
 pub mod llc_queue;
+pub mod llc_share;
 pub mod packet;
 pub mod policy;
 pub mod quic;
