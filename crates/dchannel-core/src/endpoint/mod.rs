@@ -202,7 +202,7 @@ pub fn new<B, A>(
     mut policy: impl FnMut() -> Box<dyn Policy>,
 ) -> Result<(SendHalf<A>, ReceiveHalf<B, A>), ConfigError>
 where
-    B: AsRef<[u8]> + AsMut<[u8]>,
+    B: AsRef<[u8]> + AsMut<[u8]> + crate::reorder::Footprint,
     A: DatagramAuth + Clone,
 {
     if peers.is_empty() {

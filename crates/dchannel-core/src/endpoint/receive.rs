@@ -29,7 +29,7 @@
 use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, Role, Shared};
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
 use crate::liveness::{Change, Liveness};
-use crate::reorder::ReorderBuffer;
+use crate::reorder::{Footprint, ReorderBuffer};
 use crate::rtt::{ProbeOut, RttEstimator};
 use crate::wire::{self, Datagram, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
@@ -166,7 +166,7 @@ pub struct ReceiveHalf<B, A> {
     reorder_expiry_period: Nanos,
 }
 
-impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
+impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A> {
     pub(super) fn new(cfg: &Config, shared: Arc<Shared>, peers: &[PeerConfig], auth: A) -> Self {
         let rtt_cfg = crate::rtt::RttConfig {
             initiator: cfg.role == Role::Client,
@@ -227,6 +227,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
             }) => {
                 let datagram_len = buf.as_ref().len();
                 let inner_len = inner.len();
+                // Held, the packet takes its whole buffer, not just the inner bytes.
+                let cost = buf.footprint();
                 let d = Deliver { peer, buf, inner };
                 match &mut self.reorder {
                     Some(r) if flow_id != 0 => r.push(
@@ -234,7 +236,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
                         (peer, flow_id),
                         seq,
                         channel,
-                        inner_len,
+                        cost,
                         d,
                         &mut self.deliveries,
                     ),
@@ -418,7 +420,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         if let Some(r) = &mut self.reorder {
             r.handle_timeout(now, &mut self.deliveries);
             if self.timers.is_due(Timer::ReorderExpiry, now) {
-                r.expire(now);
+                r.expire(now, &mut self.deliveries);
                 self.timers
                     .set(Timer::ReorderExpiry, now + self.reorder_expiry_period);
             }
