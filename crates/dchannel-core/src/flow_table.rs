@@ -50,6 +50,9 @@ pub struct FlowTableStats {
     pub idle_evictions: u64,
     /// Flows evicted because the table was full.
     pub forced_evictions: u64,
+    /// Flows evicted because the gateway's flows in all tables together
+    /// reached their cap (`--gateway-flows`) and this table held the most.
+    pub gateway_evictions: u64,
 }
 
 impl std::ops::Add for FlowTableStats {
@@ -60,6 +63,7 @@ impl std::ops::Add for FlowTableStats {
             created: self.created + o.created,
             idle_evictions: self.idle_evictions + o.idle_evictions,
             forced_evictions: self.forced_evictions + o.forced_evictions,
+            gateway_evictions: self.gateway_evictions + o.gateway_evictions,
         }
     }
 }
@@ -181,6 +185,17 @@ impl FlowTable {
             self.remove(self.head);
             self.stats.idle_evictions += 1;
         }
+    }
+
+    /// Evicts the least recently seen flow, for the gateway-wide cap (counted
+    /// in `gateway_evictions`); false if the table is empty.
+    pub fn evict_for_gateway(&mut self) -> bool {
+        if self.head == NIL {
+            return false;
+        }
+        self.remove(self.head);
+        self.stats.gateway_evictions += 1;
+        true
     }
 
     /// A new flow in a free slot (unlinked); makes room first when full.
@@ -346,6 +361,20 @@ mod tests {
         }
         // slots are reused: the table never holds more nodes than its capacity
         assert_eq!(t.nodes.len(), 3);
+    }
+
+    #[test]
+    fn a_gateway_eviction_takes_the_least_recently_seen_flow() {
+        let mut t = FlowTable::new(10, 10_000 * MS);
+        assert!(!t.evict_for_gateway());
+        for p in 0..3u16 {
+            t.get_or_insert(key(p), u64::from(p));
+        }
+        t.get_or_insert(key(0), 10);
+        assert!(t.evict_for_gateway());
+        assert!(t.get(&key(1)).is_none());
+        assert_eq!((t.len(), t.stats.gateway_evictions), (2, 1));
+        assert_eq!(t.stats.forced_evictions, 0);
     }
 
     #[test]

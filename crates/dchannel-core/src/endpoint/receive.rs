@@ -459,6 +459,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         }
         if let Some(r) = &mut self.reorder {
             self.shared.publish_reorder(r.stats(now));
+            for (peer, link) in self.shared.peers().iter().enumerate() {
+                link.limits.publish_reorder(&r.device_stats(peer));
+            }
         }
     }
 
