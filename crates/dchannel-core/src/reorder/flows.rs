@@ -139,6 +139,14 @@ impl<K: Hash + Eq + Copy, F> Flows<K, F> {
         }
     }
 
+    /// Heap bytes one stored flow takes at most besides what its state
+    /// allocates: its slab node and its share of the index (a slot number and
+    /// a control byte per bucket, at most 8/7 buckets per entry, rounded up to
+    /// a power of two: the factor 2 × 8/7), as in `FlowTable::bytes_bound`.
+    pub(super) fn bytes_per_flow() -> usize {
+        std::mem::size_of::<Node<K, F>>() + (std::mem::size_of::<u32>() + 1) * 16 / 7 + 1
+    }
+
     /// Flows stored.
     pub(super) fn len(&self) -> usize {
         self.index.len()

@@ -280,3 +280,22 @@ proptest! {
         prop_assert_eq!(out, (0..pushed).collect::<Vec<_>>());
     }
 }
+
+#[test]
+fn the_default_bounds_as_docs_reliability_states_them() {
+    // the agent's payload: the receive half's delivery of a 1,564-byte buffer
+    // (--outer-mtu 1500 + 64: main.rs max_datagram)
+    type Agent = ReorderBuffer<Key, crate::endpoint::Deliver<Vec<u8>>>;
+    let cfg = ReorderConfig::default();
+    let (device, total) = Agent::bytes_bound(&cfg, 1564);
+    let flow = Flows::<Key, FlowRx<crate::endpoint::Deliver<Vec<u8>>>>::bytes_per_flow();
+    println!("reorder: per flow {flow} B; per device {device} B; all devices {total} B");
+    // docs/reliability.md: at most 13 MiB per device and 96 MiB in all
+    assert!(device <= 13 << 20, "{device}");
+    assert!(total <= 96 << 20, "{total}");
+    let sender = crate::flow_table::FlowTable::bytes_bound(65_536);
+    println!(
+        "sender flow table: 65,536 flows {sender} B; per flow {} B",
+        sender / 65_536
+    );
+}

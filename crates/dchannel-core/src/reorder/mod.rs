@@ -348,6 +348,26 @@ impl<K: DeviceKey, P> ReorderBuffer<K, P> {
         }
     }
 
+    /// Upper bounds of the heap bytes the buffer takes for one device and
+    /// for all devices (docs/reliability.md), when every held buffer takes at
+    /// least `min_footprint` bytes: the memory bound (held buffers and gaps),
+    /// plus per held packet its entry in its flow's B-tree (at least half
+    /// full: twice the entry) and two deadline entries (the queue is
+    /// compacted beyond twice the held packets), plus per flow its node and
+    /// index share; all devices add the deadline queue's slack.
+    pub fn bytes_bound(cfg: &ReorderConfig, min_footprint: usize) -> (usize, usize) {
+        let flow = Flows::<K, FlowRx<P>>::bytes_per_flow();
+        let deadline = std::mem::size_of::<(Nanos, K, u64)>();
+        let packet = 2 * std::mem::size_of::<(u64, Held<P>)>() + 2 * deadline;
+        let bound = |memory: usize, flows: usize| {
+            memory + memory / min_footprint.max(1) * packet + flows * flow
+        };
+        (
+            bound(cfg.max_device_bytes, cfg.max_device_flows),
+            bound(cfg.max_total_bytes, cfg.max_flows) + DEADLINE_SLACK * deadline,
+        )
+    }
+
     /// Bytes of held buffers right now.
     pub fn occupancy(&self) -> usize {
         self.held_bytes
