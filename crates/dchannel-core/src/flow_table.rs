@@ -50,6 +50,9 @@ pub struct FlowTableStats {
     pub idle_evictions: u64,
     /// Flows evicted because the table was full.
     pub forced_evictions: u64,
+    /// Flows evicted because the gateway's flows in all tables together
+    /// reached their cap (`--gateway-flows`) and this table held the most.
+    pub gateway_evictions: u64,
 }
 
 impl std::ops::Add for FlowTableStats {
@@ -60,12 +63,15 @@ impl std::ops::Add for FlowTableStats {
             created: self.created + o.created,
             idle_evictions: self.idle_evictions + o.idle_evictions,
             forced_evictions: self.forced_evictions + o.forced_evictions,
+            gateway_evictions: self.gateway_evictions + o.gateway_evictions,
         }
     }
 }
 
 /// "No node": the end of the recency list.
 const NIL: u32 = u32::MAX;
+/// Free slots beyond the flows held before the table compacts itself.
+const COMPACT_SLACK: usize = 64;
 
 /// One flow in the recency list (a slot of `FlowTable::nodes`).
 struct Node {
@@ -106,7 +112,9 @@ impl FlowTable {
             capacity < NIL as usize,
             "flow table capacity must fit in u32"
         );
-        let reserve = capacity.min(4096);
+        // Small at first: a gateway has a table per device, most of them
+        // nearly empty; the slab and the index grow by doubling.
+        let reserve = capacity.min(64);
         FlowTable {
             index: HashTable::with_capacity(reserve),
             hasher: RandomState::new(),
@@ -181,6 +189,60 @@ impl FlowTable {
             self.remove(self.head);
             self.stats.idle_evictions += 1;
         }
+        self.compact_if_sparse();
+    }
+
+    /// Evicts the least recently seen flow, for the gateway-wide cap (counted
+    /// in `gateway_evictions`); false if the table is empty.
+    pub fn evict_for_gateway(&mut self) -> bool {
+        if self.head == NIL {
+            return false;
+        }
+        self.remove(self.head);
+        self.stats.gateway_evictions += 1;
+        self.compact_if_sparse();
+        true
+    }
+
+    /// Rebuilds the slab and the index at the size of the flows held once
+    /// more than half the slots are free, so a table that shrank (idle flows,
+    /// or the gateway-wide cap taking its flows) gives its memory back: the
+    /// sum over a gateway's tables follows the flows held now, not each
+    /// table's high-water mark. Amortised O(1): a rebuild copies at most as
+    /// many flows as were removed since the last one.
+    fn compact_if_sparse(&mut self) {
+        if self.free.len() <= self.index.len() + COMPACT_SLACK {
+            return;
+        }
+        let mut nodes = Vec::with_capacity(self.index.len());
+        let mut at = self.head;
+        while at != NIL {
+            let n = &self.nodes[at as usize];
+            at = n.next;
+            let slot = nodes.len() as u32;
+            nodes.push(Node {
+                key: n.key,
+                hash: n.hash,
+                state: n.state.clone(),
+                prev: slot.wrapping_sub(1),
+                next: slot + 1,
+            });
+        }
+        let mut index = HashTable::with_capacity(nodes.len());
+        for (slot, n) in nodes.iter().enumerate() {
+            index.insert_unique(n.hash, slot as u32, |&s: &u32| nodes[s as usize].hash);
+        }
+        match nodes.len() {
+            0 => (self.head, self.tail) = (NIL, NIL),
+            len => {
+                nodes[0].prev = NIL;
+                nodes[len - 1].next = NIL;
+                (self.head, self.tail) = (0, len as u32 - 1);
+            }
+        }
+        self.nodes = nodes;
+        self.index = index;
+        self.free = Vec::new();
     }
 
     /// A new flow in a free slot (unlinked); makes room first when full.
@@ -346,6 +408,46 @@ mod tests {
         }
         // slots are reused: the table never holds more nodes than its capacity
         assert_eq!(t.nodes.len(), 3);
+    }
+
+    #[test]
+    fn a_gateway_eviction_takes_the_least_recently_seen_flow() {
+        let mut t = FlowTable::new(10, 10_000 * MS);
+        assert!(!t.evict_for_gateway());
+        for p in 0..3u16 {
+            t.get_or_insert(key(p), u64::from(p));
+        }
+        t.get_or_insert(key(0), 10);
+        assert!(t.evict_for_gateway());
+        assert!(t.get(&key(1)).is_none());
+        assert_eq!((t.len(), t.stats.gateway_evictions), (2, 1));
+        assert_eq!(t.stats.forced_evictions, 0);
+    }
+
+    #[test]
+    fn a_table_that_shrank_gives_its_memory_back_and_keeps_its_order() {
+        let mut t = FlowTable::new(1000, 100 * MS);
+        for p in 0..1000u16 {
+            t.get_or_insert(key(p), 0);
+        }
+        // 900 go for the gateway cap. A rebuild comes once the free slots
+        // outnumber the flows by more than 64: after 533 evictions (533 > 467
+        // + 64; 467 flows left), then 266 later (266 > 201 + 64; 201 left);
+        // the last 101 evictions leave 100 flows and 101 free slots.
+        for _ in 0..900 {
+            t.evict_for_gateway();
+        }
+        assert_eq!((t.len(), t.nodes.len(), t.free.len()), (100, 201, 101));
+        assert!(t.nodes.capacity() < 250, "{}", t.nodes.capacity());
+        for p in 900..1000u16 {
+            assert!(t.get(&key(p)).is_some(), "flow {p}");
+        }
+        // recency order survived: flow 900 is the least recently seen
+        t.get_or_insert(key(900), 1);
+        assert!(t.evict_for_gateway());
+        assert!(t.get(&key(901)).is_none());
+        assert!(t.get(&key(900)).is_some());
+        assert_eq!(t.len(), 99);
     }
 
     #[test]

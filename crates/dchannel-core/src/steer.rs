@@ -150,6 +150,12 @@ impl Steerer {
         &self.counts
     }
 
+    /// Evicts the least recently seen flow for the gateway-wide flow cap
+    /// ([`FlowTable::evict_for_gateway`]); false if there is none.
+    pub fn evict_for_gateway(&mut self) -> bool {
+        self.table.evict_for_gateway()
+    }
+
     /// Evicts idle flows; call every second or so.
     pub fn expire(&mut self, now: Nanos) {
         self.table.expire(now);

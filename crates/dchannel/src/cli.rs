@@ -125,12 +125,27 @@ pub struct Common {
     /// With --reorder-adaptive: the largest timeout.
     #[arg(long, default_value_t = 2000)]
     pub reorder_max_timeout_ms: u64,
-    /// Reorder buffer bound per flow (bytes).
-    #[arg(long, default_value_t = 256 * 1024)]
+    /// Reorder buffer bound per flow: bytes of held receive buffers (counted
+    /// by capacity, ~1.5 KiB each, not by packet length).
+    #[arg(long, default_value_t = 1024 * 1024)]
     pub reorder_flow_bytes: usize,
-    /// Reorder buffer bound in total (bytes).
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    /// Reorder buffer bound per device (peer): bytes of held buffers and
+    /// remembered gaps. Reaching it releases that device's packets early, no
+    /// other device's (docs/reliability.md, "Isolation between devices").
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub reorder_device_bytes: usize,
+    /// Reorder buffer bound over all devices (bytes, as --reorder-device-bytes).
+    /// Reaching it releases early the packets of the device holding the most.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
     pub reorder_total_bytes: usize,
+    /// Reorder-buffer flows per device (peer) at most; a device at its limit
+    /// forgets its own least recently seen flow.
+    #[arg(long, default_value_t = 16384)]
+    pub reorder_device_flows: usize,
+    /// Reorder-buffer flows over all devices at most; at the limit the device
+    /// with the most flows forgets its least recently seen one.
+    #[arg(long, default_value_t = 65536)]
+    pub reorder_flows: usize,
     /// Interval of the D-SYN probes on both channels (client side initiates).
     #[arg(long, default_value_t = 500)]
     pub probe_interval_ms: u64,
@@ -173,9 +188,15 @@ pub struct Common {
     /// (and the 29 bytes of encryption overhead unless --insecure).
     #[arg(long, default_value_t = 1500)]
     pub outer_mtu: usize,
-    /// Flows tracked at most per sender (idle ones are evicted first).
+    /// Flows tracked at most per sender (idle ones are evicted first); the
+    /// gateway has one sender per device.
     #[arg(long, default_value_t = 65536)]
     pub flow_capacity: usize,
+    /// Sender flows of all devices together at most (the gateway; a client's
+    /// one sender is bound by --flow-capacity). At the cap the device with the
+    /// most flows loses its least recently seen one.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub gateway_flows: usize,
     /// A flow unseen for this long is evicted.
     #[arg(long, default_value_t = 120)]
     pub flow_idle_s: u64,

@@ -366,12 +366,16 @@ pub fn endpoint(
     cfg.steer.llc_bits_per_sec = common.llc_mbit * 1e6;
     cfg.steer.flow_capacity = common.flow_capacity.max(1);
     cfg.steer.flow_idle = common.flow_idle_s * 1000 * MS;
+    cfg.max_flows_total = common.gateway_flows.max(1);
     cfg.rtt.interval = common.probe_interval_ms.max(1) * MS;
     rtt_config(&common.rtt, &mut cfg.rtt)?;
     cfg.reorder = (common.reorder == OnOff::On).then(|| ReorderConfig {
         timeout: common.reorder_timeout_ms * MS,
         max_flow_bytes: common.reorder_flow_bytes,
         max_total_bytes: common.reorder_total_bytes,
+        max_device_bytes: common.reorder_device_bytes,
+        max_flows: common.reorder_flows.max(1),
+        max_device_flows: common.reorder_device_flows.max(1),
         fifo_loss: common.reorder_fifo == OnOff::On,
         adaptive: common.reorder_adaptive == OnOff::On,
         max_timeout: common.reorder_max_timeout_ms.max(common.reorder_timeout_ms) * MS,

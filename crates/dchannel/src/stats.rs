@@ -103,6 +103,8 @@ pub struct FlowCounters {
     pub idle_evictions: AtomicU64,
     /// Flows evicted because a table was full (a flood of new flows).
     pub forced_evictions: AtomicU64,
+    /// Flows evicted because all tables together reached `--gateway-flows`.
+    pub gateway_evictions: AtomicU64,
 }
 
 impl FlowCounters {
@@ -112,6 +114,7 @@ impl FlowCounters {
         self.created.store(st.created, Relaxed);
         self.idle_evictions.store(st.idle_evictions, Relaxed);
         self.forced_evictions.store(st.forced_evictions, Relaxed);
+        self.gateway_evictions.store(st.gateway_evictions, Relaxed);
     }
 }
 
@@ -454,6 +457,7 @@ impl Stats {
                     "peer": p.name(),
                     "rtt_ms": rtts(&|ch| p.rtt(ch)),
                     "measured_rtt_ms": rtts(&|ch| p.measured_rtt(ch)),
+                    "limits": crate::device_limit_metrics::to_json(&p.limits.get()),
                 })
             })
             .collect();
@@ -473,6 +477,7 @@ impl Stats {
                 "created": self.flows.created.load(Relaxed),
                 "idle_evictions": self.flows.idle_evictions.load(Relaxed),
                 "forced_evictions": self.flows.forced_evictions.load(Relaxed),
+                "gateway_evictions": self.flows.gateway_evictions.load(Relaxed),
             },
             "tun": self.tun.to_json(),
             "busy_poll": {
@@ -668,11 +673,24 @@ impl Stats {
             [
                 ("idle", &self.flows.idle_evictions),
                 ("full", &self.flows.forced_evictions),
+                ("gateway_limit", &self.flows.gateway_evictions),
             ]
             .into_iter()
             .map(|(r, v)| (format!(",reason=\"{r}\""), v.load(Relaxed).to_string()))
             .collect(),
         );
+        for m in crate::device_limit_metrics::DEVICE_METRICS {
+            let rows = self
+                .endpoint
+                .peers()
+                .iter()
+                .map(|p| {
+                    let v = (m.read)(&p.limits.get());
+                    (format!(",peer=\"{}\"", p.name()), v.to_string())
+                })
+                .collect();
+            metric(m.prom, m.help, m.kind, rows);
+        }
         s
     }
 }
@@ -696,6 +714,21 @@ mod tests {
         })
         .unwrap();
         Stats::new("client", "all-hbc".into(), true, Arc::clone(tx.shared()))
+    }
+
+    #[test]
+    fn every_device_limit_is_in_the_json_and_the_metrics_per_peer() {
+        let s = stats();
+        let json = s.to_json();
+        let limits = &json["peers"][0]["limits"];
+        let text = s.to_prometheus();
+        for m in crate::device_limit_metrics::DEVICE_METRICS {
+            assert_eq!(limits[m.json].as_u64(), Some(0), "{}", m.json);
+            let line = format!("dchannel_{}{{role=\"client\",peer=\"gateway\"}} 0", m.prom);
+            assert!(text.contains(&line), "{line}");
+            assert!(text.contains(&format!("# TYPE dchannel_{} {}", m.prom, m.kind)));
+        }
+        assert!(json["flow_table"]["gateway_evictions"].is_u64());
     }
 
     #[test]

@@ -39,6 +39,7 @@
 //! the receive half's. See `auth.rs`.
 
 mod auth;
+mod device_limits;
 mod drop_reason;
 mod receive;
 mod send;
@@ -46,9 +47,12 @@ mod shared;
 mod timers;
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;
 
 pub use auth::{AuthTransmit, DatagramAuth, Opened, Outgoing, Shape, Source, TokenAuth};
+pub use device_limits::{DeviceLimitStats, DeviceLimits};
 pub use drop_reason::DropReason;
 pub use receive::{Arrival, Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
 pub use send::{HbcOwdOracle, SendHalf, Transmit};
@@ -126,6 +130,9 @@ pub struct Config {
     pub role: Role,
     /// Per-peer sender configuration (direction, MTU, overhead, LLC rate, flows).
     pub steer: SteerConfig,
+    /// Sender flows of all peers together at most (`--gateway-flows`); at the
+    /// cap the peer with the most flows loses its least recently seen one.
+    pub max_flows_total: usize,
     /// Probe interval, RTT window, pins, liveness (`initiator` follows the role).
     pub rtt: RttConfig,
     /// Reorder buffer for LLC arrivals; `None` = off.
@@ -155,6 +162,7 @@ impl Config {
                 ..RttConfig::default()
             },
             reorder: Some(ReorderConfig::default()),
+            max_flows_total: 1 << 20,
             estimate_all: false,
             flow_expiry_period: 1_000 * MS,
             reorder_expiry_period: 10_000 * MS,
@@ -210,7 +218,7 @@ pub fn new<B, A>(
     mut policy: impl FnMut() -> Box<dyn Policy>,
 ) -> Result<(SendHalf<A>, ReceiveHalf<B, A>), ConfigError>
 where
-    B: AsRef<[u8]> + AsMut<[u8]>,
+    B: AsRef<[u8]> + AsMut<[u8]> + crate::reorder::Footprint,
     A: DatagramAuth + Clone,
 {
     if peers.is_empty() {

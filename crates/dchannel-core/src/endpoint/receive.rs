@@ -33,7 +33,7 @@ use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, Role, Sh
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
 use crate::egress::EgressFilter;
 use crate::liveness::{Change, Liveness};
-use crate::reorder::ReorderBuffer;
+use crate::reorder::{Footprint, ReorderBuffer};
 use crate::rtt::{ProbeOut, RttEstimator};
 use crate::wire::{self, Datagram, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
@@ -171,7 +171,7 @@ pub struct ReceiveHalf<B, A> {
     egress: Option<EgressFilter>,
 }
 
-impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
+impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A> {
     pub(super) fn new(cfg: &Config, shared: Arc<Shared>, peers: &[PeerConfig], auth: A) -> Self {
         let rtt_cfg = crate::rtt::RttConfig {
             initiator: cfg.role == Role::Client,
@@ -233,6 +233,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
             }) => {
                 let datagram_len = buf.as_ref().len();
                 let inner_len = inner.len();
+                // Held, the packet takes its whole buffer, not just the inner bytes.
+                let cost = buf.footprint();
                 let d = Deliver { peer, buf, inner };
                 match &mut self.reorder {
                     Some(r) if flow_id != 0 => r.push(
@@ -240,7 +242,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
                         (peer, flow_id),
                         seq,
                         channel,
-                        inner_len,
+                        cost,
                         d,
                         &mut self.deliveries,
                     ),
@@ -429,7 +431,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         if let Some(r) = &mut self.reorder {
             r.handle_timeout(now, &mut self.deliveries);
             if self.timers.is_due(Timer::ReorderExpiry, now) {
-                r.expire(now);
+                r.expire(now, &mut self.deliveries);
                 self.timers
                     .set(Timer::ReorderExpiry, now + self.reorder_expiry_period);
             }
@@ -468,6 +470,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         }
         if let Some(r) = &mut self.reorder {
             self.shared.publish_reorder(r.stats(now));
+            for (peer, link) in self.shared.peers().iter().enumerate() {
+                link.limits.publish_reorder(&r.device_stats(peer));
+            }
         }
     }
 

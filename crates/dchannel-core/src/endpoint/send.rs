@@ -8,6 +8,14 @@
 //! then write the header in front of the packet and seal it. The packet is
 //! never copied: the driver reads it at `buf[tx.headroom()..]` and sends
 //! `buf[..len]`. Nothing is allocated per packet.
+//!
+//! Each peer's flow table is bounded (`--flow-capacity`), and so are the flows
+//! of all peers together (`Config::max_flows_total`): when a new flow takes
+//! the total over the cap, the peer with the most flows (the new flow's own
+//! on a tie) loses its least recently seen flow, so a device opening flows
+//! without end evicts its own, never another's (issue 37). The per-peer
+//! counts sit in an ordered set: O(log peers) per new flow, nothing per packet
+//! of a known flow.
 
 use super::{Config, DatagramAuth, DropReason, Outgoing, ProbeTransmit, Shared, Timer, TimerTable};
 use crate::flow_table::FlowTableStats;
@@ -15,7 +23,7 @@ use crate::policy::{Outcome, Policy};
 use crate::steer::{Steered, Steerer};
 use crate::wire::{self, channel_flags, Header, MsgType, ProbeKind, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -41,6 +49,8 @@ struct SendPeer {
     /// The peer's endpoints as last seen in [`Shared`], and their generation.
     endpoints: [Option<SocketAddr>; 2],
     endpoint_gen: u64,
+    /// The steerer's flows as `SendHalf::by_flows` counts them.
+    counted_flows: usize,
 }
 
 /// Inner packets in, datagrams out (see the module docs).
@@ -52,6 +62,11 @@ pub struct SendHalf<A> {
     auth: A,
     timers: TimerTable,
     flow_expiry_period: Nanos,
+    /// (flows, peer) of every peer with a flow.
+    by_flows: BTreeSet<(usize, usize)>,
+    /// Flows of all peers.
+    total_flows: usize,
+    max_flows_total: usize,
     /// The peer whose HBC the last packet's decision asked to wake (`prewarm`).
     pending_wake: Option<usize>,
     /// Wake probes sealed for sending.
@@ -88,6 +103,7 @@ impl<A: DatagramAuth> SendHalf<A> {
                     steerer,
                     endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
                     endpoint_gen: 0,
+                    counted_flows: 0,
                 }
             })
             .collect();
@@ -104,6 +120,9 @@ impl<A: DatagramAuth> SendHalf<A> {
             auth,
             timers,
             flow_expiry_period: cfg.flow_expiry_period,
+            by_flows: BTreeSet::new(),
+            total_flows: 0,
+            max_flows_total: cfg.max_flows_total.max(1),
             pending_wake: None,
             wakes: 0,
             oracle: None,
@@ -149,6 +168,11 @@ impl<A: DatagramAuth> SendHalf<A> {
             return Err(DropReason::NoEndpoint);
         }
         let steered = p.steerer.steer(now, pkt, &view);
+        if p.steerer.flows() != p.counted_flows {
+            self.count_flows(peer);
+            self.enforce_flow_cap(peer);
+        }
+        let p = &mut self.peers[peer];
         let channel = steered.channel;
         if steered.decision.wake_hbc
             && channel == Channel::Llc
@@ -233,11 +257,53 @@ impl<A: DatagramAuth> SendHalf<A> {
     /// Evicts idle flows when due.
     pub fn handle_timeout(&mut self, now: Nanos) {
         if self.timers.is_due(Timer::FlowExpiry, now) {
-            for p in &mut self.peers {
-                p.steerer.expire(now);
+            for peer in 0..self.peers.len() {
+                self.peers[peer].steerer.expire(now);
+                self.count_flows(peer);
+                let stats = self.peers[peer].steerer.flow_table().stats;
+                let flows = self.peers[peer].counted_flows;
+                self.shared.peers()[peer]
+                    .limits
+                    .publish_flows(flows, &stats);
             }
             self.timers
                 .set(Timer::FlowExpiry, now + self.flow_expiry_period);
+        }
+    }
+
+    /// Brings `by_flows` and `total_flows` up to date with peer `peer`'s table.
+    fn count_flows(&mut self, peer: usize) {
+        let p = &mut self.peers[peer];
+        let n = p.steerer.flows();
+        let old = std::mem::replace(&mut p.counted_flows, n);
+        if old == n {
+            return;
+        }
+        if old > 0 {
+            self.by_flows.remove(&(old, peer));
+        }
+        if n > 0 {
+            self.by_flows.insert((n, peer));
+        }
+        self.total_flows = self.total_flows + n - old;
+    }
+
+    /// Over the gateway-wide cap, the peer with the most flows (`peer` on a
+    /// tie) loses its least recently seen flows until the total fits.
+    fn enforce_flow_cap(&mut self, peer: usize) {
+        while self.total_flows > self.max_flows_total {
+            let Some(&(most, largest)) = self.by_flows.last() else {
+                return;
+            };
+            let victim = if self.peers[peer].counted_flows >= most {
+                peer
+            } else {
+                largest
+            };
+            if !self.peers[victim].steerer.evict_for_gateway() {
+                return;
+            }
+            self.count_flows(victim);
         }
     }
 

@@ -8,7 +8,7 @@
 //! it takes only when the generation counter says they changed (a client
 //! roamed), which it remembers in its own cache.
 
-use super::PeerConfig;
+use super::{DeviceLimits, PeerConfig};
 use crate::reorder::ReorderStats;
 use crate::steer::ChannelView;
 use crate::{Channel, Nanos};
@@ -47,6 +47,8 @@ pub struct PeerLink {
     /// Bumped after every change of `endpoints`.
     endpoint_gen: AtomicU64,
     endpoints: Mutex<[Option<SocketAddr>; 2]>,
+    /// Per-device limit counters (written by both halves, device_limits.rs).
+    pub limits: DeviceLimits,
 }
 
 impl PeerLink {
@@ -63,6 +65,7 @@ impl PeerLink {
             downs: Default::default(),
             endpoint_gen: AtomicU64::new(0),
             endpoints: Mutex::new(p.endpoints),
+            limits: DeviceLimits::default(),
         }
     }
 

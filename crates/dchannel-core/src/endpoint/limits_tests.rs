@@ -1,0 +1,73 @@
+//! Limits between a gateway's devices at the endpoint (issue 37): the
+//! gateway-wide cap on sender flows takes from the device with the most, and
+//! the per-device counters reach [`Shared`]. Synthetic time.
+
+use super::*;
+use crate::packet::build;
+use crate::policy::parse_spec;
+use crate::MS;
+
+/// A gateway for devices 198.19.0.2 and .3 (endpoints known) with at most
+/// `total` sender flows in all.
+fn gateway(total: usize) -> SendHalf<TokenAuth> {
+    let peer = |i: u8, token| PeerConfig {
+        name: format!("dev{i}"),
+        token,
+        tunnel_addr: Some(format!("198.19.0.{i}").parse().unwrap()),
+        endpoints: [
+            Some(format!("198.18.1.{i}:5000").parse().unwrap()),
+            Some(format!("198.18.2.{i}:5001").parse().unwrap()),
+        ],
+    };
+    let peers = vec![peer(2, 1), peer(3, 2)];
+    let mut cfg = Config::new(Role::Gateway);
+    cfg.max_flows_total = total;
+    let auth = TokenAuth::new(&peers).unwrap();
+    let (tx, _rx) =
+        new::<Vec<u8>, _>(cfg, peers, auth, || parse_spec("all-hbc", 0.75).unwrap()).unwrap();
+    tx
+}
+
+/// Sends a downlink UDP packet from source port `sport` to device `.dev`.
+fn send(tx: &mut SendHalf<TokenAuth>, now: Nanos, dev: u8, sport: u16) {
+    let pkt = build::udp4([198, 18, 3, 2], [198, 19, 0, dev], sport, 40000, &[0; 20]);
+    let mut buf = vec![0u8; HEADROOM + pkt.len() + tx.tailroom()];
+    buf[HEADROOM..HEADROOM + pkt.len()].copy_from_slice(&pkt);
+    tx.handle_tun(now, &mut buf, pkt.len()).unwrap();
+}
+
+fn flows_of(tx: &mut SendHalf<TokenAuth>, peer: usize) -> usize {
+    tx.steerer(peer).flows()
+}
+
+#[test]
+fn at_the_gateway_flow_cap_the_device_with_the_most_flows_loses_one() {
+    let mut tx = gateway(4);
+    for sport in 1..=3 {
+        send(&mut tx, sport as u64 * MS, 2, sport);
+    }
+    send(&mut tx, 10 * MS, 3, 1);
+    send(&mut tx, 11 * MS, 2, 1); // device .2's flow 1 seen again
+    assert_eq!(tx.flows(), 4);
+    // device .3's second flow: .2 (3 flows) loses its least recently seen (port 2)
+    send(&mut tx, 12 * MS, 3, 2);
+    assert_eq!((flows_of(&mut tx, 0), flows_of(&mut tx, 1)), (2, 2));
+    let st = tx.steerer(0).flow_table().stats;
+    assert_eq!((st.gateway_evictions, st.forced_evictions), (1, 0));
+    // device .2 cycling new flows from here on evicts only its own (a tie
+    // goes to the device adding the flow)
+    for sport in 100..200 {
+        send(&mut tx, 20 * MS + u64::from(sport), 2, sport);
+    }
+    assert_eq!((flows_of(&mut tx, 0), flows_of(&mut tx, 1)), (2, 2));
+    assert_eq!(tx.steerer(1).flow_table().stats.gateway_evictions, 0);
+    assert_eq!(tx.steerer(0).flow_table().stats.gateway_evictions, 101);
+    // published per device at the next flow expiry
+    tx.handle_timeout(2_000 * MS);
+    let l = tx.shared().peers()[0].limits.get();
+    assert_eq!((l.sender_flows, l.sender.gateway_evictions), (2, 101));
+    assert_eq!(
+        tx.shared().peers()[1].limits.get().sender.gateway_evictions,
+        0
+    );
+}
