@@ -111,7 +111,8 @@ impl CookieChecker {
     }
 
     /// The admission of an initiation whose mac1 passed, before any state or
-    /// Diffie-Hellman: under load ([`Limiter::under_load`]) it needs a valid
+    /// Diffie-Hellman: counted on the load meter ([`Limiter::offer`]); under
+    /// load it needs a valid
     /// mac2 for its source, else the cookie reply is written to
     /// `reply[..COOKIE_REPLY_LEN]` and `Err(CookieReplied)` returned (send
     /// it to `from`); then a token from the limiter (`Err(RateLimited)`).
@@ -123,7 +124,7 @@ impl CookieChecker {
         limiter: &mut Limiter,
         reply: &mut [u8],
     ) -> Result<(), CryptoDrop> {
-        if limiter.under_load(now) && !self.mac2_ok(now, from, initiation, INIT_MAC2) {
+        if limiter.offer(now) && !self.mac2_ok(now, from, initiation, INIT_MAC2) {
             self.write_reply(now, from, initiation, reply);
             return Err(CryptoDrop::CookieReplied);
         }

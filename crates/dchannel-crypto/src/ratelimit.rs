@@ -4,9 +4,14 @@
 //! a global bucket before any Diffie-Hellman work is done (an initiation costs
 //! the responder four X25519 operations).
 //!
-//! The responder is **under load** while the global bucket is below half its
-//! burst, and for [`UNDER_LOAD_HOLD`] after (WireGuard keeps its flag 1 s
-//! too): then only initiations with a valid mac2 reach this limiter.
+//! The responder is **under load** while initiations that passed mac1 arrive
+//! faster than the global budget serves them: a meter with the global
+//! bucket's rate and burst is drained by every such initiation (admitted,
+//! refused or answered with a cookie alike), and the responder is under load
+//! while it is below half its burst and for [`UNDER_LOAD_HOLD`] after
+//! (WireGuard keeps its flag 1 s too). Under load only initiations with a
+//! valid mac2 reach the buckets; a sustained flood with valid mac1 keeps the
+//! meter empty, so it gets cookie replies, not Diffie-Hellman work.
 //!
 //! The table of sources is bounded and never locks anyone out: when it is
 //! full, buckets that have refilled completely (idle sources) are swept out,
@@ -15,11 +20,12 @@
 //! the work).
 //!
 //! What holds for established sessions: junk without a valid mac1 never
-//! reaches the buckets, so it cannot delay a rekey. Initiations with a valid
-//! mac1 from spoofed sources (a sender who knows the gateway's public key) can
-//! drain the global bucket for at most as long as it takes to put the
-//! responder under load; from then on they get cookie replies, and a genuine
-//! device's rekey costs it one extra round trip (cookie, then mac2). Bucket
+//! reaches the meter or the buckets, so it cannot delay a rekey. Initiations
+//! with a valid mac1 from spoofed sources (a sender who knows the gateway's
+//! public key) spend at most half the global burst before the responder is
+//! under load; from then on they get cookie replies, and a genuine device's
+//! handshake costs it one extra round trip (cookie, then mac2) the first time
+//! on each channel in 120 s (it keeps the cookie). Bucket
 //! arithmetic is in integer nano-tokens, exact for the tests.
 
 use crate::{Nanos, SECOND};
@@ -101,8 +107,10 @@ pub struct Limiter {
     /// The tracked sources, oldest first (the same set as `sources`).
     order: VecDeque<IpAddr>,
     global: Bucket,
+    /// The load meter: drained by every initiation offered (past mac1).
+    offered: Bucket,
     last_sweep: Option<Nanos>,
-    /// When the global bucket was last seen below half its burst.
+    /// When the meter was last seen below half its burst.
     last_load: Option<Nanos>,
     /// Sources evicted to make room for new ones.
     evicted: u64,
@@ -116,19 +124,28 @@ impl Limiter {
             sources: HashMap::new(),
             order: VecDeque::new(),
             global: Bucket::full(cfg.global_burst, now),
+            offered: Bucket::full(cfg.global_burst, now),
             last_sweep: None,
             last_load: None,
             evicted: 0,
         }
     }
 
-    /// Whether the responder is under load at `now` (see the module docs).
-    pub fn under_load(&mut self, now: Nanos) -> bool {
+    /// Counts one initiation that passed mac1 on the load meter and says
+    /// whether the responder is under load (see the module docs).
+    pub fn offer(&mut self, now: Nanos) -> bool {
         let c = self.cfg;
-        self.global.refill(now, c.global_per_s, c.global_burst);
-        if self.global.nano_tokens < c.global_burst * SECOND / 2 {
+        let m = &mut self.offered;
+        m.refill(now, c.global_per_s, c.global_burst);
+        m.nano_tokens = m.nano_tokens.saturating_sub(SECOND);
+        if m.nano_tokens < c.global_burst * SECOND / 2 {
             self.last_load = Some(now);
         }
+        self.under_load(now)
+    }
+
+    /// Whether the responder is under load at `now` (changes nothing).
+    pub fn under_load(&self, now: Nanos) -> bool {
         self.last_load
             .is_some_and(|t| now < t.saturating_add(UNDER_LOAD_HOLD))
     }
@@ -278,26 +295,41 @@ mod tests {
     }
 
     #[test]
-    fn under_load_below_half_the_global_burst_and_for_a_second_after() {
+    fn under_load_while_offers_outrun_the_global_budget_and_for_a_second_after() {
         let cfg = RateLimit {
             global_per_s: 100,
             global_burst: 200,
-            per_source_burst: 1_000,
             ..RateLimit::default()
         };
         let mut l = Limiter::new(cfg, 0);
         assert!(!l.under_load(0));
-        for _ in 0..100 {
-            assert!(l.allow(0, ip(1)));
+        // the meter: 200 - k after k offers; below half from the 101st on,
+        // whether or not the offers were admitted (none is asked here)
+        for k in 1..=100 {
+            assert!(!l.offer(0), "offer {k}");
         }
-        // exactly half left: not below it
-        assert!(!l.under_load(0));
-        assert!(l.allow(0, ip(1)));
-        assert!(l.under_load(0), "99 of 200 tokens left");
-        // 10 ms later 1 token has come back: 100, no longer below half, but
-        // the flag holds for a second after it was last seen low (at 0)
-        assert!(l.under_load(SECOND / 100));
+        assert!(l.offer(0), "99 of 200 left");
+        assert_eq!(l.global_nano_tokens(), 200 * SECOND, "no token taken");
+        // the flag holds for a second after the meter was last seen low
         assert!(l.under_load(SECOND - 1));
         assert!(!l.under_load(SECOND));
+        // by then 100 came back: 199, minus this offer 198
+        assert!(!l.offer(SECOND));
+        // offers at 150/s against 100/s: each takes 1 and 2/3 come back, so
+        // the meter goes from 198 to 100 at offer 294 (198 - 294/3), below it
+        // then or one offer later (SECOND / 150 is rounded down), ~1.96 s on
+        let mut t = SECOND;
+        let mut first_load = None;
+        for _ in 0..600 {
+            t += SECOND / 150;
+            if l.offer(t) && first_load.is_none() {
+                first_load = Some(t);
+            }
+        }
+        let at = first_load.expect("under load");
+        assert!(
+            (293..=295).contains(&((at - SECOND) / (SECOND / 150))),
+            "{at}"
+        );
     }
 }

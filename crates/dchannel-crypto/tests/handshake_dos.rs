@@ -40,8 +40,9 @@ fn pair(cfg: Config) -> Pair {
     }
 }
 
-/// A gateway whose global bucket holds 10 initiations and never refills: it
-/// is under load once fewer than 5 are left, for good.
+/// A gateway whose global bucket (and load meter) holds 10 initiations and
+/// never refills: it is under load from the 6th initiation past mac1 on, for
+/// good.
 fn finite_budget() -> Config {
     Config {
         rate_limit: RateLimit {
@@ -167,19 +168,23 @@ fn cookie_replies_only_under_load() {
     let out = take_all(&mut p.gw);
     assert_eq!((out.len(), out[0].1[0]), (1, 0x22));
     assert_eq!(p.gw.drops().get(CryptoDrop::CookieReplied), 0);
-    // 5 more DH (junk) spend the budget down to 4 of 10: under load
-    keyed_junk(&mut p.gw, 0, 5);
-    assert_eq!(p.gw.drops().get(CryptoDrop::HandshakeInvalid), 5);
-    assert_eq!(p.gw.limiter().global_nano_tokens(), 4 * SECOND);
-    // now the device's initiation (no cookie yet) gets a cookie reply only:
-    // no token, no DH, to its source, on its channel
+    // 4 more DH (junk): 5 of the 10 tokens left, and 5 on the load meter
+    // (it counts every initiation past mac1)
+    keyed_junk(&mut p.gw, 0, 4);
+    assert_eq!(p.gw.drops().get(CryptoDrop::HandshakeInvalid), 4);
+    assert_eq!(p.gw.limiter().global_nano_tokens(), 5 * SECOND);
+    assert!(!p.gw.limiter().under_load(0));
+    // the next initiation leaves 4 on the meter: under load. The device's
+    // (no cookie yet) gets a cookie reply only: no token, no DH, to its
+    // source, on its channel
     let mut m = initiation(&mut p, SECOND);
     let ch = Channel::Llc;
     assert_eq!(
         p.gw.open(SECOND, ch, dev_addr(), &mut m),
         Err(CryptoDrop::CookieReplied)
     );
-    assert_eq!(p.gw.limiter().global_nano_tokens(), 4 * SECOND);
+    assert_eq!(p.gw.limiter().global_nano_tokens(), 5 * SECOND);
+    assert!(p.gw.limiter().under_load(SECOND));
     let out = take_all(&mut p.gw);
     assert_eq!(out.len(), 1);
     let (t, reply) = &out[0];
@@ -199,7 +204,7 @@ fn cookie_replies_only_under_load() {
 #[test]
 fn under_load_a_valid_mac2_is_admitted_and_the_same_mac2_from_another_address_is_not() {
     let mut p = pair(finite_budget());
-    keyed_junk(&mut p.gw, 0, 6); // 4 of 10 left: under load
+    keyed_junk(&mut p.gw, 0, 5); // 5 of 10 left: the next one is under load
     let t = SECOND;
     let mut m = initiation(&mut p, t);
     assert_eq!(
@@ -268,7 +273,7 @@ fn under_load_a_valid_mac2_is_admitted_and_the_same_mac2_from_another_address_is
 #[test]
 fn the_cookie_secret_is_replaced_after_120_s() {
     let mut p = pair(finite_budget());
-    keyed_junk(&mut p.gw, 0, 6);
+    keyed_junk(&mut p.gw, 0, 5);
     // the first cookie is made at t0: the secret is drawn then
     let t0 = 5 * SECOND;
     let mut m = initiation(&mut p, t0);
