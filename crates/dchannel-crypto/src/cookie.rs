@@ -124,9 +124,12 @@ impl CookieChecker {
         limiter: &mut Limiter,
         reply: &mut [u8],
     ) -> Result<(), CryptoDrop> {
-        if limiter.offer(now) && !self.mac2_ok(now, from, initiation, INIT_MAC2) {
-            self.write_reply(now, from, initiation, reply);
-            return Err(CryptoDrop::CookieReplied);
+        if limiter.offer(now) {
+            let cookie = self.cookie(now, from);
+            if !mac::verify(&cookie, initiation, INIT_MAC2) {
+                self.seal_reply(cookie, initiation, reply);
+                return Err(CryptoDrop::CookieReplied);
+            }
         }
         if !limiter.allow(now, from.ip()) {
             return Err(CryptoDrop::RateLimited);
@@ -159,8 +162,13 @@ impl CookieChecker {
     /// Writes the cookie reply to the initiation `initiation` (mac1 already
     /// verified) from `from` into `out[..COOKIE_REPLY_LEN]`.
     pub fn write_reply(&mut self, now: Nanos, from: SocketAddr, initiation: &[u8], out: &mut [u8]) {
-        debug_assert_eq!(initiation.len(), INITIATION_LEN);
         let cookie = self.cookie(now, from);
+        self.seal_reply(cookie, initiation, out);
+    }
+
+    /// Writes the cookie reply carrying `cookie` to `initiation`.
+    fn seal_reply(&self, cookie: Mac, initiation: &[u8], out: &mut [u8]) {
+        debug_assert_eq!(initiation.len(), INITIATION_LEN);
         out[TYPE] = TYPE_COOKIE_REPLY;
         out[RECEIVER_INDEX].copy_from_slice(&initiation[INIT_SENDER_INDEX]);
         getrandom::fill(&mut out[COOKIE_NONCE]).expect("operating system random generator");
