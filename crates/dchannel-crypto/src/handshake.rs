@@ -259,6 +259,33 @@ mod tests {
     }
 
     #[test]
+    fn each_message_carries_its_receivers_mac1_and_the_clear_index_must_match() {
+        let p = params();
+        let (ik, rk) = (PrivateKey::generate(), PrivateKey::generate());
+        let mut m1 = [0u8; INITIATION_LEN];
+        let fl = initiate(&p, &ik, &rk.public_key(), Cipher::Aes256Gcm, 77, 1, &mut m1);
+        let for_responder = mac::mac1_key(&rk.public_key());
+        assert!(mac::verify(&for_responder, &m1, field::INIT_MAC1));
+        assert_eq!(fl.mac1, m1[field::INIT_MAC1]);
+        assert_eq!(m1[field::INIT_MAC2], [0; 16], "no cookie: zero mac2");
+        assert_eq!(m1[field::INIT_SENDER_INDEX], 77u32.to_be_bytes());
+        let mut m2 = [0u8; RESPONSE_LEN];
+        let _ = read_initiation(&p, &rk, &m1)
+            .unwrap()
+            .respond(5, 0, &mut m2);
+        let for_initiator = mac::mac1_key(&ik.public_key());
+        assert!(mac::verify(&for_initiator, &m2, field::RESP_MAC1));
+        assert!(!mac::verify(&for_responder, &m2, field::RESP_MAC1));
+        // a clear index that is not the encrypted one
+        let mut other = m1;
+        other[field::INIT_SENDER_INDEX].copy_from_slice(&78u32.to_be_bytes());
+        assert_eq!(
+            read_initiation(&p, &rk, &other).err(),
+            Some(CryptoDrop::HandshakeInvalid)
+        );
+    }
+
+    #[test]
     fn wrong_responder_key_and_tampering_are_invalid() {
         let p = params();
         let (ik, rk, other) = (
