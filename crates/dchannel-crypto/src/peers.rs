@@ -617,6 +617,21 @@ impl Peers {
         Ok(id)
     }
 
+    /// The peer whose handshake in flight a response or a cookie reply names
+    /// by its receiver index.
+    fn in_flight_for(&self, dgram: &[u8]) -> Result<PeerId, CryptoDrop> {
+        let index = handshake::response_index(dgram).ok_or(CryptoDrop::Truncated)?;
+        let id = *self
+            .by_index
+            .get(&index)
+            .ok_or(CryptoDrop::UnexpectedResponse)?;
+        let p = &self.peers[id.0 as usize];
+        match &p.pending {
+            Some(x) if x.hs.local_index == index => Ok(id),
+            _ => Err(CryptoDrop::UnexpectedResponse),
+        }
+    }
+
     /// A response to our initiation: the session becomes the current one at
     /// once; the keepalive confirming it to the responder is written to
     /// `answer`, sealed for `channel`.
@@ -627,17 +642,9 @@ impl Peers {
         dgram: &[u8],
         answer: &mut [u8; MAX_HANDSHAKE_LEN],
     ) -> Result<PeerId, CryptoDrop> {
-        let index = handshake::response_index(dgram).ok_or(CryptoDrop::Truncated)?;
-        let id = *self
-            .by_index
-            .get(&index)
-            .ok_or(CryptoDrop::UnexpectedResponse)?;
+        let id = self.in_flight_for(dgram)?;
         let p = &mut self.peers[id.0 as usize];
-        let pending = p
-            .pending
-            .as_mut()
-            .filter(|x| x.hs.local_index == index)
-            .ok_or(CryptoDrop::UnexpectedResponse)?;
+        let pending = p.pending.as_mut().expect("named by the response");
         let mut s = pending.hs.complete(dgram, now)?;
         p.pending = None;
         p.want_handshake = false;
@@ -660,19 +667,11 @@ impl Peers {
         channel: Channel,
         dgram: &[u8],
     ) -> Result<Opened, CryptoDrop> {
-        let index = handshake::response_index(dgram).ok_or(CryptoDrop::Truncated)?;
-        let id = *self
-            .by_index
-            .get(&index)
-            .ok_or(CryptoDrop::UnexpectedResponse)?;
+        let id = self.in_flight_for(dgram)?;
         let p = &mut self.peers[id.0 as usize];
-        let pending = p
-            .pending
-            .as_ref()
-            .filter(|x| x.hs.local_index == index)
-            .ok_or(CryptoDrop::UnexpectedResponse)?;
+        let pending = p.pending.as_ref().expect("named by the reply");
+        let (index, first_sent) = (pending.hs.local_index, pending.first_sent);
         let cookie = Cookie::open_reply(&p.public_key, dgram, &pending.hs.mac1, now)?;
-        let first_sent = pending.first_sent;
         let held = p.set_cookie(channel, cookie);
         if held.is_none_or(|c| !c.fresh(now) || !c.same_value(&cookie)) {
             self.by_index.remove(&index);

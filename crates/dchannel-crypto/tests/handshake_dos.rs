@@ -3,20 +3,16 @@
 //! cookie replies only under load, mac2 bound to the source address, the
 //! cookie secret replaced after 120 s.
 
+mod common;
+
+use common::{dev_addr, gw_addr, take_all};
 use dchannel_crypto::cookie::COOKIE_LIFETIME;
-use dchannel_crypto::format::{field, COOKIE_REPLY_LEN, INITIATION_LEN, MAX_HANDSHAKE_LEN};
+use dchannel_crypto::format::{field, COOKIE_REPLY_LEN, INITIATION_LEN};
 use dchannel_crypto::ratelimit::RateLimit;
 use dchannel_crypto::{
-    mac, Channel, Config, CryptoDrop, Nanos, Opened, PeerId, Peers, PrivateKey, Transmit, SECOND,
+    mac, Channel, Config, CryptoDrop, Nanos, Opened, PeerId, Peers, PrivateKey, SECOND,
 };
 use std::net::SocketAddr;
-
-fn dev_addr() -> SocketAddr {
-    "198.18.0.2:4000".parse().unwrap()
-}
-fn gw_addr() -> SocketAddr {
-    "198.18.0.1:5000".parse().unwrap()
-}
 
 /// A device and a gateway that know each other, and the ids on each side.
 struct Pair {
@@ -52,15 +48,6 @@ fn finite_budget() -> Config {
         },
         ..Config::default()
     }
-}
-
-fn take_all(p: &mut Peers) -> Vec<(Transmit, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut buf = [0u8; MAX_HANDSHAKE_LEN];
-    while let Some(t) = p.poll_transmit(&mut buf) {
-        out.push((t, buf[..t.len].to_vec()));
-    }
-    out
 }
 
 /// The device's next initiation (it starts a handshake at `now`).

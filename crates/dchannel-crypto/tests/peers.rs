@@ -1,9 +1,10 @@
 //! Behaviour of the [`Peers`] table with synthetic time: handshakes, transport,
 //! drops with their reasons, anti-replay windows, rekeying, flood bounds.
 
-use dchannel_crypto::format::{
-    field, INITIATION_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN,
-};
+mod common;
+
+use common::{dev_addr, gw_addr, take_all};
+use dchannel_crypto::format::{field, INITIATION_LEN, KEEPALIVE_LEN, PREFIX_LEN, TAG_LEN};
 use dchannel_crypto::mac;
 use dchannel_crypto::peers::Stats;
 use dchannel_crypto::ratelimit::RateLimit;
@@ -16,13 +17,6 @@ use std::net::SocketAddr;
 
 const H: usize = 16;
 const MS: Nanos = 1_000_000;
-
-fn dev_addr() -> SocketAddr {
-    "198.18.0.2:4000".parse().unwrap()
-}
-fn gw_addr() -> SocketAddr {
-    "198.18.0.1:5000".parse().unwrap()
-}
 
 struct Pair {
     dev: Peers,
@@ -50,15 +44,6 @@ fn pair_with(cfg: Config) -> Pair {
 
 fn pair() -> Pair {
     pair_with(Config::default())
-}
-
-fn take_all(p: &mut Peers) -> Vec<(Transmit, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut buf = [0u8; MAX_HANDSHAKE_LEN];
-    while let Some(t) = p.poll_transmit(&mut buf) {
-        out.push((t, buf[..t.len].to_vec()));
-    }
-    out
 }
 
 /// Takes the one datagram `from` has queued and opens it at `to` as coming
