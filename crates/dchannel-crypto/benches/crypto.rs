@@ -1,7 +1,8 @@
 //! Cost of sealing and opening one datagram (1400 B and 64 KiB payloads):
 //! the raw AEADs (ring AES-256-GCM, ring ChaCha20-Poly1305, RustCrypto
 //! chacha20poly1305) and the full `Peers::seal` / `Peers::open` path (index
-//! lookup, replay window, counters), plus one complete handshake.
+//! lookup, replay window, counters), plus one complete handshake and what a
+//! junk initiation costs the gateway.
 //!
 //! `cargo bench -p dchannel-crypto --bench crypto`; numbers in docs/benchmarks.md.
 
@@ -12,8 +13,8 @@ use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use common::{handshake, pair};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use dchannel_crypto::aead::TransportKey;
-use dchannel_crypto::format::{PREFIX_LEN, TAG_LEN};
-use dchannel_crypto::{Channel, Cipher, Config, PeerId, Peers, PrivateKey};
+use dchannel_crypto::format::{field, INITIATION_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN};
+use dchannel_crypto::{mac, Channel, Cipher, Config, PeerId, Peers, PrivateKey};
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -138,12 +139,74 @@ fn handshake_cost(c: &mut Criterion) {
     });
 }
 
+/// What one junk initiation costs the gateway's `open` (docs/wire.md
+/// "Handshake floods"): refused at mac1; with a valid mac1 under load
+/// (a cookie reply, taken out of the queue as the agent does); with a valid
+/// mac1 and no load (Noise refuses it after the Diffie-Hellman).
+fn junk_cost(c: &mut Criterion) {
+    let gk = PrivateKey::generate();
+    let mut junk = [0u8; INITIATION_LEN];
+    junk.iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i as u8).wrapping_mul(37));
+    junk[0] = 0x21;
+    let from: SocketAddr = "10.0.0.1:1024".parse().unwrap();
+    let mut out = [0u8; MAX_HANDSHAKE_LEN];
+    let mut gw = Peers::new(gk.clone(), Config::default());
+    c.bench_function("handshake/junk initiation, bad mac1", |b| {
+        b.iter(|| {
+            gw.open(0, Channel::Llc, from, &mut black_box(junk))
+                .unwrap_err()
+        })
+    });
+    mac::write(
+        &mac::mac1_key(&gk.public_key()),
+        &mut junk,
+        field::INIT_MAC1,
+    );
+    // a budget of 10 that never refills: under load after 6 offers, for good
+    let finite = Config {
+        rate_limit: dchannel_crypto::ratelimit::RateLimit {
+            global_burst: 10,
+            global_per_s: 0,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let mut gw = Peers::new(gk.clone(), finite);
+    for _ in 0..6 {
+        let _ = gw.open(0, Channel::Llc, from, &mut junk.clone());
+    }
+    c.bench_function("handshake/keyed junk under load, cookie reply", |b| {
+        b.iter(|| {
+            let r = gw.open(0, Channel::Llc, from, &mut black_box(junk));
+            assert_eq!(r, Err(dchannel_crypto::CryptoDrop::CookieReplied));
+            gw.poll_transmit(&mut out).unwrap()
+        })
+    });
+    let generous = Config {
+        rate_limit: dchannel_crypto::ratelimit::RateLimit {
+            per_source_burst: u64::MAX / 4_000_000_000,
+            global_burst: u64::MAX / 4_000_000_000,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let mut gw = Peers::new(gk, generous);
+    c.bench_function("handshake/keyed junk, no load, DH then refused", |b| {
+        b.iter(|| {
+            gw.open(0, Channel::Llc, from, &mut black_box(junk))
+                .unwrap_err()
+        })
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(30);
-    targets = raw_aead, peers_path, handshake_cost
+    targets = raw_aead, peers_path, handshake_cost, junk_cost
 }
 criterion_main!(benches);

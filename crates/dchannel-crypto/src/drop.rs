@@ -2,10 +2,13 @@
 //! why a datagram could not be sealed.
 //!
 //! A dropped datagram is never answered: the caller counts it and moves on.
+//! The one exception is `cookie_replied`: the table itself answers such an
+//! initiation with a cookie reply (crate::cookie), through `poll_transmit`.
 
 dchannel_core::counter_table! {
     /// Why [`crate::Peers::open`] refused a datagram (`crypto.drops.<name>`
-    /// in the agent's stats). Nothing is ever sent in reply.
+    /// in the agent's stats). Nothing is ever sent in reply, except the cookie
+    /// reply of [`CryptoDrop::CookieReplied`].
     pub enum CryptoDrop {
         /// Shorter than its type's fixed part (or than the header plus tag)
         Truncated,
@@ -31,8 +34,12 @@ dchannel_core::counter_table! {
         UnknownPeer,
         /// Initiation whose stamp is not newer than the last accepted one from that peer
         HandshakeReplay,
-        /// Response to no initiation we have in flight
+        /// Response (or cookie reply) to no initiation we have in flight
         UnexpectedResponse,
+        /// Handshake message whose mac1 is not keyed by our public key or does not cover it (checked first: no token, state or Diffie-Hellman spent)
+        BadMac1,
+        /// Initiation while under load without a valid mac2 for its source address: answered with a cookie reply only (no token, state or Diffie-Hellman spent)
+        CookieReplied,
     }
 }
 
@@ -117,6 +124,8 @@ mod tests {
                 "unknown_peer",
                 "handshake_replay",
                 "unexpected_response",
+                "bad_mac1",
+                "cookie_replied",
             ]
         );
         for (i, r) in CryptoDrop::ALL.iter().enumerate() {

@@ -19,8 +19,9 @@
 //! sections.
 
 use crate::devices::Device;
-use crate::format::{INITIATION_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, RESPONSE_LEN};
-use crate::format::{TAG_LEN, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT};
+use crate::format::{COOKIE_REPLY_LEN, INITIATION_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN};
+use crate::format::{PREFIX_LEN, RESPONSE_LEN, TAG_LEN, TYPE_COOKIE_REPLY, TYPE_INITIATION};
+use crate::format::{TYPE_RESPONSE, TYPE_TRANSPORT};
 use crate::peers::{DuplicatePeer, Stats};
 use crate::SealError;
 use crate::{Config, CryptoDrop, DropCounts, Nanos, Opened, PeerId, Peers, PrivateKey, PublicKey};
@@ -116,7 +117,8 @@ fn with_header(cfg: Config) -> Config {
 
 impl DatagramAuth for AeadAuth {
     /// docs/wire.md "Encrypted datagrams": a transport datagram (a keepalive
-    /// at the least), an initiation or a response, each of its exact size.
+    /// at the least), an initiation, a response or a cookie reply, each of
+    /// its exact size.
     fn shapes(&self) -> Vec<Shape> {
         let exact = |first: u8, len: usize| Shape {
             mask: 0xff,
@@ -131,6 +133,7 @@ impl DatagramAuth for AeadAuth {
             },
             exact(TYPE_INITIATION, INITIATION_LEN),
             exact(TYPE_RESPONSE, RESPONSE_LEN),
+            exact(TYPE_COOKIE_REPLY, COOKIE_REPLY_LEN),
         ]
     }
 
@@ -192,7 +195,7 @@ impl DatagramAuth for AeadAuth {
     fn poll_transmit(&mut self, _now: Nanos, buf: &mut [u8]) -> Option<AuthTransmit> {
         let t = self.lock().poll_transmit(buf)?;
         Some(AuthTransmit {
-            peer: t.peer.0 as usize,
+            peer: t.peer.map(|p| p.0 as usize),
             channel: t.channel,
             to: t.to,
             len: t.len,

@@ -2,8 +2,8 @@
 //! crate), one round trip:
 //!
 //! ```text
-//! initiator -> responder   initiation: 0x21 | msg1 = e, es, s, ss, {cipher, sender index, stamp}
-//! responder -> initiator   response:   0x22 | receiver index | msg2 = e, ee, se, {sender index}
+//! initiator -> responder   initiation: 0x21 | sender index | msg1 = e, es, s, ss, {cipher, sender index, stamp} | mac1 | mac2
+//! responder -> initiator   response:   0x22 | receiver index | msg2 = e, ee, se, {sender index} | mac1
 //! ```
 //!
 //! The initiator knows the responder's static key beforehand (IK); the
@@ -15,6 +15,9 @@
 //! split: the first encrypts initiator→responder, the second the other way.
 //! Message 1 must fit [`crate::format::INITIATION_LEN`] bytes exactly and
 //! message 2 [`crate::format::RESPONSE_LEN`]; anything else is invalid.
+//! Each message's mac1 ([`crate::mac`], keyed by its receiver's public key)
+//! is written here; the receiver checks it before calling in here, and the
+//! initiation's mac2 is the caller's ([`crate::cookie`]).
 
 use crate::aead::Cipher;
 use crate::format::field::{self, init_payload};
@@ -23,6 +26,7 @@ use crate::format::{
     TYPE_INITIATION, TYPE_RESPONSE,
 };
 use crate::keys::{PrivateKey, PublicKey};
+use crate::mac::{self, Mac};
 use crate::session::Session;
 use crate::{CryptoDrop, Nanos};
 use snow::params::NoiseParams;
@@ -45,6 +49,8 @@ pub struct InFlight {
     pub local_index: u32,
     /// The transport cipher we proposed.
     pub cipher: Cipher,
+    /// The mac1 of the initiation (a cookie reply to it is bound to it).
+    pub mac1: Mac,
 }
 
 impl std::fmt::Debug for InFlight {
@@ -53,7 +59,8 @@ impl std::fmt::Debug for InFlight {
     }
 }
 
-/// Writes an initiation datagram to `out[..INITIATION_LEN]`.
+/// Writes an initiation datagram to `out[..INITIATION_LEN]`, mac1 included
+/// and mac2 zero.
 pub fn initiate(
     params: &NoiseParams,
     local: &PrivateKey,
@@ -74,14 +81,18 @@ pub fn initiate(
     payload[init_payload::SENDER_INDEX].copy_from_slice(&local_index.to_be_bytes());
     payload[init_payload::STAMP].copy_from_slice(&stamp.to_be_bytes());
     out[field::TYPE] = TYPE_INITIATION;
+    out[field::INIT_SENDER_INDEX].copy_from_slice(&local_index.to_be_bytes());
     let n = state
-        .write_message(&payload, &mut out[field::NOISE_MSG1..INITIATION_LEN])
+        .write_message(&payload, &mut out[field::NOISE_MSG1])
         .expect("message 1 fits");
-    debug_assert_eq!(field::NOISE_MSG1 + n, INITIATION_LEN);
+    debug_assert_eq!(n, field::NOISE_MSG1.len());
+    let mac1 = mac::write(&mac::mac1_key(remote), out, field::INIT_MAC1);
+    out[field::INIT_MAC2].fill(0);
     InFlight {
         state: Box::new(state),
         local_index,
         cipher,
+        mac1,
     }
 }
 
@@ -98,8 +109,8 @@ pub struct Received {
     pub stamp: u64,
 }
 
-/// Reads an initiation datagram (type byte included). Costs two X25519
-/// operations: rate-limit before calling.
+/// Reads an initiation datagram (type byte included; its MACs checked by the
+/// caller). Costs two X25519 operations: rate-limit before calling.
 pub fn read_initiation(
     params: &NoiseParams,
     local: &PrivateKey,
@@ -119,9 +130,12 @@ pub fn read_initiation(
         .expect("IK responder with a local key");
     let mut payload = [0u8; 64];
     let n = state
-        .read_message(&dgram[1..], &mut payload)
+        .read_message(&dgram[field::NOISE_MSG1], &mut payload)
         .map_err(|_| CryptoDrop::HandshakeInvalid)?;
-    if n != INIT_PAYLOAD_LEN {
+    // the clear copy of the sender index must be the authenticated one
+    if n != INIT_PAYLOAD_LEN
+        || payload[init_payload::SENDER_INDEX] != dgram[field::INIT_SENDER_INDEX]
+    {
         return Err(CryptoDrop::HandshakeInvalid);
     }
     let cipher =
@@ -140,19 +154,17 @@ pub fn read_initiation(
 }
 
 impl Received {
-    /// Writes the response to `out[..RESPONSE_LEN]` and returns the new session
-    /// (responder side).
+    /// Writes the response (mac1 keyed by the initiator's public key) to
+    /// `out[..RESPONSE_LEN]` and returns the new session (responder side).
     pub fn respond(mut self, local_index: u32, now: Nanos, out: &mut [u8]) -> Session {
         out[field::TYPE] = TYPE_RESPONSE;
         out[field::RECEIVER_INDEX].copy_from_slice(&self.remote_index.to_be_bytes());
         let n = self
             .state
-            .write_message(
-                &local_index.to_be_bytes(),
-                &mut out[field::NOISE_MSG2..RESPONSE_LEN],
-            )
+            .write_message(&local_index.to_be_bytes(), &mut out[field::NOISE_MSG2])
             .expect("message 2 fits");
-        debug_assert_eq!(field::NOISE_MSG2 + n, RESPONSE_LEN);
+        debug_assert_eq!(n, field::NOISE_MSG2.len());
+        mac::write(&mac::mac1_key(&self.remote_static), out, field::RESP_MAC1);
         let (mut i2r, mut r2i) = self.state.dangerously_get_raw_split();
         Session::new(
             self.cipher,
@@ -185,7 +197,7 @@ impl InFlight {
         let mut payload = [0u8; 64];
         let n = self
             .state
-            .read_message(&dgram[5..], &mut payload)
+            .read_message(&dgram[field::NOISE_MSG2], &mut payload)
             .map_err(|_| CryptoDrop::HandshakeInvalid)?;
         if n != RESP_PAYLOAD_LEN {
             return Err(CryptoDrop::HandshakeInvalid);
@@ -244,6 +256,33 @@ mod tests {
         let mut buf = [0u8; PREFIX_LEN + 3 + TAG_LEN];
         let n = rs.seal(Channel::Llc, &mut buf, 0, 3);
         is.open(Channel::Llc, &mut buf[..n], 0, u64::MAX).unwrap();
+    }
+
+    #[test]
+    fn each_message_carries_its_receivers_mac1_and_the_clear_index_must_match() {
+        let p = params();
+        let (ik, rk) = (PrivateKey::generate(), PrivateKey::generate());
+        let mut m1 = [0u8; INITIATION_LEN];
+        let fl = initiate(&p, &ik, &rk.public_key(), Cipher::Aes256Gcm, 77, 1, &mut m1);
+        let for_responder = mac::mac1_key(&rk.public_key());
+        assert!(mac::verify(&for_responder, &m1, field::INIT_MAC1));
+        assert_eq!(fl.mac1, m1[field::INIT_MAC1]);
+        assert_eq!(m1[field::INIT_MAC2], [0; 16], "no cookie: zero mac2");
+        assert_eq!(m1[field::INIT_SENDER_INDEX], 77u32.to_be_bytes());
+        let mut m2 = [0u8; RESPONSE_LEN];
+        let _ = read_initiation(&p, &rk, &m1)
+            .unwrap()
+            .respond(5, 0, &mut m2);
+        let for_initiator = mac::mac1_key(&ik.public_key());
+        assert!(mac::verify(&for_initiator, &m2, field::RESP_MAC1));
+        assert!(!mac::verify(&for_responder, &m2, field::RESP_MAC1));
+        // a clear index that is not the encrypted one
+        let mut other = m1;
+        other[field::INIT_SENDER_INDEX].copy_from_slice(&78u32.to_be_bytes());
+        assert_eq!(
+            read_initiation(&p, &rk, &other).err(),
+            Some(CryptoDrop::HandshakeInvalid)
+        );
     }
 
     #[test]

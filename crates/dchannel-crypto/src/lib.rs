@@ -19,8 +19,12 @@
 //! - **The agent's seam** ([`endpoint`]): [`endpoint::AeadAuth`] implements
 //!   `dchannel_core::endpoint::DatagramAuth`, so the agent's endpoint seals,
 //!   opens, handshakes and rekeys through it.
-//! - **Flood bounds** ([`ratelimit`]): handshake initiations pass a token bucket
-//!   per source address and a global one before any Diffie-Hellman work.
+//! - **Flood bounds** ([`mac`], [`cookie`], [`ratelimit`]): every handshake
+//!   message carries a `mac1` keyed by its receiver's public key, checked
+//!   before anything else; under load an initiation also needs a `mac2` from a
+//!   cookie proving its source address (WireGuard §5.4.4–5.4.7); only then does
+//!   it take tokens from a bucket per source address and a global one, before
+//!   any Diffie-Hellman work.
 //!
 //! Nothing here touches a socket, a clock or a thread: every entry point takes
 //! `now` ([`Nanos`], monotonic nanoseconds from any fixed epoch) and the driver
@@ -71,6 +75,7 @@
 #![warn(missing_docs)]
 
 pub mod aead;
+pub mod cookie;
 pub mod devices;
 pub mod drop;
 pub mod endpoint;
@@ -78,6 +83,7 @@ pub mod format;
 pub mod handshake;
 pub mod keys;
 pub mod low_order;
+pub mod mac;
 pub mod peer;
 pub mod peers;
 pub mod ratelimit;

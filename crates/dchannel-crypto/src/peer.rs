@@ -12,6 +12,7 @@
 //! [`Peer::deadline`] is the next time something is due for this peer; the
 //! table ([`crate::Peers`]) acts on it.
 
+use crate::cookie::Cookie;
 use crate::handshake::InFlight;
 use crate::keys::PublicKey;
 use crate::peers::Limits;
@@ -53,6 +54,11 @@ pub struct Peer {
     /// When a datagram from this peer last authenticated (transport or
     /// handshake response); `Limits::stale_after` counts from it.
     pub(crate) last_heard: Option<Nanos>,
+    /// Cookies from the peer's cookie replies, per channel (index =
+    /// `Channel`): each channel sends from its own address, and a cookie
+    /// proves one address. Boxed: only an initiator ever gets one, and a
+    /// gateway holds thousands of peers.
+    cookies: Option<Box<[Option<Cookie>; 2]>>,
 }
 
 impl Peer {
@@ -69,7 +75,18 @@ impl Peer {
             last_heard: None,
             last_stamp: 0,
             scheduled: None,
+            cookies: None,
         }
+    }
+
+    /// The cookie for initiations on `channel`, if one came.
+    pub(crate) fn cookie(&self, channel: Channel) -> Option<&Cookie> {
+        self.cookies.as_ref()?[channel.index()].as_ref()
+    }
+
+    /// Keeps `cookie` for `channel`; returns the one it replaces.
+    pub(crate) fn set_cookie(&mut self, channel: Channel, cookie: Cookie) -> Option<Cookie> {
+        self.cookies.get_or_insert_default()[channel.index()].replace(cookie)
     }
 
     /// Whether a session to send on exists (it may still be about to expire).

@@ -10,9 +10,10 @@
 //! uses it as its own hash).
 
 use crate::aead::Cipher;
+use crate::cookie::{Cookie, CookieChecker};
 use crate::format::{
-    field, read_u32, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN, TYPE_INITIATION,
-    TYPE_RESPONSE, TYPE_TRANSPORT,
+    field, read_u32, COOKIE_REPLY_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN,
+    TYPE_COOKIE_REPLY, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
 };
 use crate::handshake::{self, InFlight};
 use crate::keys::{PrivateKey, PublicKey};
@@ -148,8 +149,9 @@ impl Opened {
 /// A datagram to send, written by [`Peers::poll_transmit`] into the caller's buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit {
-    /// The peer it is for.
-    pub peer: PeerId,
+    /// The peer it is for; `None`: a cookie reply, which answers an
+    /// initiation not yet authenticated (`to` is its source).
+    pub peer: Option<PeerId>,
     /// The channel to send it on.
     pub channel: Channel,
     /// Destination, when known from the datagram it answers; `None`: the
@@ -199,7 +201,7 @@ impl Hasher for IndexHasher {
 type IndexMap = HashMap<u32, PeerId, BuildHasherDefault<IndexHasher>>;
 
 struct Queued {
-    peer: PeerId,
+    peer: Option<PeerId>,
     channel: Channel,
     to: Option<SocketAddr>,
     len: usize,
@@ -216,6 +218,7 @@ pub struct Peers {
     by_key: HashMap<PublicKey, PeerId>,
     by_index: IndexMap,
     limiter: Limiter,
+    cookies: CookieChecker,
     queue: VecDeque<Queued>,
     timers: BinaryHeap<Reverse<(Nanos, u32)>>,
     last_stamp_sent: u64,
@@ -233,6 +236,7 @@ impl Peers {
     pub fn new(local: PrivateKey, cfg: Config) -> Peers {
         Peers {
             local_public: local.public_key(),
+            cookies: CookieChecker::new(&local.public_key()),
             local,
             params: handshake::params(),
             peers: Vec::new(),
@@ -323,6 +327,11 @@ impl Peers {
     /// Handshake counters.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+
+    /// The handshake rate limiter (its state shows what reached it).
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
     }
 
     /// Bytes of a transport datagram for `payload_len` bytes of payload.
@@ -422,8 +431,9 @@ impl Peers {
 
     /// Authenticates and decrypts a received datagram in place, or consumes a
     /// handshake message. `channel` is the channel it arrived on, `from` its
-    /// source (handshake rate limits are per source address). On `Err` the
-    /// datagram is counted under its reason and must not be answered.
+    /// source (handshake rate limits and cookies are per source address). On
+    /// `Err` the datagram is counted under its reason and must not be answered
+    /// (`CookieReplied`: this table queued the cookie reply itself).
     pub fn open(
         &mut self,
         now: Nanos,
@@ -437,6 +447,7 @@ impl Peers {
             Some(&(TYPE_INITIATION | TYPE_RESPONSE)) => {
                 self.on_handshake(now, channel, from, dgram)
             }
+            Some(&TYPE_COOKIE_REPLY) => self.on_cookie_reply(now, channel, dgram),
             Some(_) => Err(CryptoDrop::UnknownType),
         };
         if let Err(reason) = r {
@@ -542,15 +553,24 @@ impl Peers {
         from: SocketAddr,
         dgram: &[u8],
     ) -> Result<Opened, CryptoDrop> {
+        // Length and mac1 first (cookie.rs): no token, state or DH before.
+        self.cookies.check_mac1(dgram)?;
         let mut answer = [0; MAX_HANDSHAKE_LEN];
         let (id, len, established) = if dgram[field::TYPE] == TYPE_INITIATION {
-            // The cheap checks, per source, before any Diffie-Hellman work.
-            if dgram.len() < crate::format::INITIATION_LEN {
-                return Err(CryptoDrop::Truncated);
+            // Under load mac2 (else a cookie reply), then the rate limits.
+            let admitted = self
+                .cookies
+                .admit(now, from, dgram, &mut self.limiter, &mut answer);
+            if admitted == Err(CryptoDrop::CookieReplied) {
+                self.enqueue(Queued {
+                    peer: None,
+                    channel,
+                    to: Some(from),
+                    len: COOKIE_REPLY_LEN,
+                    bytes: answer,
+                });
             }
-            if !self.limiter.allow(now, from.ip()) {
-                return Err(CryptoDrop::RateLimited);
-            }
+            admitted?;
             let id = self.answer_initiation(now, dgram, &mut answer)?;
             (id, crate::format::RESPONSE_LEN, false)
         } else {
@@ -558,7 +578,7 @@ impl Peers {
             (id, KEEPALIVE_LEN, true)
         };
         self.enqueue(Queued {
-            peer: id,
+            peer: Some(id),
             channel,
             to: Some(from),
             len,
@@ -597,6 +617,21 @@ impl Peers {
         Ok(id)
     }
 
+    /// The peer whose handshake in flight a response or a cookie reply names
+    /// by its receiver index.
+    fn in_flight_for(&self, dgram: &[u8]) -> Result<PeerId, CryptoDrop> {
+        let index = handshake::response_index(dgram).ok_or(CryptoDrop::Truncated)?;
+        let id = *self
+            .by_index
+            .get(&index)
+            .ok_or(CryptoDrop::UnexpectedResponse)?;
+        let p = &self.peers[id.0 as usize];
+        match &p.pending {
+            Some(x) if x.hs.local_index == index => Ok(id),
+            _ => Err(CryptoDrop::UnexpectedResponse),
+        }
+    }
+
     /// A response to our initiation: the session becomes the current one at
     /// once; the keepalive confirming it to the responder is written to
     /// `answer`, sealed for `channel`.
@@ -607,17 +642,9 @@ impl Peers {
         dgram: &[u8],
         answer: &mut [u8; MAX_HANDSHAKE_LEN],
     ) -> Result<PeerId, CryptoDrop> {
-        let index = handshake::response_index(dgram).ok_or(CryptoDrop::Truncated)?;
-        let id = *self
-            .by_index
-            .get(&index)
-            .ok_or(CryptoDrop::UnexpectedResponse)?;
+        let id = self.in_flight_for(dgram)?;
         let p = &mut self.peers[id.0 as usize];
-        let pending = p
-            .pending
-            .as_mut()
-            .filter(|x| x.hs.local_index == index)
-            .ok_or(CryptoDrop::UnexpectedResponse)?;
+        let pending = p.pending.as_mut().expect("named by the response");
         let mut s = pending.hs.complete(dgram, now)?;
         p.pending = None;
         p.want_handshake = false;
@@ -627,6 +654,34 @@ impl Peers {
         self.retire(id, old, now);
         self.stats.completed_as_initiator += 1;
         Ok(id)
+    }
+
+    /// A cookie reply to our initiation in flight (cookie.rs): the cookie is
+    /// kept for the channel it came on. Unless it is the fresh cookie already
+    /// held for that channel (then the normal retry timer goes on), the
+    /// initiation is sent again at once on that channel, with mac2: one
+    /// immediate retry per new cookie.
+    fn on_cookie_reply(
+        &mut self,
+        now: Nanos,
+        channel: Channel,
+        dgram: &[u8],
+    ) -> Result<Opened, CryptoDrop> {
+        let id = self.in_flight_for(dgram)?;
+        let p = &mut self.peers[id.0 as usize];
+        let pending = p.pending.as_ref().expect("named by the reply");
+        let (index, first_sent) = (pending.hs.local_index, pending.first_sent);
+        let cookie = Cookie::open_reply(&p.public_key, dgram, &pending.hs.mac1, now)?;
+        let held = p.set_cookie(channel, cookie);
+        if held.is_none_or(|c| !c.fresh(now) || !c.same_value(&cookie)) {
+            self.by_index.remove(&index);
+            self.send_initiation(now, id, channel, first_sent);
+            self.reschedule(id);
+        }
+        Ok(Opened::Handshake {
+            peer: id,
+            established: false,
+        })
     }
 
     /// The next handshake datagram to send, written to `buf` (at least
@@ -727,7 +782,7 @@ impl Peers {
         let stamp = (self.cfg.wall_clock_at_zero + now).max(self.last_stamp_sent + 1);
         self.last_stamp_sent = stamp;
         let mut q = Queued {
-            peer: id,
+            peer: Some(id),
             channel,
             to: None,
             len: crate::format::INITIATION_LEN,
@@ -744,6 +799,7 @@ impl Peers {
             &mut q.bytes,
         );
         let p = &mut self.peers[id.0 as usize];
+        Cookie::write_mac2(p.cookie(channel), now, &mut q.bytes, field::INIT_MAC2);
         p.pending = Some(Box::new(Pending {
             hs,
             first_sent,

@@ -10,14 +10,22 @@ use std::time::{Duration, Instant};
 pub const EVERY: Duration = Duration::from_secs(10);
 
 /// The drop reasons that are refused handshakes, with what they usually mean.
-const REFUSALS: [(CryptoDrop, &str); 4] = [
+const REFUSALS: [(CryptoDrop, &str); 6] = [
+    (
+        CryptoDrop::BadMac1,
+        "wrong gateway key on the device, or junk",
+    ),
     (
         CryptoDrop::HandshakeInvalid,
-        "wrong gateway key on the device",
+        "forged or corrupted initiation",
     ),
     (CryptoDrop::UnknownPeer, "device key not in --devices"),
     (CryptoDrop::HandshakeReplay, "replayed initiation"),
     (CryptoDrop::RateLimited, "handshake flood"),
+    (
+        CryptoDrop::CookieReplied,
+        "under load: answered with a cookie",
+    ),
 ];
 
 /// Remembers what was last logged.
@@ -70,7 +78,7 @@ mod tests {
             d.add(CryptoDrop::HandshakeInvalid);
         }
         let want = "refused 3 handshake message(s): handshake_invalid 3 \
-                    (wrong gateway key on the device; 3 in all)";
+                    (forged or corrupted initiation; 3 in all)";
         assert_eq!(log.check(t0, &d).as_deref(), Some(want));
         d.add(CryptoDrop::HandshakeInvalid);
         d.add(CryptoDrop::UnknownPeer);
@@ -80,9 +88,14 @@ mod tests {
             "rate-limited"
         );
         let want = "refused 2 handshake message(s): handshake_invalid 1 \
-                    (wrong gateway key on the device; 4 in all), unknown_peer 1 \
+                    (forged or corrupted initiation; 4 in all), unknown_peer 1 \
                     (device key not in --devices; 1 in all)";
         assert_eq!(log.check(t0 + EVERY, &d).as_deref(), Some(want));
-        assert_eq!(log.check(t0 + 3 * EVERY, &d), None, "nothing new");
+        // a device with a wrong gateway key: its mac1 is not the gateway's
+        d.add(CryptoDrop::BadMac1);
+        let want = "refused 1 handshake message(s): bad_mac1 1 \
+                    (wrong gateway key on the device, or junk; 1 in all)";
+        assert_eq!(log.check(t0 + 2 * EVERY, &d).as_deref(), Some(want));
+        assert_eq!(log.check(t0 + 4 * EVERY, &d), None, "nothing new");
     }
 }

@@ -134,7 +134,7 @@ mod tests {
         assert_eq!(ops, want);
     }
 
-    const ENCRYPTED: [Shape; 3] = [
+    const ENCRYPTED: [Shape; 4] = [
         Shape {
             mask: 0xff,
             first: 0x20,
@@ -144,14 +144,20 @@ mod tests {
         Shape {
             mask: 0xff,
             first: 0x21,
-            min_len: 110,
-            max_len: 110,
+            min_len: 146,
+            max_len: 146,
         },
         Shape {
             mask: 0xff,
             first: 0x22,
-            min_len: 57,
-            max_len: 57,
+            min_len: 73,
+            max_len: 73,
+        },
+        Shape {
+            mask: 0xff,
+            first: 0x23,
+            min_len: 61,
+            max_len: 61,
         },
     ];
 
@@ -178,11 +184,14 @@ mod tests {
             (dg(0x20, 29), true),    // a keepalive
             (dg(0x20, 1400), true),  // a data datagram
             (dg(0x20, 28), false),   // cut inside the tag
-            (dg(0x21, 110), true),   // an initiation
-            (dg(0x21, 111), false),  // one byte too many
-            (dg(0x21, 109), false),  // one byte short
-            (dg(0x22, 57), true),    // a response
+            (dg(0x21, 146), true),   // an initiation
+            (dg(0x21, 147), false),  // one byte too many
+            (dg(0x21, 145), false),  // one byte short
+            (dg(0x21, 110), false),  // an initiation of the format before mac1/mac2
+            (dg(0x22, 73), true),    // a response
             (dg(0x22, 1000), false), // a response of the wrong size
+            (dg(0x23, 61), true),    // a cookie reply
+            (dg(0x23, 62), false),   // one byte too many
             (dg(0x10, 100), false),  // a version-1 (plaintext) header
             (dg(0xff, 1400), false), // anything else
             (dg(0x00, 0), false),    // nothing at all
@@ -229,6 +238,6 @@ mod tests {
         attach(&s, &[Shape::ANY]).unwrap();
         assert_eq!(kernel_drops(s.as_raw_fd()), 0);
         // four loads, seven instructions a shape, one final drop
-        assert_eq!(program(&ENCRYPTED).len(), 4 + 3 * 7 + 1);
+        assert_eq!(program(&ENCRYPTED).len(), 4 + 4 * 7 + 1);
     }
 }

@@ -283,7 +283,8 @@ fn no_plaintext_on_either_channel_and_bad_datagrams_are_dropped_and_counted() {
     let mut forged = (*big).clone();
     // a counter far ahead (fresh for the window), same index: fails the tag
     forged[5..13].copy_from_slice(&(1u64 << 40).to_be_bytes());
-    let mut flipped_init = vec![0x21; 110];
+    // an initiation of the right size whose mac1 is not the gateway's
+    let mut flipped_init = vec![0x21; dchannel_crypto::format::INITIATION_LEN];
     flipped_init[1] = 7;
     in_ns(&t.ue, move || {
         let s = UdpSocket::bind(("198.18.1.2", 0)).unwrap();
@@ -306,7 +307,9 @@ fn no_plaintext_on_either_channel_and_bad_datagrams_are_dropped_and_counted() {
     for (k, n) in [
         ("replay", 1),
         ("auth_failed", 1),
-        ("handshake_invalid", 1),
+        // the initiation: refused at mac1, before any Diffie-Hellman
+        ("bad_mac1", 1),
+        ("handshake_invalid", 0),
         // 20 bytes fit no message of the wire format: the kernel prefilter
         // (on by default) dropped it before the agent read it ...
         ("truncated", 0),

@@ -285,8 +285,132 @@ fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() 
     );
 }
 
+/// Junk initiations in a spoofed flood (default 200,000; `DCH_SPOOFED_DATAGRAMS`).
+fn spoofed_count() -> u64 {
+    env_u64("DCH_SPOOFED_DATAGRAMS", 200_000)
+}
+
+/// Sends `n` junk initiations (the initiation's type and size, random bytes:
+/// no valid mac1) from ue's namespace to `dst`, the i-th from its own spoofed
+/// source 10.0.0.0 + i (raw socket, the IPv4 and UDP headers written here;
+/// the kernel fills in the IPv4 length and checksum, UDP's checksum 0 is
+/// "none"); returns how many the kernel took.
+fn spoofed_flood(
+    ns: &str,
+    dst: [u8; 4],
+    port: u16,
+    first: u64,
+    n: u64,
+) -> std::thread::JoinHandle<u64> {
+    in_ns(ns, move || {
+        use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::UDP)).unwrap();
+        s.set_header_included_v4(true).unwrap();
+        let to = SockAddr::from(std::net::SocketAddr::from((dst, 0)));
+        const IP: usize = 20;
+        const UDP: usize = 8;
+        let len = dchannel_crypto::format::INITIATION_LEN;
+        let mut p = vec![0u8; IP + UDP + len];
+        let mut sent = 0;
+        for i in first..first + n {
+            let src = (0x0a00_0000u32 + i as u32).to_be_bytes();
+            // version 4, 20-byte header; length, id, checksum: the kernel's;
+            // don't fragment; TTL 64; UDP
+            p[..12].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+            p[12..16].copy_from_slice(&src);
+            p[16..IP].copy_from_slice(&dst);
+            p[IP..IP + 2].copy_from_slice(&(1024 + (i % 60_000) as u16).to_be_bytes());
+            p[IP + 2..IP + 4].copy_from_slice(&port.to_be_bytes());
+            p[IP + 4..IP + 6].copy_from_slice(&((UDP + len) as u16).to_be_bytes());
+            p[IP + 6..IP + 8].fill(0);
+            let mut x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            for b in p[IP + UDP..].iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            p[IP + UDP] = 0x21;
+            if s.send_to(&p, &to).is_ok() {
+                sent += 1;
+            }
+        }
+        sent
+    })
+}
+
+/// Junk initiations from as many spoofed source addresses as datagrams
+/// (issue 37): the gateway refuses every one it reads at mac1 (no other
+/// reason: no token, no DH, no cookie reply), its session with the device
+/// survives and a transfer through the tunnel meanwhile stays byte-exact.
+fn a_spoofed_junk_initiation_flood_is_refused_at_mac1_and_a_transfer_stays_exact() {
+    let t = Topo::new();
+    // the gateway reads datagrams from sources it has no route back to
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &t.gw,
+        "sh",
+        "-c",
+        "for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done",
+    ]);
+    let mut a = t.start("dchannel", &[]);
+    transfer(&t, 1 << 20, 7200); // session up
+    let n = spoofed_count();
+    let floods = [
+        spoofed_flood(&t.ue, [198, 18, 1, 1], 4000, 0, n / 2),
+        spoofed_flood(&t.ue, [198, 18, 2, 1], 4001, n / 2, n - n / 2),
+    ];
+    let mut under = 0;
+    while !floods.iter().all(|f| f.is_finished()) {
+        transfer(&t, LEN, 7201 + under);
+        under += 1;
+    }
+    let sent: u64 = floods.into_iter().map(|f| f.join().unwrap()).sum();
+    std::thread::sleep(Duration::from_millis(300)); // the gateway drains its sockets
+    transfer(&t, 1 << 20, 7199); // the session still carries data
+    let (ue, gw) = a.stop();
+    let drops = &gw["crypto"]["drops"];
+    let count = |k: &str| drops[k].as_u64().unwrap();
+    let kernel: u64 = ["hbc", "llc"]
+        .iter()
+        .map(|ch| gw["channels"][ch]["kernel_drops"].as_u64().unwrap())
+        .sum();
+    println!(
+        "spoofed flood: {sent} of {n} junk initiations sent from as many addresses, {} refused at \
+         mac1 by the gateway, {kernel} dropped by the kernel at its sockets; {under} transfers \
+         of {LEN} bytes meanwhile",
+        count("bad_mac1"),
+    );
+    assert!(sent >= n * 9 / 10, "only {sent} of {n} sent");
+    assert!(under > 0, "no transfer overlapped the flood");
+    for k in [
+        "cookie_replied",
+        "rate_limited",
+        "handshake_invalid",
+        "unknown_peer",
+    ] {
+        assert_eq!(count(k), 0, "{k}: {drops}");
+    }
+    assert!(
+        count("bad_mac1") + kernel >= sent * 99 / 100,
+        "{sent} sent, {} refused at mac1, {kernel} by the kernel",
+        count("bad_mac1")
+    );
+    assert!(count("bad_mac1") >= sent / 2, "{drops}");
+    // one handshake: the flood never made the device start over
+    assert_eq!(
+        ue["crypto"]["handshakes"]["completed_as_initiator"], 1,
+        "{ue}"
+    );
+}
+
 dchannel_base::test_main! {
     tun: true,
     plain: [],
-    namespaced: [a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact],
+    namespaced: [
+        a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact,
+        a_spoofed_junk_initiation_flood_is_refused_at_mac1_and_a_transfer_stays_exact,
+    ],
 }

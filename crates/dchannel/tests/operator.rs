@@ -169,13 +169,13 @@ fn client_with_a_wrong_gateway_key_never_prints_ready_and_says_why() {
         .find(|l| l.contains("WARN") && l.contains("refused"))
         .unwrap_or_else(|| panic!("no refused handshakes in {text}"));
     assert!(
-        refused.contains("handshake_invalid") && refused.contains("wrong gateway key"),
+        refused.contains("bad_mac1") && refused.contains("wrong gateway key"),
         "{refused}"
     );
     assert_eq!(text.matches("handshake message(s)").count(), 1, "{text}");
     let gw_stats = read_json(&t.path("gw.json"));
     assert!(
-        gw_stats["crypto"]["drops"]["handshake_invalid"].as_u64() >= Some(2),
+        gw_stats["crypto"]["drops"]["bad_mac1"].as_u64() >= Some(2),
         "{gw_stats}"
     );
 }

@@ -55,8 +55,9 @@ pub enum Opened {
 /// A datagram of the authentication layer to send: `buf[..len]` on `channel`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AuthTransmit {
-    /// The peer it is for.
-    pub peer: usize,
+    /// The peer it is for; `None`: an answer to a source not (yet)
+    /// authenticated as a peer (a cookie reply), `to` is then set.
+    pub peer: Option<usize>,
     /// The channel to send it on.
     pub channel: Channel,
     /// Destination when it answers a datagram (its source); `None`: the

@@ -110,8 +110,9 @@ impl<B: AsRef<[u8]>> Deliver<B> {
 /// `buf[..len]` on `channel` to `destination`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeTransmit {
-    /// The peer it goes to.
-    pub peer: usize,
+    /// The peer it goes to; `None`: an authentication layer's answer to a
+    /// source that is no peer yet (a cookie reply).
+    pub peer: Option<usize>,
     /// The channel to send it on.
     pub channel: Channel,
     /// The peer's endpoint on that channel.
@@ -346,7 +347,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             len,
         }) = self.auth.poll_transmit(now, buf)
         {
-            if let Some(destination) = to.or(self.peers[peer].endpoints[channel.index()]) {
+            let known = peer.and_then(|p| self.peers[p].endpoints[channel.index()]);
+            if let Some(destination) = to.or(known) {
                 return Some(ProbeTransmit {
                     peer,
                     channel,
@@ -362,7 +364,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             let out = Outgoing::probe(peer, p.id, p.channel);
             if let Ok(len) = self.auth.seal(now, out, buf) {
                 return Some(ProbeTransmit {
-                    peer,
+                    peer: Some(peer),
                     channel: p.channel,
                     destination,
                     len,

@@ -220,7 +220,7 @@ impl<A: DatagramAuth> SendHalf<A> {
         let len = self.auth.seal(now, out, buf).ok()?;
         self.wakes += 1;
         Some(ProbeTransmit {
-            peer,
+            peer: Some(peer),
             channel: Channel::Hbc,
             destination,
             len,

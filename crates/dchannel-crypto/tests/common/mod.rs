@@ -5,8 +5,28 @@
 #![allow(dead_code)]
 
 use dchannel_crypto::format::MAX_HANDSHAKE_LEN;
-use dchannel_crypto::{Config, CryptoDrop, Opened, PeerId, Peers, PrivateKey};
+use dchannel_crypto::{Config, CryptoDrop, Opened, PeerId, Peers, PrivateKey, Transmit};
 use std::net::SocketAddr;
+
+/// The device's address in the tests.
+pub fn dev_addr() -> SocketAddr {
+    "198.18.0.2:4000".parse().unwrap()
+}
+
+/// The gateway's address in the tests.
+pub fn gw_addr() -> SocketAddr {
+    "198.18.0.1:5000".parse().unwrap()
+}
+
+/// Everything `p` has queued to send, with its bytes.
+pub fn take_all(p: &mut Peers) -> Vec<(Transmit, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut buf = [0u8; MAX_HANDSHAKE_LEN];
+    while let Some(t) = p.poll_transmit(&mut buf) {
+        out.push((t, buf[..t.len].to_vec()));
+    }
+    out
+}
 
 /// The device's table (its one peer, the gateway, is the one it initiates
 /// with), the gateway's table (its one peer, the device) and the gateway's id
