@@ -112,6 +112,27 @@ pub struct ReorderStats {
     pub mean_occupancy_bytes: f64,
 }
 
+impl ReorderStats {
+    /// The counters of two reorder buffers (a gateway's receive workers, each
+    /// with its own flows) as one: counts and occupancies add up (the
+    /// maximum is then a bound: the buffers need not peak together), the
+    /// timeout is the larger.
+    pub fn merge(&self, o: &ReorderStats) -> ReorderStats {
+        ReorderStats {
+            in_order_releases: self.in_order_releases + o.in_order_releases,
+            timeout_releases: self.timeout_releases + o.timeout_releases,
+            fifo_releases: self.fifo_releases + o.fifo_releases,
+            late_after_timeout: self.late_after_timeout + o.late_after_timeout,
+            timeout_ms: self.timeout_ms.max(o.timeout_ms),
+            overflow_releases: self.overflow_releases + o.overflow_releases,
+            passed_through: self.passed_through + o.passed_through,
+            held: self.held + o.held,
+            max_occupancy_bytes: self.max_occupancy_bytes + o.max_occupancy_bytes,
+            mean_occupancy_bytes: self.mean_occupancy_bytes + o.mean_occupancy_bytes,
+        }
+    }
+}
+
 struct Held<P> {
     len: usize,
     pkt: P,

@@ -45,6 +45,8 @@ counter_table! {
         TunWriteError,
         /// TUN read whose virtio_net_hdr or super-packet could not be cut into packets
         BadOffload,
+        /// Authentic, but its peer is served by another receive worker (the kernel's steering failed)
+        OtherWorker,
     }
 }
 
@@ -89,6 +91,7 @@ mod tests {
                 "send_error",
                 "tun_write_error",
                 "bad_offload",
+                "other_worker",
             ]
         );
         assert_eq!(

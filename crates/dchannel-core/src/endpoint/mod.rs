@@ -51,7 +51,7 @@ mod tests;
 pub use auth::{AuthTransmit, DatagramAuth, Opened, Outgoing, Shape, Source, TokenAuth};
 pub use drop_reason::DropReason;
 pub use receive::{Arrival, Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
-pub use send::{HbcOwdOracle, SendHalf, Transmit};
+pub use send::{HbcOwdOracle, SendHalf, SendPeer, SteererGuard, Transmit};
 pub use shared::{PeerLink, Shared};
 pub use timers::{Timer, TimerTable};
 
@@ -199,12 +199,35 @@ pub fn new<B, A>(
     cfg: Config,
     peers: Vec<PeerConfig>,
     auth: A,
-    mut policy: impl FnMut() -> Box<dyn Policy>,
+    policy: impl FnMut() -> Box<dyn Policy>,
 ) -> Result<(SendHalf<A>, ReceiveHalf<B, A>), ConfigError>
 where
     B: AsRef<[u8]> + AsMut<[u8]>,
     A: DatagramAuth + Clone,
 {
+    let mut halves = new_workers(cfg, peers, auth, policy, 1)?;
+    Ok(halves.pop().expect("one worker"))
+}
+
+/// The halves of one endpoint for `workers` worker pairs (a gateway on
+/// several cores), all over the same [`Shared`]: send half `k` may send to
+/// any peer (the per-peer steering state is shared, a mutex per peer);
+/// receive half `k` serves the peers whose index is ≡ `k` (mod `workers`)
+/// and keeps receive state (RTT, liveness, reorder buffer) for those only.
+/// The driver must hand each peer's datagrams to its receive half.
+#[allow(clippy::type_complexity)]
+pub fn new_workers<B, A>(
+    cfg: Config,
+    peers: Vec<PeerConfig>,
+    auth: A,
+    mut policy: impl FnMut() -> Box<dyn Policy>,
+    workers: usize,
+) -> Result<Vec<(SendHalf<A>, ReceiveHalf<B, A>)>, ConfigError>
+where
+    B: AsRef<[u8]> + AsMut<[u8]>,
+    A: DatagramAuth + Clone,
+{
+    let workers = workers.max(1);
     if peers.is_empty() {
         return Err(ConfigError::NoPeers);
     }
@@ -223,15 +246,28 @@ where
             _ => {}
         }
     }
-    let shared = Arc::new(Shared::new(&peers));
+    let shared = Arc::new(Shared::new(&peers, workers));
     let policies = peers.iter().map(|_| policy()).collect();
-    let tx = SendHalf::new(
-        &cfg,
-        Arc::clone(&shared),
-        by_tunnel_addr,
-        policies,
-        auth.clone(),
-    );
-    let rx = ReceiveHalf::new(&cfg, shared, &peers, auth);
-    Ok((tx, rx))
+    let send_peers = SendHalf::<A>::peers(&cfg, &shared, policies);
+    let by_tunnel_addr = Arc::new(by_tunnel_addr);
+    Ok((0..workers)
+        .map(|k| {
+            let tx = SendHalf::new(
+                &cfg,
+                Arc::clone(&shared),
+                Arc::clone(&by_tunnel_addr),
+                Arc::clone(&send_peers),
+                auth.clone(),
+                (k, workers),
+            );
+            let rx = ReceiveHalf::new(
+                &cfg,
+                Arc::clone(&shared),
+                &peers,
+                auth.clone(),
+                (k, workers),
+            );
+            (tx, rx)
+        })
+        .collect())
 }

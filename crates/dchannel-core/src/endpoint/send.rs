@@ -17,7 +17,8 @@ use crate::wire::{self, channel_flags, Header, MsgType, ProbeKind, HEADER_LEN, P
 use crate::{packet, Channel, Nanos};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A datagram to send: `buf[..len]` of the buffer given to
 /// [`SendHalf::handle_tun`], on `channel`, to `destination`.
@@ -35,8 +36,10 @@ pub struct Transmit {
     pub steered: Steered,
 }
 
-/// The send half's state per peer.
-struct SendPeer {
+/// The send half's state per peer (shared by the send workers, each peer
+/// behind its own mutex: two workers wait for each other only when they send
+/// to the same peer at once).
+pub struct SendPeer {
     steerer: Steerer,
     /// The peer's endpoints as last seen in [`Shared`], and their generation.
     endpoints: [Option<SocketAddr>; 2],
@@ -44,12 +47,19 @@ struct SendPeer {
 }
 
 /// Inner packets in, datagrams out (see the module docs).
+///
+/// One of `workers` send halves of an endpoint ([`super::new_workers`]): any
+/// of them may send to any peer (the per-peer state is shared, each peer
+/// behind its own mutex); this one expires the flows of the peers ≡ `worker`
+/// (mod `workers`).
 pub struct SendHalf<A> {
     shared: Arc<Shared>,
-    peers: Vec<SendPeer>,
+    peers: Arc<[Mutex<SendPeer>]>,
     /// Peer per tunnel address (gateway role); empty for a client.
-    by_tunnel_addr: HashMap<IpAddr, usize>,
+    by_tunnel_addr: Arc<HashMap<IpAddr, usize>>,
     auth: A,
+    worker: usize,
+    workers: usize,
     timers: TimerTable,
     flow_expiry_period: Nanos,
     /// The peer whose HBC the last packet's decision asked to wake (`prewarm`).
@@ -70,27 +80,58 @@ pub trait HbcOwdOracle: Send {
     fn hbc_owd(&self) -> Option<Nanos>;
 }
 
+/// The peer `peer`'s state, locked (a poisoned lock: another worker panicked
+/// mid-packet; the steering state is still usable).
+fn lock(peers: &[Mutex<SendPeer>], peer: usize) -> MutexGuard<'_, SendPeer> {
+    peers[peer].lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A peer's [`Steerer`], locked, from [`SendHalf::steerer`].
+pub struct SteererGuard<'a>(MutexGuard<'a, SendPeer>);
+
+impl Deref for SteererGuard<'_> {
+    type Target = Steerer;
+    fn deref(&self) -> &Steerer {
+        &self.0.steerer
+    }
+}
+
+impl DerefMut for SteererGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Steerer {
+        &mut self.0.steerer
+    }
+}
+
 impl<A: DatagramAuth> SendHalf<A> {
-    pub(super) fn new(
+    /// The per-peer state of all send workers (one [`Steerer`] per peer).
+    pub(super) fn peers(
         cfg: &Config,
-        shared: Arc<Shared>,
-        by_tunnel_addr: HashMap<IpAddr, usize>,
+        shared: &Shared,
         policies: Vec<Box<dyn Policy>>,
-        auth: A,
-    ) -> SendHalf<A> {
-        let peers = policies
+    ) -> Arc<[Mutex<SendPeer>]> {
+        policies
             .into_iter()
             .zip(shared.peers())
             .map(|(policy, link)| {
                 let mut steerer = Steerer::new(cfg.steer.clone(), policy);
                 steerer.estimate_all = cfg.estimate_all;
-                SendPeer {
+                Mutex::new(SendPeer {
                     steerer,
                     endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
                     endpoint_gen: 0,
-                }
+                })
             })
-            .collect();
+            .collect()
+    }
+
+    pub(super) fn new(
+        cfg: &Config,
+        shared: Arc<Shared>,
+        by_tunnel_addr: Arc<HashMap<IpAddr, usize>>,
+        peers: Arc<[Mutex<SendPeer>]>,
+        auth: A,
+        (worker, workers): (usize, usize),
+    ) -> SendHalf<A> {
         let mut timers = TimerTable::default();
         timers.set(Timer::FlowExpiry, 0);
         SendHalf {
@@ -99,9 +140,11 @@ impl<A: DatagramAuth> SendHalf<A> {
             by_tunnel_addr: if cfg.role == super::Role::Gateway {
                 by_tunnel_addr
             } else {
-                HashMap::new()
+                Arc::default()
             },
             auth,
+            worker,
+            workers,
             timers,
             flow_expiry_period: cfg.flow_expiry_period,
             pending_wake: None,
@@ -135,7 +178,8 @@ impl<A: DatagramAuth> SendHalf<A> {
                 .ok_or(DropReason::NoClient)?
         };
         let link = &self.shared.peers()[peer];
-        let p = &mut self.peers[peer];
+        let mut guard = lock(&self.peers, peer);
+        let p = &mut *guard;
         if let Some((gen, endpoints)) = link.endpoints_since(p.endpoint_gen) {
             p.endpoint_gen = gen;
             p.endpoints = endpoints;
@@ -157,6 +201,7 @@ impl<A: DatagramAuth> SendHalf<A> {
             self.pending_wake = Some(peer);
         }
         let destination = p.endpoints[channel.index()].expect("fallback picks a reachable channel");
+        drop(guard); // sealing locks the peer's crypto state, not this
         let header = Header {
             msg_type: MsgType::Data,
             flags: channel_flags(channel),
@@ -189,7 +234,7 @@ impl<A: DatagramAuth> SendHalf<A> {
     /// be sealed (no session yet).
     pub fn poll_wake(&mut self, now: Nanos, buf: &mut [u8]) -> Option<ProbeTransmit> {
         let peer = self.pending_wake.take()?;
-        let destination = self.peers[peer].endpoints[Channel::Hbc.index()]?;
+        let destination = lock(&self.peers, peer).endpoints[Channel::Hbc.index()]?;
         let body_at = self.auth.headroom() + HEADER_LEN;
         wire::encode_probe_body(&mut buf[body_at..], ProbeKind::Wake, Channel::Hbc);
         let out = Outgoing::probe(peer, 0, Channel::Hbc);
@@ -230,11 +275,11 @@ impl<A: DatagramAuth> SendHalf<A> {
         self.timers.next()
     }
 
-    /// Evicts idle flows when due.
+    /// Evicts idle flows when due (of the peers this worker expires).
     pub fn handle_timeout(&mut self, now: Nanos) {
         if self.timers.is_due(Timer::FlowExpiry, now) {
-            for p in &mut self.peers {
-                p.steerer.expire(now);
+            for peer in (self.worker..self.peers.len()).step_by(self.workers) {
+                lock(&self.peers, peer).steerer.expire(now);
             }
             self.timers
                 .set(Timer::FlowExpiry, now + self.flow_expiry_period);
@@ -243,25 +288,26 @@ impl<A: DatagramAuth> SendHalf<A> {
 
     /// Flows in the flow tables of all peers.
     pub fn flows(&self) -> usize {
-        self.peers.iter().map(|p| p.steerer.flows()).sum()
+        (0..self.peers.len())
+            .map(|i| lock(&self.peers, i).steerer.flows())
+            .sum()
     }
 
     /// Flows created and evicted, over the flow tables of all peers.
     pub fn flow_table_stats(&self) -> FlowTableStats {
-        self.peers
-            .iter()
-            .map(|p| p.steerer.flow_table().stats)
+        (0..self.peers.len())
+            .map(|i| lock(&self.peers, i).steerer.flow_table().stats)
             .fold(FlowTableStats::default(), |a, b| a + b)
     }
 
     /// Decisions of peer `peer` per (outcome, channel actually used).
-    pub fn decisions(&self, peer: usize) -> &[[u64; 2]; Outcome::COUNT] {
-        self.peers[peer].steerer.counts()
+    pub fn decisions(&self, peer: usize) -> [[u64; 2]; Outcome::COUNT] {
+        *lock(&self.peers, peer).steerer.counts()
     }
 
-    /// The steerer of peer `peer` (for inspection).
-    pub fn steerer(&mut self, peer: usize) -> &mut Steerer {
-        &mut self.peers[peer].steerer
+    /// The steerer of peer `peer`, locked (for inspection).
+    pub fn steerer(&mut self, peer: usize) -> SteererGuard<'_> {
+        SteererGuard(lock(&self.peers, peer))
     }
 
     /// The state shared with the receive half.
