@@ -292,6 +292,12 @@ pub struct GatewayArgs {
     /// 198.19.0.2=00112233aabbccdd. Repeat for several clients.
     #[arg(long = "client", value_parser = parse_client)]
     pub clients: Vec<(IpAddr, String)>,
+    /// Worker threads (gateway only; a device always runs one): N pairs of
+    /// a TUN-queue reader and a socket reader, the devices spread over them
+    /// by index (each device's datagrams reach one worker, steered by the
+    /// kernel). Default: the number of cores. With --insecure: 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
 }
 
 fn parse_client(s: &str) -> Result<(IpAddr, String), String> {

@@ -8,7 +8,7 @@
 //! with `--insecure`; mixing the two sets of flags is refused.
 
 use crate::cli::{ClientArgs, Common, GatewayArgs, OnOff, RttArgs};
-use crate::{net, route_keeper};
+use crate::{net, reuseport, route_keeper};
 use anyhow::{bail, Context, Result};
 use dchannel_core::endpoint::{Config, PeerConfig, Role};
 use dchannel_core::policy::parse_spec;
@@ -97,7 +97,9 @@ pub struct Agent {
     /// The gateway (client role) or the served clients (gateway role).
     pub peers: Vec<PeerConfig>,
     /// One UDP socket per channel (index = Channel).
-    pub socks: [UdpSocket; 2],
+    /// Per worker, one UDP socket per channel (index = Channel); a client
+    /// has one worker.
+    pub socks: Vec<[UdpSocket; 2]>,
     /// Outer IP header bytes (20 for IPv4, 40 for IPv6).
     pub outer_ip: usize,
     /// Encrypted, or plaintext tokens.
@@ -141,8 +143,8 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         }
     };
-    let hbc = net::channel_socket(any(&a.hbc_gateway), Some(&a.hbc_dev), "HBC socket")?;
-    let llc = net::channel_socket(any(&a.llc_gateway), Some(&a.llc_dev), "LLC socket")?;
+    let hbc = net::channel_socket(any(&a.hbc_gateway), Some(&a.hbc_dev), "HBC socket", false)?;
+    let llc = net::channel_socket(any(&a.llc_gateway), Some(&a.llc_dev), "LLC socket", false)?;
     route_keeper::start(&[("HBC", &a.hbc_dev), ("LLC", &a.llc_dev)]);
     Ok(Agent {
         role: Role::Client,
@@ -152,7 +154,7 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
             tunnel_addr: None,
             endpoints: [Some(a.hbc_gateway), Some(a.llc_gateway)],
         }],
-        socks: [hbc, llc],
+        socks: vec![[hbc, llc]],
         outer_ip: ip_header(&a.hbc_gateway).max(ip_header(&a.llc_gateway)),
         auth,
     })
@@ -161,20 +163,38 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
 /// The gateway: one peer per device of `--devices` (or per `--client` with
 /// `--insecure`), endpoints learned when heard.
 pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
-    let (peers, auth) = gateway_peers(a)?;
-    let hbc = net::channel_socket(a.listen_hbc, a.hbc_dev.as_deref(), "HBC socket")?;
-    let llc = net::channel_socket(a.listen_llc, a.llc_dev.as_deref(), "LLC socket")?;
+    let workers = gateway_workers(a);
+    let (peers, auth) = gateway_peers(a, workers)?;
+    let hbc = reuseport::worker_sockets(a.listen_hbc, a.hbc_dev.as_deref(), "HBC socket", workers)?;
+    let llc = reuseport::worker_sockets(a.listen_llc, a.llc_dev.as_deref(), "LLC socket", workers)?;
     Ok(Agent {
         role: Role::Gateway,
         peers,
-        socks: [hbc, llc],
+        socks: hbc.into_iter().zip(llc).map(|(h, l)| [h, l]).collect(),
         outer_ip: ip_header(&a.listen_hbc).max(ip_header(&a.listen_llc)),
         auth,
     })
 }
 
-/// The gateway's peers and keys (no system access besides reading the files).
-fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
+/// `--threads`, or the cores; 1 with `--insecure` (its datagrams carry no
+/// session index to steer them by: reuseport.rs).
+fn gateway_workers(a: &GatewayArgs) -> usize {
+    let cores = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = a.threads.map_or_else(cores, usize::from);
+    if a.common.insecure && n > 1 {
+        if a.threads.is_some() {
+            tracing::warn!(
+                "--threads {n}: --insecure runs one worker (no session index to steer by)"
+            );
+        }
+        return 1;
+    }
+    n
+}
+
+/// The gateway's peers and keys (no system access besides reading the files),
+/// session indices sharded over `workers`.
+fn gateway_peers(a: &GatewayArgs, workers: usize) -> Result<(Vec<PeerConfig>, Auth)> {
     if a.common.insecure {
         if a.key.is_some() || a.devices.is_some() {
             bail!("--key/--devices: not with --insecure (the plaintext mode uses --client)");
@@ -222,8 +242,12 @@ fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
             endpoints: [None, None],
         });
     }
-    let auth = AeadAuth::gateway(key, &devices, crypto_config(a.common.probe_interval_ms))
-        .with_context(|| format!("{}", path.display()))?;
+    let cfg = dchannel_crypto::Config {
+        index_shards: workers as u32,
+        ..crypto_config(a.common.probe_interval_ms)
+    };
+    let auth =
+        AeadAuth::gateway(key, &devices, cfg).with_context(|| format!("{}", path.display()))?;
     Ok((peers, Auth::Aead(auth)))
 }
 

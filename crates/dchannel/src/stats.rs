@@ -124,9 +124,9 @@ pub struct Stats {
     pub flows: FlowCounters,
     pub tun: TunCounters,
     pub busy_poll: BusyPollCounters,
-    /// The channel sockets (index = Channel; -1: none), whose kernel drop
-    /// counts (prefilter.rs) the stats read when written.
-    pub kernel_drop_fds: [std::os::fd::RawFd; 2],
+    /// The channel sockets of each worker (index = Channel), whose kernel
+    /// drop counts (prefilter.rs) the stats read when written.
+    pub kernel_drop_fds: Vec<[std::os::fd::RawFd; 2]>,
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
     pub endpoint: Arc<Shared>,
     /// The encryption layer (its drop counters per reason and handshake
@@ -364,7 +364,7 @@ impl Stats {
             flows: FlowCounters::default(),
             tun: TunCounters::default(),
             busy_poll: BusyPollCounters::default(),
-            kernel_drop_fds: [-1, -1],
+            kernel_drop_fds: Vec::new(),
             endpoint,
             crypto: None,
             epoch: std::time::Instant::now(),
@@ -404,10 +404,10 @@ impl Stats {
     /// Datagrams the kernel dropped at `ch`'s socket before the agent read
     /// them (refused by the prefilter, or a full receive buffer).
     pub fn kernel_drops(&self, ch: Channel) -> u64 {
-        match self.kernel_drop_fds[ch.index()] {
-            fd if fd >= 0 => crate::prefilter::kernel_drops(fd),
-            _ => 0,
-        }
+        self.kernel_drop_fds
+            .iter()
+            .map(|fds| crate::prefilter::kernel_drops(fds[ch.index()]))
+            .sum()
     }
 
     pub fn to_json(&self) -> Value {
