@@ -17,6 +17,10 @@
 //! With `--busy-poll-us`, one thread runs both sides and polls for a while
 //! after each packet (poll_loop.rs).
 //!
+//! A gateway runs N workers (`--threads`), each the above over its own TUN
+//! queue and socket pair (one [`Io`] each; reuseport.rs says how each
+//! device's datagrams reach one worker).
+//!
 //! The threads share only the endpoint's `Shared` (inside the halves), the
 //! stats atomics and the logs. Buffers come from a per-thread pool: nothing is
 //! allocated per packet once the pool is warm.

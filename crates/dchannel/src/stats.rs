@@ -761,7 +761,7 @@ mod tests {
         assert_eq!(json["reorder"]["timeout_ms"].as_f64(), Some(0.0));
         assert!(json["reorder"]["held"].is_u64());
         assert_eq!(json["malformed"]["bad_token"], 1);
-        assert_eq!(json["malformed"].as_object().unwrap().len(), 17);
+        assert_eq!(json["malformed"].as_object().unwrap().len(), 18);
         assert!(text.contains("# TYPE dchannel_reorder_timeout_ms gauge"));
         assert!(!text.contains("dchannel_reorder_held"));
         assert_eq!(json["channels"]["llc"]["tx_bytes"], 116);

@@ -12,6 +12,8 @@ pub use dchannel_base::testing::{self, in_ns, pattern, sh, spawn_ready, terminat
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
+pub mod fleet;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_dchannel");
 pub const TOKEN: &str = "00112233aabbccdd";
 pub const SRV: &str = "198.18.3.2";
