@@ -931,6 +931,52 @@ mod tests {
         assert!(matches!(r, Ok(Opened::Keepalive { .. })), "{r:?}");
     }
 
+    /// With `index_shards` = 3, every session index the gateway picks for
+    /// its peer i is ≡ i (mod 3) (what its workers' kernel steering relies
+    /// on), and stays random otherwise (20 handshakes per peer: all distinct).
+    #[test]
+    fn session_indices_of_peer_i_are_congruent_to_i() {
+        let gw_key = PrivateKey::generate();
+        let cfg = Config {
+            index_shards: 3,
+            rate_limit: crate::ratelimit::RateLimit {
+                per_source_burst: 1000,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let keys: Vec<PrivateKey> = (0..5).map(|_| PrivateKey::generate()).collect();
+        let mut gw = Peers::new(gw_key.clone(), cfg);
+        for (i, k) in keys.iter().enumerate() {
+            gw.add_peer(k.public_key(), format!("d{i}"), false).unwrap();
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, k) in keys.iter().enumerate() {
+            let mut dev = Peers::new(k.clone(), Config::default());
+            dev.add_peer(gw_key.public_key(), "gw", true).unwrap();
+            for round in 0..20u64 {
+                let mut buf = [0u8; MAX_HANDSHAKE_LEN];
+                dev.connect(round * SECOND, PeerId(0));
+                dev.handle_timeout(round * SECOND);
+                let t = dev.poll_transmit(&mut buf).unwrap();
+                let r = gw.open(round, t.channel, addr(1), &mut buf[..t.len]);
+                assert!(r.is_ok(), "{r:?}");
+                gw.poll_transmit(&mut buf).unwrap();
+                // the device's own round is abandoned: start the next one afresh
+                dev.peer(PeerId(0)).unwrap().pending = None;
+                let index = gw
+                    .peer(PeerId(i as u32))
+                    .unwrap()
+                    .next
+                    .as_ref()
+                    .unwrap()
+                    .local_index;
+                assert_eq!(index % 3, i as u32 % 3, "peer {i}, index {index:#x}");
+                assert!(seen.insert(index), "index {index:#x} twice");
+            }
+        }
+    }
+
     /// Issue 37: a valid initiation from device A, stopped in the middle of
     /// its Diffie-Hellman work on one thread, does not hold up sealing for
     /// device B on another: B's 1,000 downlink datagrams are sealed (and open
