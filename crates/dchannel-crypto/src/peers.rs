@@ -227,9 +227,10 @@ const NO_TIMER: u64 = u64::MAX;
 ///
 /// - each peer's state (sessions, handshake in flight, stamps) has its own
 ///   mutex: [`Peers::seal`] and the transport branch of [`Peers::open`] take
-///   only the mutex of the peer they are about (plus a read lock of the
-///   session-index map when opening), so threads serving different peers
-///   never wait for each other;
+///   only the mutex of the peer they are about (plus, when opening, a read
+///   lock of the session-index map's shard, which with
+///   [`Config::index_shards`] = a gateway's workers only that peer's worker
+///   reads), so threads serving different peers never wait for each other;
 /// - the Diffie-Hellman work of an initiation (four X25519 operations, the
 ///   responder's whole handshake) runs under no lock at all: the message is
 ///   read, the static key looked up, the stamp claimed under the peer's mutex,
@@ -247,7 +248,9 @@ pub struct Peers {
     params: snow::params::NoiseParams,
     peers: Vec<Mutex<Peer>>,
     by_key: HashMap<PublicKey, PeerId>,
-    by_index: RwLock<IndexMap>,
+    /// Session index → peer, in [`Config::index_shards`] shards (index mod
+    /// shards): with a gateway's workers, each reads only its own shard's lock.
+    by_index: Box<[RwLock<IndexMap>]>,
     limiter: Mutex<Limiter>,
     queue: Mutex<VecDeque<Queued>>,
     /// `queue.len()`, readable without the lock (the per-datagram poll).
@@ -284,7 +287,9 @@ impl Peers {
             params: handshake::params(),
             peers: Vec::new(),
             by_key: HashMap::new(),
-            by_index: RwLock::new(IndexMap::default()),
+            by_index: (0..cfg.index_shards.max(1))
+                .map(|_| RwLock::new(IndexMap::default()))
+                .collect(),
             limiter: Mutex::new(Limiter::new(cfg.rate_limit, 0)),
             queue: Mutex::new(VecDeque::new()),
             queued: AtomicUsize::new(0),
@@ -506,9 +511,14 @@ impl Peers {
         r
     }
 
-    /// The peer a session index belongs to (a read lock of the index map).
+    /// The shard of the index map that holds `index`.
+    fn index_shard(&self, index: u32) -> &RwLock<IndexMap> {
+        &self.by_index[index as usize % self.by_index.len()]
+    }
+
+    /// The peer a session index belongs to (a read lock of its shard of the index map).
     fn peer_of_index(&self, index: u32) -> Option<PeerId> {
-        self.by_index
+        self.index_shard(index)
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(&index)
@@ -583,14 +593,13 @@ impl Peers {
         }
     }
 
-    /// Forgets session indices (one write lock of the index map, if any is given).
+    /// Forgets session indices (a write lock of each one's shard of the index map).
     fn unregister(&self, indices: &[Option<u32>]) {
-        if indices.iter().all(Option::is_none) {
-            return;
-        }
-        let mut map = self.by_index.write().unwrap_or_else(|e| e.into_inner());
         for i in indices.iter().flatten() {
-            map.remove(i);
+            self.index_shard(*i)
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(i);
         }
     }
 
@@ -600,7 +609,9 @@ impl Peers {
     /// index alone (the kernel's `SO_REUSEPORT` steering does).
     fn new_index(&self, id: PeerId) -> u32 {
         let n = u64::from(self.cfg.index_shards.max(1));
-        let mut map = self.by_index.write().unwrap_or_else(|e| e.into_inner());
+        // every index ≡ id (mod n) lives in shard id mod n
+        let shard = &self.by_index[id.0 as usize % self.by_index.len()];
+        let mut map = shard.write().unwrap_or_else(|e| e.into_inner());
         loop {
             let r = u64::from(getrandom::u32().expect("operating system random generator"));
             let Ok(i) = u32::try_from(r / n * n + u64::from(id.0) % n) else {

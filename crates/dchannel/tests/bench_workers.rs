@@ -85,27 +85,34 @@ fn bench_workers() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
     let f = Fleet::new(8);
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!("load average before: {}", load().trim());
     println!(
-        "threads devices direction  aggregate_gbit  per_device_gbit(min..max)  gw_cores  gw_cores_per_gbit"
+        "threads devices direction  aggregate_gbit  per_device_gbit(min..max)  gw_cores  gw_cores_per_gbit  device_agents_cores"
     );
     for threads in ["1", "2"] {
         let mut a = f.start("all-hbc", &["--threads", threads]);
         let pid = a.gateway_pid();
+        let devs: Vec<u32> = a.devices.iter().map(|c| c.id()).collect();
+        let dev_cpu = || devs.iter().map(|&p| cpu_s(p)).sum::<f64>();
         for n in [1, 2, 4, 8] {
             for (dir, reverse) in [("down", true), ("up", false)] {
-                let (c0, t0) = (cpu_s(pid), Instant::now());
+                let (c0, d0, t0) = (cpu_s(pid), dev_cpu(), Instant::now());
                 let rates = iperf_all(&f, n, reverse, secs);
-                let cores = (cpu_s(pid) - c0) / t0.elapsed().as_secs_f64();
+                let wall = t0.elapsed().as_secs_f64();
+                let cores = (cpu_s(pid) - c0) / wall;
+                let dev_cores = (dev_cpu() - d0) / wall;
                 let total: f64 = rates.iter().sum::<f64>() / 1e9;
                 let (lo, hi) = rates.iter().fold((f64::MAX, 0.0f64), |(lo, hi), r| {
                     (lo.min(r / 1e9), hi.max(r / 1e9))
                 });
                 println!(
-                    "{threads:7} {n:7} {dir:9}  {total:14.2}  {lo:10.2}..{hi:<10.2}      {cores:8.2}  {:17.2}",
+                    "{threads:7} {n:7} {dir:9}  {total:14.2}  {lo:10.2}..{hi:<10.2}      {cores:8.2}  {:17.3}  {dev_cores:19.2}",
                     cores / total
                 );
             }
         }
         a.stop();
     }
+    println!("load average after: {}", load().trim());
 }
