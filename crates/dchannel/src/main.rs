@@ -293,6 +293,7 @@ fn serve<A: DatagramAuth + 'static>(
         policy_spec.clone(),
         reorder_enabled,
         Arc::clone(&shared),
+        workers,
     );
     let session_auth = crypto.clone();
     stats.crypto = crypto;
@@ -320,6 +321,7 @@ fn serve<A: DatagramAuth + 'static>(
             max_datagram: common.outer_mtu.max(1500) + 64,
             vnet_hdr,
             final_publish: final_publish::FinalPublish::new().context("eventfd")?,
+            worker: k,
         });
         ios.push(Arc::clone(&io));
         // Thread names: as before with one worker, numbered with several.
