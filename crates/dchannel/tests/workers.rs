@@ -66,8 +66,31 @@ fn two_devices_transfer_byte_exact_through_two_workers() {
     );
 }
 
+/// `--threads` outside 1..=256 is refused naming the flag, and a device
+/// (client) has no such flag.
+fn threads_out_of_range_or_at_a_device_is_refused() {
+    for v in ["0", "257"] {
+        let o = std::process::Command::new(BIN)
+            .args(GATEWAY_ARGV_UNSTARTED)
+            .args(["--threads", v])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "--threads {v}: {err}");
+        assert!(err.contains("--threads"), "--threads {v}: {err}");
+    }
+    let o = std::process::Command::new(BIN)
+        .args(CLIENT_ARGV_UNSTARTED)
+        .args(["--threads", "2"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--threads"), "{err}");
+}
+
 dchannel_base::test_main! {
     tun: true,
-    plain: [],
+    plain: [threads_out_of_range_or_at_a_device_is_refused],
     namespaced: [two_devices_transfer_byte_exact_through_two_workers],
 }

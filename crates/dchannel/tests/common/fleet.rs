@@ -8,7 +8,7 @@
 
 use super::{dchannel, sh, spawn_ready, terminate, unique_tag, BIN, SRV};
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Child;
 
 pub struct Fleet {
     pub tag: String,
@@ -239,10 +239,10 @@ impl Fleet {
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        for ns in [&self.gw, &self.srv].into_iter().chain(&self.devices) {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        super::remove_namespaces(
+            [&self.gw, &self.srv].into_iter().chain(&self.devices),
+            &self.dir,
+        );
     }
 }
 
@@ -274,9 +274,6 @@ impl FleetAgents {
 
 impl Drop for FleetAgents {
     fn drop(&mut self) {
-        for c in self.devices.iter_mut().chain(self.gateway.as_mut()) {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        super::kill_all(self.devices.iter_mut().chain(self.gateway.as_mut()));
     }
 }

@@ -325,10 +325,24 @@ impl Topo {
 
 impl Drop for Topo {
     fn drop(&mut self) {
-        for ns in [&self.ue, &self.gw, &self.srv] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        remove_namespaces([&self.ue, &self.gw, &self.srv], &self.dir);
+    }
+}
+
+/// Deletes namespaces `names` and directory `dir` (a topology's teardown;
+/// what is already gone is no error).
+pub fn remove_namespaces<'a>(names: impl IntoIterator<Item = &'a String>, dir: &Path) {
+    for ns in names {
+        let _ = Command::new("ip").args(["netns", "del", ns]).output();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Kills and reaps `children` (agents left running by a failed test).
+pub fn kill_all<'a>(children: impl IntoIterator<Item = &'a mut Child>) {
+    for c in children {
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 
@@ -358,13 +372,11 @@ impl Agents {
 
 impl Drop for Agents {
     fn drop(&mut self) {
-        for c in [self.client.as_mut(), self.gateway.as_mut()]
-            .into_iter()
-            .flatten()
-        {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill_all(
+            [self.client.as_mut(), self.gateway.as_mut()]
+                .into_iter()
+                .flatten(),
+        );
     }
 }
 
