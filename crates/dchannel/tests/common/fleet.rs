@@ -99,25 +99,7 @@ impl Fleet {
         ]);
         sh(&["ip", "-n", gw, "link", "set", &a, "up"]);
         sh(&["ip", "-n", &f.srv, "link", "set", &b, "up"]);
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            gw,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &f.srv,
-            "route",
-            "add",
-            "198.19.0.0/16",
-            "via",
-            "198.18.3.1",
-        ]);
+        super::route_tunnels_through_gw(gw, &f.srv);
         f
     }
 

@@ -145,25 +145,7 @@ impl Topo {
             sh(&["ip", "-n", ans, "link", "set", a, "up"]);
             sh(&["ip", "-n", bns, "link", "set", b, "up"]);
         }
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &t.gw,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.srv,
-            "route",
-            "add",
-            "198.19.0.0/16",
-            "via",
-            "198.18.3.1",
-        ]);
+        route_tunnels_through_gw(&t.gw, &t.srv);
         t
     }
 
@@ -327,6 +309,30 @@ impl Drop for Topo {
     fn drop(&mut self) {
         remove_namespaces([&self.ue, &self.gw, &self.srv], &self.dir);
     }
+}
+
+/// `gw` forwards, and `srv` (at 198.18.3.2, gw at 198.18.3.1) reaches the
+/// tunnel addresses (198.19.0.0/16) through it.
+pub fn route_tunnels_through_gw(gw: &str, srv: &str) {
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        gw,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=1",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        srv,
+        "route",
+        "add",
+        "198.19.0.0/16",
+        "via",
+        "198.18.3.1",
+    ]);
 }
 
 /// Deletes namespaces `names` and directory `dir` (a topology's teardown;
