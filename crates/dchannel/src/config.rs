@@ -176,11 +176,16 @@ pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
     })
 }
 
-/// `--threads`, or the cores; 1 with `--insecure` (its datagrams carry no
-/// session index to steer them by: reuseport.rs).
+/// `--threads`, or else the cores (1 with `--busy-poll-us`: a spinning
+/// thread per worker would take every core, poll_loop.rs); 1 with
+/// `--insecure` (its datagrams carry no session index to steer them by:
+/// reuseport.rs).
 fn gateway_workers(a: &GatewayArgs) -> usize {
-    let cores = || std::thread::available_parallelism().map_or(1, |n| n.get());
-    let n = a.threads.map_or_else(cores, usize::from);
+    let default = || match a.common.busy_poll_us {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        _ => 1,
+    };
+    let n = a.threads.map_or_else(default, usize::from);
     if a.common.insecure && n > 1 {
         if a.threads.is_some() {
             tracing::warn!(
