@@ -413,7 +413,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
     /// timer of the authentication layer (handshake retry, rekey).
     pub fn poll_timeout(&self) -> Option<Nanos> {
         // A responder (the gateway) has no probe rounds: nothing to walk.
-        let initiator = self.peers.first().is_some_and(|p| p.rtt.config().initiator);
+        let initiator = self.role == Role::Client;
         let probes = self
             .peers
             .iter()
@@ -446,7 +446,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
         // Probe rounds (an initiator: the client's one peer). A responder's
         // estimators only need their liveness clock started, on the first
         // call: later wake-ups walk no peers (a gateway has thousands).
-        let initiator = self.peers.first().is_some_and(|p| p.rtt.config().initiator);
+        let initiator = self.role == Role::Client;
         if initiator || !self.started {
             self.started = true;
             let (worker, workers) = (self.worker, self.workers);
