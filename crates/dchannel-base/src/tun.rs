@@ -26,13 +26,38 @@ const TUN_F_CSUM_TSO: libc::c_ulong = 0x01 | 0x02 | 0x04 | 0x08;
 /// write starts with a `virtio_net_hdr` (`dchannel_core::gso` makes packets of
 /// them). Fails where the kernel refuses the offloads.
 pub fn open_offload(name: &str, nonblocking: bool) -> Result<OwnedFd> {
-    let fd = open_with(name, nonblocking, IFF_VNET_HDR)?;
+    set_offload(open_with(name, nonblocking, IFF_VNET_HDR)?, name)
+}
+
+/// Turns the offloads on for `fd` (a queue of TUN `name` opened with `IFF_VNET_HDR`).
+fn set_offload(fd: OwnedFd, name: &str) -> Result<OwnedFd> {
     // SAFETY: TUNSETOFFLOAD takes its flags by value.
     if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, TUN_F_CSUM_TSO) } < 0 {
         return Err(std::io::Error::last_os_error())
             .with_context(|| format!("TUNSETOFFLOAD (checksum, TSO) on {name}"));
     }
     Ok(fd)
+}
+
+/// `IFF_MULTI_QUEUE`: one descriptor per queue; the kernel spreads the packets
+/// it hands over among the queues by flow (a flow stays on one queue).
+const IFF_MULTI_QUEUE: libc::c_int = 0x0100;
+
+/// `queues` descriptors of one TUN device `name` (created by the first):
+/// with 1, [`open`] or [`open_offload`]; with more, a multi-queue device, each
+/// descriptor a queue of its own, for one reader thread each.
+pub fn open_queues(name: &str, offload: bool, queues: usize) -> Result<Vec<OwnedFd>> {
+    let multi = if queues > 1 { IFF_MULTI_QUEUE } else { 0 };
+    (0..queues.max(1))
+        .map(|_| {
+            if offload {
+                set_offload(open_with(name, false, IFF_VNET_HDR | multi)?, name)
+            } else {
+                open_with(name, false, multi)
+            }
+        })
+        .collect::<Result<Vec<_>>>()
+        .with_context(|| format!("{name}: {queues} queue(s)"))
 }
 
 fn open_with(name: &str, nonblocking: bool, extra_flags: libc::c_int) -> Result<OwnedFd> {

@@ -152,7 +152,7 @@ fn junk_cost(c: &mut Criterion) {
     junk[0] = 0x21;
     let from: SocketAddr = "10.0.0.1:1024".parse().unwrap();
     let mut out = [0u8; MAX_HANDSHAKE_LEN];
-    let mut gw = Peers::new(gk.clone(), Config::default());
+    let gw = Peers::new(gk.clone(), Config::default());
     c.bench_function("handshake/junk initiation, bad mac1", |b| {
         b.iter(|| {
             gw.open(0, Channel::Llc, from, &mut black_box(junk))
@@ -173,7 +173,7 @@ fn junk_cost(c: &mut Criterion) {
         },
         ..Config::default()
     };
-    let mut gw = Peers::new(gk.clone(), finite);
+    let gw = Peers::new(gk.clone(), finite);
     for _ in 0..6 {
         let _ = gw.open(0, Channel::Llc, from, &mut junk.clone());
     }
@@ -192,7 +192,7 @@ fn junk_cost(c: &mut Criterion) {
         },
         ..Config::default()
     };
-    let mut gw = Peers::new(gk, generous);
+    let gw = Peers::new(gk, generous);
     c.bench_function("handshake/keyed junk, no load, DH then refused", |b| {
         b.iter(|| {
             gw.open(0, Channel::Llc, from, &mut black_box(junk))

@@ -40,6 +40,7 @@ use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::sync::Mutex;
 
 /// How long a cookie secret lives at the responder, and how long an initiator
 /// uses a cookie it received (WireGuard's `Cookie-Refresh-Time`, 120 s).
@@ -69,8 +70,11 @@ pub struct CookieChecker {
     mac1_key: [u8; 32],
     /// Encrypts our cookie replies.
     reply: XChaCha20Poly1305,
-    /// The current secret and when it was drawn (drawn at first use).
-    secret: Option<([u8; 32], Nanos)>,
+    /// The current secret and when it was drawn (drawn at first use), under
+    /// its own mutex: a gateway's workers check handshakes at once, and the
+    /// lock is held for the secret's copy (or redraw) only, never during
+    /// Diffie-Hellman work.
+    secret: Mutex<Option<([u8; 32], Nanos)>>,
 }
 
 impl CookieChecker {
@@ -79,7 +83,7 @@ impl CookieChecker {
         CookieChecker {
             mac1_key: mac::mac1_key(local),
             reply: XChaCha20Poly1305::new(&mac::cookie_key(local).into()),
-            secret: None,
+            secret: Mutex::new(None),
         }
     }
 
@@ -117,7 +121,7 @@ impl CookieChecker {
     /// `reply[..COOKIE_REPLY_LEN]` and `Err(CookieReplied)` returned (send
     /// it to `from`); then a token from the limiter (`Err(RateLimited)`).
     pub fn admit(
-        &mut self,
+        &self,
         now: Nanos,
         from: SocketAddr,
         initiation: &[u8],
@@ -139,14 +143,18 @@ impl CookieChecker {
 
     /// The cookie of source `from` at `now`: MAC(secret, address || port),
     /// the secret replaced once it is [`COOKIE_LIFETIME`] old.
-    pub fn cookie(&mut self, now: Nanos, from: SocketAddr) -> Mac {
-        let secret = match self.secret {
-            Some((s, born)) if now < born + COOKIE_LIFETIME => s,
-            _ => {
-                let mut s = [0u8; 32];
-                getrandom::fill(&mut s).expect("operating system random generator");
-                self.secret = Some((s, now));
-                s
+    pub fn cookie(&self, now: Nanos, from: SocketAddr) -> Mac {
+        let secret = {
+            // poisoned: another worker panicked; the secret is still whole
+            let mut held = self.secret.lock().unwrap_or_else(|e| e.into_inner());
+            match *held {
+                Some((s, born)) if now < born + COOKIE_LIFETIME => s,
+                _ => {
+                    let mut s = [0u8; 32];
+                    getrandom::fill(&mut s).expect("operating system random generator");
+                    *held = Some((s, now));
+                    s
+                }
             }
         };
         let mut buf = [0u8; 18];
@@ -154,14 +162,14 @@ impl CookieChecker {
     }
 
     /// Whether the initiation `msg` carries a valid mac2 for source `from`.
-    pub fn mac2_ok(&mut self, now: Nanos, from: SocketAddr, msg: &[u8], at: Range<usize>) -> bool {
+    pub fn mac2_ok(&self, now: Nanos, from: SocketAddr, msg: &[u8], at: Range<usize>) -> bool {
         let cookie = self.cookie(now, from);
         mac::verify(&cookie, msg, at)
     }
 
     /// Writes the cookie reply to the initiation `initiation` (mac1 already
     /// verified) from `from` into `out[..COOKIE_REPLY_LEN]`.
-    pub fn write_reply(&mut self, now: Nanos, from: SocketAddr, initiation: &[u8], out: &mut [u8]) {
+    pub fn write_reply(&self, now: Nanos, from: SocketAddr, initiation: &[u8], out: &mut [u8]) {
         let cookie = self.cookie(now, from);
         self.seal_reply(cookie, initiation, out);
     }
@@ -262,7 +270,7 @@ mod tests {
     #[test]
     fn the_reply_carries_the_sources_cookie_to_the_initiator_only() {
         let gw = PrivateKey::from_bytes([3; 32]).public_key();
-        let mut checker = CookieChecker::new(&gw);
+        let checker = CookieChecker::new(&gw);
         let (mut init, mac1) = initiation(&gw, 0xdead_beef);
         assert!(checker.mac1_ok(&init, INIT_MAC1));
         let from: SocketAddr = "198.18.0.2:4000".parse().unwrap();
@@ -299,7 +307,7 @@ mod tests {
 
     #[test]
     fn the_secret_is_replaced_after_120_s() {
-        let mut checker = CookieChecker::new(&PublicKey([1; 32]));
+        let checker = CookieChecker::new(&PublicKey([1; 32]));
         let from: SocketAddr = "[2001:db8::1]:9".parse().unwrap();
         let c0 = checker.cookie(10, from);
         assert_eq!(checker.cookie(10 + COOKIE_LIFETIME - 1, from), c0);

@@ -71,6 +71,29 @@ impl DropCounts {
     }
 }
 
+/// [`DropCounts`] that threads add to concurrently (relaxed atomics: each
+/// counter is independent and read only for reporting).
+#[derive(Debug, Default)]
+pub(crate) struct SharedDropCounts {
+    counts: [std::sync::atomic::AtomicU64; CryptoDrop::COUNT],
+}
+
+impl SharedDropCounts {
+    /// Counts one drop.
+    pub(crate) fn add(&self, reason: CryptoDrop) {
+        self.counts[reason as usize].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The counts as of now.
+    pub(crate) fn snapshot(&self) -> DropCounts {
+        DropCounts {
+            counts: std::array::from_fn(|i| {
+                self.counts[i].load(std::sync::atomic::Ordering::Relaxed)
+            }),
+        }
+    }
+}
+
 /// Why [`crate::Peers::seal`] produced no datagram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SealError {

@@ -13,10 +13,11 @@
 //! here and reported as `Opened::Control`.
 //!
 //! Endpoint peer `i` is [`PeerId`]`(i)`: the constructors build the table in
-//! the order of the endpoint's peer list. The two halves (two threads) share
-//! one [`Peers`] table behind a mutex: sealing needs the send counters,
-//! opening the replay windows, and both are short, allocation-free critical
-//! sections.
+//! the order of the endpoint's peer list. The halves (two threads, or more
+//! at a gateway with several workers) share one [`Peers`] table, which locks
+//! per peer: sealing needs that peer's send counters, opening its replay
+//! windows, both short, allocation-free critical sections; a handshake's
+//! Diffie-Hellman work holds no lock (see [`Peers`]).
 
 use crate::devices::Device;
 use crate::format::{COOKIE_REPLY_LEN, INITIATION_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN};
@@ -29,7 +30,7 @@ use dchannel_core::endpoint::{
     self, AuthTransmit, DatagramAuth, DropReason, Outgoing, Shape, Source,
 };
 use dchannel_core::wire::{Header, HEADER_LEN};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// The counter of a refused datagram in the endpoint's terms: one
 /// `unauthentic` counter; the layer counts `d` itself (`crypto.drops`).
@@ -41,7 +42,7 @@ pub fn drop_reason(_d: CryptoDrop) -> DropReason {
 /// session state (one clone per half).
 #[derive(Clone)]
 pub struct AeadAuth {
-    peers: Arc<Mutex<Peers>>,
+    peers: Arc<Peers>,
     /// Peers this side starts handshakes with (the client's gateway).
     initiators: Arc<[PeerId]>,
 }
@@ -57,7 +58,7 @@ impl AeadAuth {
             .expect("an empty table has no duplicate");
         peers.connect(0, id);
         AeadAuth {
-            peers: Arc::new(Mutex::new(peers)),
+            peers: Arc::new(peers),
             initiators: Arc::from([id]),
         }
     }
@@ -71,30 +72,29 @@ impl AeadAuth {
     ) -> Result<AeadAuth, DuplicatePeer> {
         let peers = Peers::from_devices(local, with_header(cfg), devices)?;
         Ok(AeadAuth {
-            peers: Arc::new(Mutex::new(peers)),
+            peers: Arc::new(peers),
             initiators: Arc::from([]),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Peers> {
-        // A poisoned lock means the other half panicked mid-datagram; the
-        // table itself is still consistent (every update is one assignment).
-        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    /// The session table the clones share.
+    pub fn peers(&self) -> &Peers {
+        &self.peers
     }
 
     /// Datagrams refused so far, per reason.
     pub fn drops(&self) -> DropCounts {
-        self.lock().drops().clone()
+        self.peers.drops()
     }
 
     /// Handshake counters.
     pub fn stats(&self) -> Stats {
-        self.lock().stats()
+        self.peers.stats()
     }
 
     /// Whether a session with endpoint peer `peer` exists.
     pub fn has_session(&self, peer: usize) -> bool {
-        self.lock()
+        self.peers
             .peer(PeerId(peer as u32))
             .is_some_and(|p| p.has_session())
     }
@@ -102,7 +102,7 @@ impl AeadAuth {
     /// When the current session with endpoint peer `peer` was established
     /// (the agent's clock), if there is one.
     pub fn session_created(&self, peer: usize) -> Option<Nanos> {
-        self.lock()
+        self.peers
             .peer(PeerId(peer as u32))
             .and_then(|p| p.session_created())
     }
@@ -153,7 +153,7 @@ impl DatagramAuth for AeadAuth {
         }
         .encode(&mut buf[PREFIX_LEN..PREFIX_LEN + HEADER_LEN]);
         let peer = PeerId(out.peer as u32);
-        match self.lock().seal(now, peer, out.channel, buf, out.body_len) {
+        match self.peers.seal(now, peer, out.channel, buf, out.body_len) {
             Ok(n) => Ok(n),
             Err(SealError::NoSession | SealError::UnknownPeer) => Err(DropReason::NoSession),
             Err(SealError::BufferTooSmall { .. }) => Err(DropReason::Truncated),
@@ -167,7 +167,7 @@ impl DatagramAuth for AeadAuth {
         datagram: &mut [u8],
     ) -> Result<endpoint::Opened, DropReason> {
         let opened = self
-            .lock()
+            .peers
             .open(now, source.channel, source.addr, datagram)
             .map_err(drop_reason)?;
         match opened {
@@ -193,7 +193,7 @@ impl DatagramAuth for AeadAuth {
     }
 
     fn poll_transmit(&mut self, _now: Nanos, buf: &mut [u8]) -> Option<AuthTransmit> {
-        let t = self.lock().poll_transmit(buf)?;
+        let t = self.peers.poll_transmit(buf)?;
         Some(AuthTransmit {
             peer: t.peer.map(|p| p.0 as usize),
             channel: t.channel,
@@ -207,11 +207,11 @@ impl DatagramAuth for AeadAuth {
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        self.lock().poll_timeout()
+        self.peers.poll_timeout()
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
-        let mut p = self.lock();
+        let p = &self.peers;
         p.handle_timeout(now);
         // A device never stops trying to reach its gateway: a handshake round
         // given up (90 s without answer) starts over at once.

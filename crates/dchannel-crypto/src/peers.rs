@@ -8,9 +8,13 @@
 //! Peers are found by static public key (handshakes) or by session index
 //! (transport datagrams: the index is random, chosen by us, so the index map
 //! uses it as its own hash).
+//!
+//! The table is shared by a driver's threads: see [`Peers`] for what is
+//! locked where.
 
 use crate::aead::Cipher;
 use crate::cookie::{Cookie, CookieChecker};
+use crate::drop::SharedDropCounts;
 use crate::format::{
     field, read_u32, COOKIE_REPLY_LEN, KEEPALIVE_LEN, MAX_HANDSHAKE_LEN, PREFIX_LEN, TAG_LEN,
     TYPE_COOKIE_REPLY, TYPE_INITIATION, TYPE_RESPONSE, TYPE_TRANSPORT,
@@ -26,6 +30,8 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, RwLock};
 
 /// Session lifetimes and retry timing (WireGuard's values where it has them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +93,10 @@ pub struct Config {
     pub handshake_channel: Channel,
     /// Most handshake datagrams waiting for [`Peers::poll_transmit`].
     pub max_queued: usize,
+    /// Session indices this side picks for peer `i` are ≡ `i` (mod this), so
+    /// that a driver with this many workers, worker `k` serving the peers
+    /// ≡ `k`, can route a transport datagram by its index (1: any index).
+    pub index_shards: u32,
 }
 
 impl Default for Config {
@@ -99,6 +109,7 @@ impl Default for Config {
             wall_clock_at_zero: 0,
             handshake_channel: Channel::Llc,
             max_queued: 1024,
+            index_shards: 1,
         }
     }
 }
@@ -208,28 +219,72 @@ struct Queued {
     bytes: [u8; MAX_HANDSHAKE_LEN],
 }
 
-/// All peers of one side and their crypto state.
+/// "No timer" in [`Peers`]'s mirror of the timer heap's earliest entry.
+const NO_TIMER: u64 = u64::MAX;
+
+/// All peers of one side and their crypto state, shared by the threads of a
+/// driver (every entry point takes `&self`).
+///
+/// Locking (why a valid handshake never stalls another peer's datagrams):
+///
+/// - each peer's state (sessions, handshake in flight, stamps) has its own
+///   mutex: [`Peers::seal`] and the transport branch of [`Peers::open`] take
+///   only the mutex of the peer they are about (plus, when opening, a read
+///   lock of the session-index map's shard, which with
+///   [`Config::index_shards`] = a gateway's workers only that peer's worker
+///   reads), so threads serving different peers never wait for each other;
+/// - the Diffie-Hellman work of an initiation (four X25519 operations, the
+///   responder's whole handshake) runs under no lock at all: the message is
+///   read, the static key looked up, the stamp claimed under the peer's mutex,
+///   the response computed with no lock held, and the new session installed
+///   under the peer's mutex again (dropped if a newer initiation from the
+///   same peer was claimed meanwhile);
+/// - the rest (rate limiter with its load meter, cookie secret, answer
+///   queue, timer heap, handshake counters) are leaf locks taken briefly on
+///   the handshake and timer paths, never before a peer's mutex and never
+///   with another leaf lock held, but for one pair: an initiation's
+///   admission (mac2 under load, cookie.rs) takes the cookie secret's inside
+///   the limiter's, both released before its Diffie-Hellman work. The mac1
+///   check takes no lock. The per-packet paths look at the answer queue and
+///   the timer heap through atomics only.
 pub struct Peers {
     cfg: Config,
     local: PrivateKey,
     local_public: PublicKey,
     params: snow::params::NoiseParams,
-    peers: Vec<Peer>,
+    peers: Vec<Mutex<Peer>>,
     by_key: HashMap<PublicKey, PeerId>,
-    by_index: IndexMap,
-    limiter: Limiter,
+    /// Session index → peer, in [`Config::index_shards`] shards (index mod
+    /// shards): with a gateway's workers, each reads only its own shard's lock.
+    by_index: Box<[RwLock<IndexMap>]>,
+    limiter: Mutex<Limiter>,
+    /// mac1/mac2 checks and cookie replies (its secret under its own mutex).
     cookies: CookieChecker,
-    queue: VecDeque<Queued>,
-    timers: BinaryHeap<Reverse<(Nanos, u32)>>,
-    last_stamp_sent: u64,
-    drops: DropCounts,
-    stats: Stats,
+    queue: Mutex<VecDeque<Queued>>,
+    /// `queue.len()`, readable without the lock (the per-datagram poll).
+    queued: AtomicUsize,
+    timers: Mutex<BinaryHeap<Reverse<(Nanos, u32)>>>,
+    /// The heap's earliest deadline ([`NO_TIMER`]: none), readable without the lock.
+    next_timer: AtomicU64,
+    last_stamp_sent: Mutex<u64>,
+    drops: SharedDropCounts,
+    stats: Mutex<Stats>,
+    /// Called by [`Peers::answer_initiation`] in the middle of its
+    /// Diffie-Hellman work, where it holds no lock (the test that proves it).
+    #[cfg(test)]
+    dh_hook: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// A static key added twice to a [`Peers`] table.
 #[derive(Debug, thiserror::Error)]
 #[error("peer {0} is already in the table")]
 pub struct DuplicatePeer(pub PublicKey);
+
+/// Locks `m`; a poisoned lock means another thread panicked mid-datagram, and
+/// the state is still consistent (every update is one assignment), so go on.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 impl Peers {
     /// An empty table for the side whose static key is `local`.
@@ -241,13 +296,19 @@ impl Peers {
             params: handshake::params(),
             peers: Vec::new(),
             by_key: HashMap::new(),
-            by_index: IndexMap::default(),
-            limiter: Limiter::new(cfg.rate_limit, 0),
-            queue: VecDeque::new(),
-            timers: BinaryHeap::new(),
-            last_stamp_sent: 0,
-            drops: DropCounts::default(),
-            stats: Stats::default(),
+            by_index: (0..cfg.index_shards.max(1))
+                .map(|_| RwLock::new(IndexMap::default()))
+                .collect(),
+            limiter: Mutex::new(Limiter::new(cfg.rate_limit, 0)),
+            queue: Mutex::new(VecDeque::new()),
+            queued: AtomicUsize::new(0),
+            timers: Mutex::new(BinaryHeap::new()),
+            next_timer: AtomicU64::new(NO_TIMER),
+            last_stamp_sent: Mutex::new(0),
+            drops: SharedDropCounts::default(),
+            stats: Mutex::new(Stats::default()),
+            #[cfg(test)]
+            dh_hook: None,
             cfg,
         }
     }
@@ -285,7 +346,7 @@ impl Peers {
             return Err(DuplicatePeer(public_key));
         }
         self.peers
-            .push(Peer::new(public_key, name.into(), initiates));
+            .push(Mutex::new(Peer::new(public_key, name.into(), initiates)));
         Ok(id)
     }
 
@@ -309,9 +370,10 @@ impl Peers {
         self.peers.is_empty()
     }
 
-    /// A peer by id.
-    pub fn peer(&self, id: PeerId) -> Option<&Peer> {
-        self.peers.get(id.0 as usize)
+    /// A peer by id, locked: hold the guard briefly (every datagram of that
+    /// peer waits for it).
+    pub fn peer(&self, id: PeerId) -> Option<MutexGuard<'_, Peer>> {
+        self.peers.get(id.0 as usize).map(lock)
     }
 
     /// The peer with this static key.
@@ -319,19 +381,20 @@ impl Peers {
         self.by_key.get(key).copied()
     }
 
-    /// CryptoDrop counters (every refused datagram is counted here).
-    pub fn drops(&self) -> &DropCounts {
-        &self.drops
+    /// CryptoDrop counters (every refused datagram is counted here), as of now.
+    pub fn drops(&self) -> DropCounts {
+        self.drops.snapshot()
     }
 
     /// Handshake counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        *lock(&self.stats)
     }
 
-    /// The handshake rate limiter (its state shows what reached it).
-    pub fn limiter(&self) -> &Limiter {
-        &self.limiter
+    /// The handshake rate limiter, locked (its state shows what reached it;
+    /// hold it no longer than a look: every worker's initiations wait for it).
+    pub fn limiter(&self) -> MutexGuard<'_, Limiter> {
+        lock(&self.limiter)
     }
 
     /// Bytes of a transport datagram for `payload_len` bytes of payload.
@@ -342,27 +405,37 @@ impl Peers {
     /// Asks for a handshake with `peer` now (if this side initiates with it and
     /// none is in flight); the initiation comes out of [`Peers::poll_transmit`]
     /// after [`Peers::handle_timeout`].
-    pub fn connect(&mut self, now: Nanos, peer: PeerId) {
-        if let Some(p) = self.peers.get_mut(peer.0 as usize) {
+    pub fn connect(&self, now: Nanos, peer: PeerId) {
+        if let Some(mut p) = self.peer(peer) {
             if p.initiates && p.pending.is_none() {
                 p.want_handshake = true;
-                self.schedule(peer, now);
+                self.schedule(peer, &mut p, now);
             }
         }
     }
 
-    fn schedule(&mut self, id: PeerId, at: Nanos) {
-        let p = &mut self.peers[id.0 as usize];
+    /// Puts `p` (peer `id`, locked by the caller) on the timer heap at `at`,
+    /// unless it is there already for an earlier time.
+    fn schedule(&self, id: PeerId, p: &mut Peer, at: Nanos) {
         if p.scheduled.is_none_or(|s| at < s) {
             p.scheduled = Some(at);
-            self.timers.push(Reverse((at, id.0)));
+            let mut timers = lock(&self.timers);
+            timers.push(Reverse((at, id.0)));
+            self.publish_next_timer(&timers);
         }
     }
 
-    fn reschedule(&mut self, id: PeerId) {
-        if let Some(d) = self.peers[id.0 as usize].deadline(&self.cfg.limits) {
-            self.schedule(id, d);
+    fn reschedule(&self, id: PeerId, p: &mut Peer) {
+        if let Some(d) = p.deadline(&self.cfg.limits) {
+            self.schedule(id, p, d);
         }
+    }
+
+    /// Mirrors the heap's earliest deadline into `next_timer` (called with the
+    /// heap locked, after every change).
+    fn publish_next_timer(&self, timers: &BinaryHeap<Reverse<(Nanos, u32)>>) {
+        let t = timers.peek().map_or(NO_TIMER, |Reverse((t, _))| *t);
+        self.next_timer.store(t, Ordering::Release);
     }
 
     /// Seals one transport datagram in place.
@@ -370,13 +443,14 @@ impl Peers {
     /// Layout of `buf` on entry: [`PREFIX_LEN`] bytes of room, then the
     /// dchannel header (`header_len` bytes), then `payload_len` bytes of
     /// payload, then at least [`TAG_LEN`] spare bytes. On return the first
-    /// `len` bytes are the datagram to send on `channel`. Allocates nothing.
+    /// `len` bytes are the datagram to send on `channel`. Allocates nothing;
+    /// locks only `peer`'s state.
     ///
     /// `Err(NoSession)`: nothing to send with yet; a handshake is queued if this
     /// side initiates with the peer. Rekeying by time or volume is also
     /// triggered from here (the datagram still goes out on the current session).
     pub fn seal(
-        &mut self,
+        &self,
         now: Nanos,
         peer: PeerId,
         channel: Channel,
@@ -392,10 +466,8 @@ impl Peers {
             });
         }
         let l = self.cfg.limits;
-        let p = self
-            .peers
-            .get_mut(peer.0 as usize)
-            .ok_or(SealError::UnknownPeer)?;
+        let mut guard = self.peer(peer).ok_or(SealError::UnknownPeer)?;
+        let p = &mut *guard;
         let usable = p.current.as_ref().is_some_and(|s| {
             now < s.created + l.reject_after_time
                 && s.next_counter(channel) < l.reject_after_messages
@@ -403,7 +475,7 @@ impl Peers {
         if !usable {
             if p.initiates && p.pending.is_none() && !p.want_handshake {
                 p.want_handshake = true;
-                self.schedule(peer, now);
+                self.schedule(peer, p, now);
             }
             return Err(SealError::NoSession);
         }
@@ -421,10 +493,10 @@ impl Peers {
                 || now >= s.created + l.rekey_after_time);
         if rekey {
             if stale {
-                self.stats.stale += 1;
+                lock(&self.stats).stale += 1;
             }
             p.want_handshake = true;
-            self.schedule(peer, now);
+            self.schedule(peer, p, now);
         }
         Ok(n)
     }
@@ -435,7 +507,7 @@ impl Peers {
     /// `Err` the datagram is counted under its reason and must not be answered
     /// (`CookieReplied`: this table queued the cookie reply itself).
     pub fn open(
-        &mut self,
+        &self,
         now: Nanos,
         channel: Channel,
         from: SocketAddr,
@@ -456,8 +528,22 @@ impl Peers {
         r
     }
 
+    /// The shard of the index map that holds `index`.
+    fn index_shard(&self, index: u32) -> &RwLock<IndexMap> {
+        &self.by_index[index as usize % self.by_index.len()]
+    }
+
+    /// The peer a session index belongs to (a read lock of its shard of the index map).
+    fn peer_of_index(&self, index: u32) -> Option<PeerId> {
+        self.index_shard(index)
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&index)
+            .copied()
+    }
+
     fn open_transport(
-        &mut self,
+        &self,
         now: Nanos,
         channel: Channel,
         dgram: &mut [u8],
@@ -471,9 +557,10 @@ impl Peers {
             return Err(CryptoDrop::Truncated);
         };
         let index = read_u32(dgram, field::RECEIVER_INDEX);
-        let id = *self.by_index.get(&index).ok_or(CryptoDrop::UnknownIndex)?;
+        let id = self.peer_of_index(index).ok_or(CryptoDrop::UnknownIndex)?;
         let l = self.cfg.limits;
-        let p = &mut self.peers[id.0 as usize];
+        let mut guard = lock(&self.peers[id.0 as usize]);
+        let p = &mut *guard;
         let (slot, s): (u8, &mut Session) =
             if let Some(s) = p.current.as_deref_mut().filter(|s| s.local_index == index) {
                 (0, s)
@@ -497,8 +584,8 @@ impl Peers {
             // key confirmation: the answered session becomes the one we send on
             let next = p.next.take();
             let old = std::mem::replace(&mut p.current, next);
-            self.retire(id, old, now);
-            self.reschedule(id);
+            self.retire(p, old, now);
+            self.reschedule(id, p);
         }
         Ok(if h == 0 {
             Opened::Keepalive { peer: id }
@@ -511,34 +598,57 @@ impl Peers {
         })
     }
 
-    /// Moves a replaced current session to `previous` (dropping the older one).
-    fn retire(&mut self, id: PeerId, old: Option<Box<Session>>, now: Nanos) {
+    /// Moves a replaced current session of `p` to `previous` (dropping the older one).
+    fn retire(&self, p: &mut Peer, old: Option<Box<Session>>, now: Nanos) {
         let grace = self.cfg.limits.previous_grace;
-        let p = &mut self.peers[id.0 as usize];
         let dropped = match old {
             Some(s) => p.previous.replace((s, now + grace)).map(|(s, _)| s),
             None => None,
         };
         if let Some(s) = dropped {
-            self.by_index.remove(&s.local_index);
+            self.unregister(&[Some(s.local_index)]);
         }
     }
 
-    fn new_index(&mut self, id: PeerId) -> u32 {
+    /// Forgets session indices (a write lock of each one's shard of the index map).
+    fn unregister(&self, indices: &[Option<u32>]) {
+        for i in indices.iter().flatten() {
+            self.index_shard(*i)
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(i);
+        }
+    }
+
+    /// A fresh random session index for peer `id`. With
+    /// [`Config::index_shards`] = n > 1 it is ≡ `id` (mod n), so that a
+    /// driver's n workers can find a transport datagram's owner from the
+    /// index alone (the kernel's `SO_REUSEPORT` steering does).
+    fn new_index(&self, id: PeerId) -> u32 {
+        let n = u64::from(self.cfg.index_shards.max(1));
+        // every index ≡ id (mod n) lives in shard id mod n
+        let shard = &self.by_index[id.0 as usize % self.by_index.len()];
+        let mut map = shard.write().unwrap_or_else(|e| e.into_inner());
         loop {
-            let i = getrandom::u32().expect("operating system random generator");
-            if let std::collections::hash_map::Entry::Vacant(e) = self.by_index.entry(i) {
+            let r = u64::from(getrandom::u32().expect("operating system random generator"));
+            let Ok(i) = u32::try_from(r / n * n + u64::from(id.0) % n) else {
+                continue; // past u32::MAX in the top partial block
+            };
+            if let std::collections::hash_map::Entry::Vacant(e) = map.entry(i) {
                 e.insert(id);
                 return i;
             }
         }
     }
 
-    fn enqueue(&mut self, q: Queued) {
-        if self.queue.len() >= self.cfg.max_queued {
-            self.stats.queue_overflow += 1;
+    fn enqueue(&self, q: Queued) {
+        let mut queue = lock(&self.queue);
+        if queue.len() >= self.cfg.max_queued {
+            drop(queue);
+            lock(&self.stats).queue_overflow += 1;
         } else {
-            self.queue.push_back(q);
+            queue.push_back(q);
+            self.queued.store(queue.len(), Ordering::Release);
         }
     }
 
@@ -547,7 +657,7 @@ impl Peers {
     /// initiation, or the keepalive that confirms a response's new session to
     /// the responder.
     fn on_handshake(
-        &mut self,
+        &self,
         now: Nanos,
         channel: Channel,
         from: SocketAddr,
@@ -557,10 +667,14 @@ impl Peers {
         self.cookies.check_mac1(dgram)?;
         let mut answer = [0; MAX_HANDSHAKE_LEN];
         let (id, len, established) = if dgram[field::TYPE] == TYPE_INITIATION {
-            // Under load mac2 (else a cookie reply), then the rate limits.
-            let admitted = self
-                .cookies
-                .admit(now, from, dgram, &mut self.limiter, &mut answer);
+            // Under load mac2 (else a cookie reply), then the rate limits:
+            // the limiter's lock, then the cookie secret's, both released
+            // before any Diffie-Hellman work.
+            let admitted = {
+                let mut limiter = lock(&self.limiter);
+                self.cookies
+                    .admit(now, from, dgram, &mut limiter, &mut answer)
+            };
             if admitted == Err(CryptoDrop::CookieReplied) {
                 self.enqueue(Queued {
                     peer: None,
@@ -584,7 +698,6 @@ impl Peers {
             len,
             bytes: answer,
         });
-        self.reschedule(id);
         Ok(Opened::Handshake {
             peer: id,
             established,
@@ -593,9 +706,11 @@ impl Peers {
 
     /// An initiation (long enough, within the rate limits): writes the
     /// response to `answer` and keeps the session as the peer's `next` (until
-    /// its key is confirmed).
+    /// its key is confirmed). The Diffie-Hellman work (reading the message,
+    /// writing the response) runs with no lock held; the peer's mutex is
+    /// taken twice, briefly: to claim the stamp, and to install the session.
     fn answer_initiation(
-        &mut self,
+        &self,
         now: Nanos,
         dgram: &[u8],
         answer: &mut [u8; MAX_HANDSHAKE_LEN],
@@ -604,46 +719,65 @@ impl Peers {
         let id = self
             .find(&rx.remote_static)
             .ok_or(CryptoDrop::UnknownPeer)?;
-        if rx.stamp <= self.peers[id.0 as usize].last_stamp {
+        {
+            let mut p = lock(&self.peers[id.0 as usize]);
+            if rx.stamp <= p.last_stamp {
+                return Err(CryptoDrop::HandshakeReplay);
+            }
+            p.last_stamp = rx.stamp;
+        }
+        let stamp = rx.stamp;
+        let index = self.new_index(id);
+        #[cfg(test)]
+        if let Some(hook) = &self.dh_hook {
+            hook();
+        }
+        let s = rx.respond(index, now, answer);
+        let mut guard = lock(&self.peers[id.0 as usize]);
+        let p = &mut *guard;
+        if p.last_stamp != stamp {
+            // A newer initiation from this peer was claimed while we worked:
+            // its answer is the one the peer waits for.
+            drop(guard);
+            self.unregister(&[Some(index)]);
             return Err(CryptoDrop::HandshakeReplay);
         }
-        self.peers[id.0 as usize].last_stamp = rx.stamp;
-        let index = self.new_index(id);
-        let s = rx.respond(index, now, answer);
-        if let Some(old) = self.peers[id.0 as usize].next.replace(Box::new(s)) {
-            self.by_index.remove(&old.local_index);
+        if let Some(old) = p.next.replace(Box::new(s)) {
+            self.unregister(&[Some(old.local_index)]);
         }
-        self.stats.answered += 1;
+        self.reschedule(id, p);
+        drop(guard);
+        lock(&self.stats).answered += 1;
         Ok(id)
     }
 
     /// The peer whose handshake in flight a response or a cookie reply names
-    /// by its receiver index.
-    fn in_flight_for(&self, dgram: &[u8]) -> Result<PeerId, CryptoDrop> {
+    /// by its receiver index, and its state, locked.
+    fn in_flight_for(&self, dgram: &[u8]) -> Result<(PeerId, MutexGuard<'_, Peer>), CryptoDrop> {
         let index = handshake::response_index(dgram).ok_or(CryptoDrop::Truncated)?;
-        let id = *self
-            .by_index
-            .get(&index)
+        let id = self
+            .peer_of_index(index)
             .ok_or(CryptoDrop::UnexpectedResponse)?;
-        let p = &self.peers[id.0 as usize];
+        let p = lock(&self.peers[id.0 as usize]);
         match &p.pending {
-            Some(x) if x.hs.local_index == index => Ok(id),
+            Some(x) if x.hs.local_index == index => Ok((id, p)),
             _ => Err(CryptoDrop::UnexpectedResponse),
         }
     }
 
     /// A response to our initiation: the session becomes the current one at
     /// once; the keepalive confirming it to the responder is written to
-    /// `answer`, sealed for `channel`.
+    /// `answer`, sealed for `channel`. (The initiator's side: its two X25519
+    /// operations run under the one peer's mutex, which is no other peer's.)
     fn complete_handshake(
-        &mut self,
+        &self,
         now: Nanos,
         channel: Channel,
         dgram: &[u8],
         answer: &mut [u8; MAX_HANDSHAKE_LEN],
     ) -> Result<PeerId, CryptoDrop> {
-        let id = self.in_flight_for(dgram)?;
-        let p = &mut self.peers[id.0 as usize];
+        let (id, mut guard) = self.in_flight_for(dgram)?;
+        let p = &mut *guard;
         let pending = p.pending.as_mut().expect("named by the response");
         let mut s = pending.hs.complete(dgram, now)?;
         p.pending = None;
@@ -651,8 +785,10 @@ impl Peers {
         p.last_heard = Some(now);
         s.seal(channel, answer, 0, 0);
         let old = p.current.replace(Box::new(s));
-        self.retire(id, old, now);
-        self.stats.completed_as_initiator += 1;
+        self.retire(p, old, now);
+        self.reschedule(id, p);
+        drop(guard);
+        lock(&self.stats).completed_as_initiator += 1;
         Ok(id)
     }
 
@@ -662,21 +798,21 @@ impl Peers {
     /// initiation is sent again at once on that channel, with mac2: one
     /// immediate retry per new cookie.
     fn on_cookie_reply(
-        &mut self,
+        &self,
         now: Nanos,
         channel: Channel,
         dgram: &[u8],
     ) -> Result<Opened, CryptoDrop> {
-        let id = self.in_flight_for(dgram)?;
-        let p = &mut self.peers[id.0 as usize];
+        let (id, mut guard) = self.in_flight_for(dgram)?;
+        let p = &mut *guard;
         let pending = p.pending.as_ref().expect("named by the reply");
         let (index, first_sent) = (pending.hs.local_index, pending.first_sent);
         let cookie = Cookie::open_reply(&p.public_key, dgram, &pending.hs.mac1, now)?;
         let held = p.set_cookie(channel, cookie);
         if held.is_none_or(|c| !c.fresh(now) || !c.same_value(&cookie)) {
-            self.by_index.remove(&index);
-            self.send_initiation(now, id, channel, first_sent);
-            self.reschedule(id);
+            self.unregister(&[Some(index)]);
+            self.send_initiation(now, id, p, channel, first_sent);
+            self.reschedule(id, p);
         }
         Ok(Opened::Handshake {
             peer: id,
@@ -685,9 +821,17 @@ impl Peers {
     }
 
     /// The next handshake datagram to send, written to `buf` (at least
-    /// [`MAX_HANDSHAKE_LEN`] bytes).
-    pub fn poll_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        let q = self.queue.pop_front()?;
+    /// [`MAX_HANDSHAKE_LEN`] bytes). Takes no lock when nothing is queued.
+    pub fn poll_transmit(&self, buf: &mut [u8]) -> Option<Transmit> {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let q = {
+            let mut queue = lock(&self.queue);
+            let q = queue.pop_front();
+            self.queued.store(queue.len(), Ordering::Release);
+            q?
+        };
         buf[..q.len].copy_from_slice(&q.bytes[..q.len]);
         Some(Transmit {
             peer: q.peer,
@@ -698,32 +842,45 @@ impl Peers {
     }
 
     /// When [`Peers::handle_timeout`] should be called next (`None`: nothing
-    /// scheduled). May be earlier than needed, never later.
+    /// scheduled). May be earlier than needed, never later. Takes no lock.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.timers.peek().map(|Reverse((t, _))| *t)
+        match self.next_timer.load(Ordering::Acquire) {
+            NO_TIMER => None,
+            t => Some(t),
+        }
     }
 
     /// Does what is due at `now`: retransmits or gives up handshakes, starts
     /// rekeys, expires sessions. Queues datagrams for [`Peers::poll_transmit`].
-    pub fn handle_timeout(&mut self, now: Nanos) {
-        while let Some(&Reverse((t, raw))) = self.timers.peek() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
+    /// Threads may call it at once: each due entry is taken by one of them.
+    pub fn handle_timeout(&self, now: Nanos) {
+        loop {
+            let (t, raw) = {
+                let mut timers = lock(&self.timers);
+                match timers.peek() {
+                    Some(&Reverse((t, raw))) if t <= now => {
+                        timers.pop();
+                        self.publish_next_timer(&timers);
+                        (t, raw)
+                    }
+                    _ => return,
+                }
+            };
             let id = PeerId(raw);
-            if self.peers[raw as usize].scheduled != Some(t) {
+            let mut guard = lock(&self.peers[raw as usize]);
+            let p = &mut *guard;
+            if p.scheduled != Some(t) {
                 continue; // superseded by an earlier entry
             }
-            self.peers[raw as usize].scheduled = None;
-            self.on_peer_timer(now, id);
-            self.reschedule(id);
+            p.scheduled = None;
+            self.on_peer_timer(now, id, p);
+            self.reschedule(id, p);
         }
     }
 
-    fn on_peer_timer(&mut self, now: Nanos, id: PeerId) {
+    /// Peer `id`'s due work (its mutex held by the caller).
+    fn on_peer_timer(&self, now: Nanos, id: PeerId, p: &mut Peer) {
         let l = self.cfg.limits;
-        let p = &mut self.peers[id.0 as usize];
         let mut unregister: [Option<u32>; 4] = [None; 4];
         if p.current
             .as_ref()
@@ -751,7 +908,7 @@ impl Peers {
                 if now >= pd.first_sent + l.rekey_attempt_time {
                     p.pending = None;
                     p.want_handshake = false;
-                    self.stats.gave_up += 1;
+                    lock(&self.stats).gave_up += 1;
                 } else {
                     retry_channel = Some((pd.channel.other(), pd.first_sent));
                 }
@@ -765,22 +922,30 @@ impl Peers {
         {
             start = true;
         }
-        for i in unregister.into_iter().flatten() {
-            self.by_index.remove(&i);
-        }
+        self.unregister(&unregister);
         if let Some((channel, first_sent)) = retry_channel {
-            self.stats.retries += 1;
-            self.send_initiation(now, id, channel, first_sent);
+            lock(&self.stats).retries += 1;
+            self.send_initiation(now, id, p, channel, first_sent);
         } else if start {
             let ch = self.cfg.handshake_channel;
-            self.send_initiation(now, id, ch, now);
+            self.send_initiation(now, id, p, ch, now);
         }
     }
 
-    fn send_initiation(&mut self, now: Nanos, id: PeerId, channel: Channel, first_sent: Nanos) {
+    fn send_initiation(
+        &self,
+        now: Nanos,
+        id: PeerId,
+        p: &mut Peer,
+        channel: Channel,
+        first_sent: Nanos,
+    ) {
         let index = self.new_index(id);
-        let stamp = (self.cfg.wall_clock_at_zero + now).max(self.last_stamp_sent + 1);
-        self.last_stamp_sent = stamp;
+        let stamp = {
+            let mut last = lock(&self.last_stamp_sent);
+            *last = (self.cfg.wall_clock_at_zero + now).max(*last + 1);
+            *last
+        };
         let mut q = Queued {
             peer: Some(id),
             channel,
@@ -788,17 +953,15 @@ impl Peers {
             len: crate::format::INITIATION_LEN,
             bytes: [0; MAX_HANDSHAKE_LEN],
         };
-        let remote = self.peers[id.0 as usize].public_key;
         let hs: InFlight = handshake::initiate(
             &self.params,
             &self.local,
-            &remote,
+            &p.public_key,
             self.cfg.cipher,
             index,
             stamp,
             &mut q.bytes,
         );
-        let p = &mut self.peers[id.0 as usize];
         Cookie::write_mac2(p.cookie(channel), now, &mut q.bytes, field::INIT_MAC2);
         p.pending = Some(Box::new(Pending {
             hs,
@@ -808,6 +971,174 @@ impl Peers {
         }));
         p.want_handshake = false;
         self.enqueue(q);
-        self.stats.initiations_sent += 1;
+        lock(&self.stats).initiations_sent += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// Only a failure waits this long (a deadlock: the sealing thread blocked
+    /// behind the handshake); a passing run never does.
+    const DEADLOCK: Duration = Duration::from_secs(20);
+
+    fn addr(port: u16) -> SocketAddr {
+        SocketAddr::from(([198, 18, 0, 2], port))
+    }
+
+    /// Device `dev` (initiating with the gateway, its peer 0) hands its
+    /// initiation to `gw`, and so on until `gw` has a current session with it.
+    fn establish(dev: &Peers, gw: &Peers, port: u16) {
+        let mut buf = [0u8; MAX_HANDSHAKE_LEN];
+        dev.connect(0, PeerId(0));
+        dev.handle_timeout(0);
+        let t = dev.poll_transmit(&mut buf).unwrap();
+        gw.open(0, t.channel, addr(port), &mut buf[..t.len])
+            .unwrap();
+        let t = gw.poll_transmit(&mut buf).unwrap();
+        dev.open(0, t.channel, addr(port), &mut buf[..t.len])
+            .unwrap();
+        let t = dev.poll_transmit(&mut buf).unwrap();
+        let r = gw.open(0, t.channel, addr(port), &mut buf[..t.len]);
+        assert!(matches!(r, Ok(Opened::Keepalive { .. })), "{r:?}");
+    }
+
+    /// With `index_shards` = 3, every session index the gateway picks for
+    /// its peer i is ≡ i (mod 3) (what its workers' kernel steering relies
+    /// on), and stays random otherwise (20 handshakes per peer: all distinct).
+    #[test]
+    fn session_indices_of_peer_i_are_congruent_to_i() {
+        let gw_key = PrivateKey::generate();
+        let cfg = Config {
+            index_shards: 3,
+            rate_limit: crate::ratelimit::RateLimit {
+                per_source_burst: 1000,
+                ..Default::default()
+            },
+            ..Config::default()
+        };
+        let keys: Vec<PrivateKey> = (0..5).map(|_| PrivateKey::generate()).collect();
+        let mut gw = Peers::new(gw_key.clone(), cfg);
+        for (i, k) in keys.iter().enumerate() {
+            gw.add_peer(k.public_key(), format!("d{i}"), false).unwrap();
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, k) in keys.iter().enumerate() {
+            let mut dev = Peers::new(k.clone(), Config::default());
+            dev.add_peer(gw_key.public_key(), "gw", true).unwrap();
+            for round in 0..20u64 {
+                let mut buf = [0u8; MAX_HANDSHAKE_LEN];
+                dev.connect(round * SECOND, PeerId(0));
+                dev.handle_timeout(round * SECOND);
+                let t = dev.poll_transmit(&mut buf).unwrap();
+                let r = gw.open(round, t.channel, addr(1), &mut buf[..t.len]);
+                assert!(r.is_ok(), "{r:?}");
+                gw.poll_transmit(&mut buf).unwrap();
+                // the device's own round is abandoned: start the next one afresh
+                dev.peer(PeerId(0)).unwrap().pending = None;
+                let index = gw
+                    .peer(PeerId(i as u32))
+                    .unwrap()
+                    .next
+                    .as_ref()
+                    .unwrap()
+                    .local_index;
+                assert_eq!(index % 3, i as u32 % 3, "peer {i}, index {index:#x}");
+                assert!(seen.insert(index), "index {index:#x} twice");
+            }
+        }
+    }
+
+    /// Issue 37: a valid initiation from device A, stopped in the middle of
+    /// its Diffie-Hellman work on one thread, does not hold up sealing for
+    /// device B on another: B's 1,000 downlink datagrams are sealed (and open
+    /// at B), and 1,000 of B's opened, before A's handshake is let go. If any lock `seal` needs were held
+    /// there, the sealing thread could not finish and `done` would time out.
+    #[test]
+    fn a_handshake_in_progress_does_not_block_seal_for_another_peer() {
+        let gw_key = PrivateKey::generate();
+        let (a_key, b_key) = (PrivateKey::generate(), PrivateKey::generate());
+        let device = |k: &PrivateKey| {
+            let mut d = Peers::new(k.clone(), Config::default());
+            d.add_peer(gw_key.public_key(), "gw", true).unwrap();
+            d
+        };
+        let (dev_a, dev_b) = (device(&a_key), device(&b_key));
+        let mut gw = Peers::new(gw_key.clone(), Config::default());
+        let a = gw.add_peer(a_key.public_key(), "a", false).unwrap();
+        let b = gw.add_peer(b_key.public_key(), "b", false).unwrap();
+        let (in_dh_tx, in_dh) = mpsc::channel::<()>();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        gw.dh_hook = Some(Box::new(move || {
+            in_dh_tx.send(()).unwrap();
+            release_rx.lock().unwrap().recv().unwrap();
+        }));
+        let gw = Arc::new(gw);
+
+        // B's session first (its handshake goes through the hook too: let it pass).
+        let (gw2, (tx_b, rx_b)) = (Arc::clone(&gw), mpsc::channel());
+        std::thread::spawn(move || {
+            establish(&dev_b, &gw2, 2);
+            tx_b.send(dev_b).unwrap();
+        });
+        in_dh.recv_timeout(DEADLOCK).unwrap();
+        release.send(()).unwrap();
+        let dev_b = rx_b.recv_timeout(DEADLOCK).unwrap();
+
+        // A's initiation, on its own thread, stops inside the DH work.
+        let mut init = [0u8; MAX_HANDSHAKE_LEN];
+        dev_a.connect(0, PeerId(0));
+        dev_a.handle_timeout(0);
+        let t = dev_a.poll_transmit(&mut init).unwrap();
+        let (gw2, (tx_a, rx_a)) = (Arc::clone(&gw), mpsc::channel());
+        std::thread::spawn(move || {
+            tx_a.send(gw2.open(1, t.channel, addr(1), &mut init[..t.len]))
+                .unwrap();
+        });
+        in_dh.recv_timeout(DEADLOCK).unwrap();
+
+        // Meanwhile, on another thread: 1,000 datagrams each way with B.
+        let (gw2, (done_tx, done)) = (Arc::clone(&gw), mpsc::channel());
+        std::thread::spawn(move || {
+            let mut opened = 0;
+            for i in 0..1000u32 {
+                let mut buf = [0u8; PREFIX_LEN + 16 + 4 + TAG_LEN];
+                buf[PREFIX_LEN + 16..][..4].copy_from_slice(&i.to_be_bytes());
+                let n = gw2.seal(2, b, Channel::Hbc, &mut buf, 4).unwrap();
+                if let Ok(Opened::Data { payload, .. }) =
+                    dev_b.open(3, Channel::Hbc, addr(9), &mut buf[..n])
+                {
+                    opened += u32::from(buf[payload] == i.to_be_bytes());
+                }
+                // and B's uplink: the gateway opens it (index map, B's state)
+                let n = dev_b.seal(4, PeerId(0), Channel::Llc, &mut buf, 4).unwrap();
+                if let Ok(Opened::Data { payload, .. }) =
+                    gw2.open(5, Channel::Llc, addr(9), &mut buf[..n])
+                {
+                    opened += u32::from(buf[payload] == i.to_be_bytes());
+                }
+            }
+            done_tx.send(opened).unwrap();
+        });
+        let opened = done
+            .recv_timeout(DEADLOCK)
+            .expect("seal waited for the handshake");
+        assert_eq!(opened, 2000);
+        // A's handshake was still held in its DH work all along; now it finishes.
+        assert!(rx_a.try_recv().is_err());
+        release.send(()).unwrap();
+        let r = rx_a.recv_timeout(DEADLOCK).unwrap();
+        assert_eq!(
+            r,
+            Ok(Opened::Handshake {
+                peer: a,
+                established: false
+            })
+        );
     }
 }

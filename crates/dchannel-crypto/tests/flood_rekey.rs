@@ -298,6 +298,7 @@ fn run(flood: Flood, junk: u64, duration: Nanos) -> Report {
     }
     latencies.sort_unstable();
     assert!(up.iter().all(|u| u.is_some()), "every device got a session");
+    let limiter_sources = gw.limiter().sources();
     Report {
         flood,
         junk: junk_sent,
@@ -317,7 +318,7 @@ fn run(flood: Flood, junk: u64, duration: Nanos) -> Report {
             .map(|(r, (n, d))| (*r, *n, d.as_nanos() as f64 / *n as f64))
             .collect(),
         drops: gw.drops().clone(),
-        limiter_sources: gw.limiter().sources(),
+        limiter_sources,
         cookies_to_devices,
         took: started.elapsed(),
     }

@@ -77,7 +77,8 @@ fn keyed_junk(gw: &mut Peers, now: Nanos, n: u32) {
 
 /// The limiter's state: (sources tracked, global nano-tokens).
 fn limiter(gw: &Peers) -> (usize, u64) {
-    (gw.limiter().sources(), gw.limiter().global_nano_tokens())
+    let l = gw.limiter();
+    (l.sources(), l.global_nano_tokens())
 }
 
 #[test]

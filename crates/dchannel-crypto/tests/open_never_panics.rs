@@ -29,7 +29,7 @@ fn setup() -> (Peers, Vec<u8>) {
 proptest! {
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300), ty in 0x1fu8..0x24) {
-        let (mut gw, _) = setup();
+        let (gw, _) = setup();
         let mut b = bytes;
         if let Some(first) = b.first_mut() {
             *first = ty;
@@ -45,7 +45,7 @@ proptest! {
     fn mutated_genuine_datagrams_never_panic_and_never_authenticate(
         at in 0usize..145, bit in 0u8..8, cut in 0usize..145,
     ) {
-        let (mut gw, d) = setup();
+        let (gw, d) = setup();
         let mut m = d.clone();
         let at = at % m.len();
         m[at] ^= 1 << bit;

@@ -17,6 +17,10 @@
 //! With `--busy-poll-us`, one thread runs both sides and polls for a while
 //! after each packet (poll_loop.rs).
 //!
+//! A gateway runs N workers (`--threads`), each the above over its own TUN
+//! queue and socket pair (one [`Io`] each; reuseport.rs says how each
+//! device's datagrams reach one worker).
+//!
 //! The threads share only the endpoint's `Shared` (inside the halves), the
 //! stats atomics and the logs. Buffers come from a per-thread pool: nothing is
 //! allocated per packet once the pool is warm.
@@ -27,7 +31,8 @@ use crate::stats::Stats;
 use dchannel_core::endpoint::DropReason;
 use dchannel_core::gro::Gro;
 use dchannel_core::gso::VnetHdr;
-use dchannel_core::Nanos;
+use dchannel_core::policy::Outcome;
+use dchannel_core::{Channel, Nanos};
 use std::fs::File;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -56,9 +61,22 @@ pub struct Io {
     /// The TUN has offloads on (`--tun-offload`): every read and write starts
     /// with a `virtio_net_hdr`, and reads may be TCP super-packets.
     pub vnet_hdr: bool,
+    /// This worker's index (its counters in `stats`).
+    pub worker: usize,
 }
 
 impl Io {
+    /// This worker's counters of channel `ch`.
+    pub(crate) fn chan(&self, ch: Channel) -> &crate::stats::ChannelCounters {
+        &self.stats.worker(self.worker).channels[ch.index()]
+    }
+
+    /// Counts one steering decision with `outcome` on `ch` (this worker's counters).
+    pub(crate) fn decided(&self, outcome: Outcome, ch: Channel) {
+        self.stats.worker(self.worker).decisions[outcome as usize][ch.index()]
+            .fetch_add(1, Relaxed);
+    }
+
     pub(crate) fn now(&self) -> Nanos {
         self.epoch.elapsed().as_nanos() as Nanos
     }

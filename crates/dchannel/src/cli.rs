@@ -325,6 +325,14 @@ pub struct GatewayArgs {
     /// `malformed.egress_denied`). Repeatable.
     #[arg(long = "egress-deny", value_name = "CIDR", value_parser = parse_cidr)]
     pub egress_deny: Vec<Cidr>,
+    /// Worker threads (gateway only; a device always runs one): N pairs of
+    /// a TUN-queue reader and a socket reader, the devices spread over them
+    /// by index (each device's datagrams reach one worker, steered by the
+    /// kernel). Default: the number of cores (1 with --busy-poll-us, whose
+    /// spinning thread per worker would take every core). With --insecure: 1. At most
+    /// 256 (the kernel's limit of TUN queues).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: Option<u16>,
 }
 
 fn parse_cidr(s: &str) -> Result<Cidr, String> {

@@ -8,7 +8,7 @@
 //! with `--insecure`; mixing the two sets of flags is refused.
 
 use crate::cli::{ClientArgs, Common, GatewayArgs, OnOff, RttArgs};
-use crate::{net, own_addrs, route_keeper};
+use crate::{net, own_addrs, reuseport, route_keeper};
 use anyhow::{bail, Context, Result};
 use dchannel_core::egress::{Cidr, EgressFilter};
 use dchannel_core::endpoint::{Config, PeerConfig, Role};
@@ -98,7 +98,9 @@ pub struct Agent {
     /// The gateway (client role) or the served clients (gateway role).
     pub peers: Vec<PeerConfig>,
     /// One UDP socket per channel (index = Channel).
-    pub socks: [UdpSocket; 2],
+    /// Per worker, one UDP socket per channel (index = Channel); a client
+    /// has one worker.
+    pub socks: Vec<[UdpSocket; 2]>,
     /// Outer IP header bytes (20 for IPv4, 40 for IPv6).
     pub outer_ip: usize,
     /// Encrypted, or plaintext tokens.
@@ -145,8 +147,8 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
             (Ipv6Addr::UNSPECIFIED, 0).into()
         }
     };
-    let hbc = net::channel_socket(any(&a.hbc_gateway), Some(&a.hbc_dev), "HBC socket")?;
-    let llc = net::channel_socket(any(&a.llc_gateway), Some(&a.llc_dev), "LLC socket")?;
+    let hbc = net::channel_socket(any(&a.hbc_gateway), Some(&a.hbc_dev), "HBC socket", false)?;
+    let llc = net::channel_socket(any(&a.llc_gateway), Some(&a.llc_dev), "LLC socket", false)?;
     route_keeper::start(&[("HBC", &a.hbc_dev), ("LLC", &a.llc_dev)]);
     Ok(Agent {
         role: Role::Client,
@@ -156,7 +158,7 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
             tunnel_addr: None,
             endpoints: [Some(a.hbc_gateway), Some(a.llc_gateway)],
         }],
-        socks: [hbc, llc],
+        socks: vec![[hbc, llc]],
         outer_ip: ip_header(&a.hbc_gateway).max(ip_header(&a.llc_gateway)),
         auth,
         egress: None,
@@ -166,14 +168,15 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
 /// The gateway: one peer per device of `--devices` (or per `--client` with
 /// `--insecure`), endpoints learned when heard.
 pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
-    let (peers, auth) = gateway_peers(a)?;
+    let workers = gateway_workers(a);
+    let (peers, auth) = gateway_peers(a, workers)?;
     let egress = egress(a)?;
-    let hbc = net::channel_socket(a.listen_hbc, a.hbc_dev.as_deref(), "HBC socket")?;
-    let llc = net::channel_socket(a.listen_llc, a.llc_dev.as_deref(), "LLC socket")?;
+    let hbc = reuseport::worker_sockets(a.listen_hbc, a.hbc_dev.as_deref(), "HBC socket", workers)?;
+    let llc = reuseport::worker_sockets(a.listen_llc, a.llc_dev.as_deref(), "LLC socket", workers)?;
     Ok(Agent {
         role: Role::Gateway,
         peers,
-        socks: [hbc, llc],
+        socks: hbc.into_iter().zip(llc).map(|(h, l)| [h, l]).collect(),
         outer_ip: ip_header(&a.listen_hbc).max(ip_header(&a.listen_llc)),
         auth,
         egress: Some(egress),
@@ -208,8 +211,30 @@ fn egress(a: &GatewayArgs) -> Result<EgressFilter> {
     Ok(rule)
 }
 
-/// The gateway's peers and keys (no system access besides reading the files).
-fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
+/// `--threads`, or else the cores (1 with `--busy-poll-us`: a spinning
+/// thread per worker would take every core, poll_loop.rs); 1 with
+/// `--insecure` (its datagrams carry no session index to steer them by:
+/// reuseport.rs).
+fn gateway_workers(a: &GatewayArgs) -> usize {
+    let default = || match a.common.busy_poll_us {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        _ => 1,
+    };
+    let n = a.threads.map_or_else(default, usize::from);
+    if a.common.insecure && n > 1 {
+        if a.threads.is_some() {
+            tracing::warn!(
+                "--threads {n}: --insecure runs one worker (no session index to steer by)"
+            );
+        }
+        return 1;
+    }
+    n
+}
+
+/// The gateway's peers and keys (no system access besides reading the files),
+/// session indices sharded over `workers`.
+fn gateway_peers(a: &GatewayArgs, workers: usize) -> Result<(Vec<PeerConfig>, Auth)> {
     if a.common.insecure {
         if a.key.is_some() || a.devices.is_some() {
             bail!("--key/--devices: not with --insecure (the plaintext mode uses --client)");
@@ -257,8 +282,12 @@ fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
             endpoints: [None, None],
         });
     }
-    let auth = AeadAuth::gateway(key, &devices, crypto_config(a.common.probe_interval_ms))
-        .with_context(|| format!("{}", path.display()))?;
+    let cfg = dchannel_crypto::Config {
+        index_shards: workers as u32,
+        ..crypto_config(a.common.probe_interval_ms)
+    };
+    let auth =
+        AeadAuth::gateway(key, &devices, cfg).with_context(|| format!("{}", path.display()))?;
     Ok((peers, Auth::Aead(auth)))
 }
 

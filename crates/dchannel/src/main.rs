@@ -20,6 +20,7 @@ mod own_addrs;
 mod poll_loop;
 mod prefilter;
 mod receive_loop;
+mod reuseport;
 mod route_keeper;
 mod send_loop;
 mod show;
@@ -185,24 +186,25 @@ fn wait_for_estimates(shared: &Shared, timeout: Duration) -> bool {
     false
 }
 
-/// The endpoint's two halves over `peers` with `auth` (errors name the flags).
-type Halves<A> = (SendHalf<A>, ReceiveHalf<Vec<u8>, A>);
+/// The endpoint's two halves for each of `workers` workers over `peers` with
+/// `auth` (errors name the flags).
+type Halves<A> = Vec<(SendHalf<A>, ReceiveHalf<Vec<u8>, A>)>;
 
 fn halves<A: DatagramAuth + Clone>(
     common: &Common,
     cfg: endpoint::Config,
     peers: Vec<PeerConfig>,
     auth: A,
+    workers: usize,
 ) -> Result<Halves<A>> {
     let flag = if common.insecure {
         "--client"
     } else {
         "--devices"
     };
-    endpoint::new(cfg, peers, auth, || {
-        parse_spec(&common.policy, common.alpha).expect("validated before")
-    })
-    .map_err(|e: ConfigError| anyhow!("{flag} {e}"))
+    let policy = || parse_spec(&common.policy, common.alpha).expect("validated before");
+    endpoint::new_workers(cfg, peers, auth, policy, workers)
+        .map_err(|e: ConfigError| anyhow!("{flag} {e}"))
 }
 
 /// Configuration, then the agent runs with the authentication `agent.auth` asks for.
@@ -219,6 +221,7 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
     if egress.is_some() {
         cfg.egress = egress;
     }
+    let workers = socks.len();
     match auth {
         Auth::Insecure => {
             tracing::warn!(
@@ -226,13 +229,13 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
             );
             let token = TokenAuth::new(&peers).map_err(|e| anyhow!("--client {e}"))?;
             prefilter_sockets(common, &socks, &token.shapes())?;
-            let (tx, rx) = halves(common, cfg, peers, token)?;
-            serve(common, role, socks, inner_mtu, tx, rx, None)
+            let halves = halves(common, cfg, peers, token, workers)?;
+            serve(common, role, socks, inner_mtu, halves, None)
         }
         Auth::Aead(aead) => {
             prefilter_sockets(common, &socks, &aead.shapes())?;
-            let (tx, rx) = halves(common, cfg, peers, aead.clone())?;
-            serve(common, role, socks, inner_mtu, tx, rx, Some(aead))
+            let halves = halves(common, cfg, peers, aead.clone(), workers)?;
+            serve(common, role, socks, inner_mtu, halves, Some(aead))
         }
     }
 }
@@ -241,29 +244,32 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
 /// authentication layer accepts before the agent reads them (prefilter.rs).
 fn prefilter_sockets(
     common: &Common,
-    socks: &[std::net::UdpSocket; 2],
+    socks: &[[std::net::UdpSocket; 2]],
     shapes: &[endpoint::Shape],
 ) -> Result<()> {
     if common.kernel_prefilter == cli::OnOff::On {
-        for s in socks {
+        for s in socks.iter().flatten() {
             prefilter::attach(s, shapes).context("--kernel-prefilter: SO_ATTACH_FILTER")?;
         }
     }
     Ok(())
 }
 
-/// Thread start; then waits for SIGINT/SIGTERM and writes the stats.
+/// Thread start (per worker: its socket pair, TUN queue and halves); then
+/// waits for SIGINT/SIGTERM and writes the stats.
 fn serve<A: DatagramAuth + 'static>(
     common: &Common,
     role: endpoint::Role,
-    socks: [std::net::UdpSocket; 2],
+    socks: Vec<[std::net::UdpSocket; 2]>,
     inner_mtu: usize,
-    mut tx: SendHalf<A>,
-    rx: ReceiveHalf<Vec<u8>, A>,
+    mut halves: Halves<A>,
     crypto: Option<dchannel_crypto::endpoint::AeadAuth>,
 ) -> Result<()> {
+    let workers = halves.len();
     if let Some(path) = &common.rtt.hbc_owd_oracle {
-        tx.set_hbc_owd_oracle(Box::new(oracle::FileOracle::open(path, role)?));
+        for (tx, _) in &mut halves {
+            tx.set_hbc_owd_oracle(Box::new(oracle::FileOracle::open(path, role)?));
+        }
         tracing::warn!(
             "steering with the emulator's true HBC delay from {} (a lab instrument, not an estimate)",
             path.display()
@@ -287,62 +293,76 @@ fn serve<A: DatagramAuth + 'static>(
         Some(p) => Some(Arc::new(arrival_log::ArrivalLog::create(p, epoch_mono_ns)?)),
         None => None,
     };
-    let shared = Arc::clone(tx.shared());
+    let shared = Arc::clone(halves[0].0.shared());
     let mut stats = stats::Stats::new(
         role.name(),
         policy_spec.clone(),
         reorder_enabled,
         Arc::clone(&shared),
+        workers,
     );
     let session_auth = crypto.clone();
     stats.crypto = crypto;
     stats.epoch = epoch;
-    let (tun, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On)?;
+    let (tuns, vnet_hdr) = tun::create(&common.tun, common.tun_offload == cli::OnOff::On, workers)?;
     stats.tun.offload = vnet_hdr;
     stats.busy_poll.us = common.busy_poll_us;
-    stats.kernel_drop_fds = prefilter::fds(&socks);
+    stats.kernel_drop_fds = socks.iter().map(prefilter::fds).collect();
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
     tun::route(&common.tun, &common.tun_routes)?;
     if let Some(addr) = common.outputs.metrics_addr {
         metrics::serve(addr, Arc::clone(&stats))?;
     }
-    let io = Arc::new(agent::Io {
-        socks,
-        tun,
-        stats: Arc::clone(&stats),
-        epoch,
-        log: log.clone(),
-        arrivals: arrivals.clone(),
-        max_datagram: common.outer_mtu.max(1500) + 64,
-        vnet_hdr,
-        final_publish: final_publish::FinalPublish::new().context("eventfd")?,
-    });
-    let io_stats = Arc::clone(&io);
     let sigs = block_signals();
-    if common.busy_poll_us > 0 {
-        // One thread for both directions (poll_loop.rs says why).
-        let window = common.busy_poll_us * 1_000;
-        std::thread::Builder::new()
-            .name("poll".into())
-            .spawn(move || poll_loop::run(io, tx, rx, window))?;
-    } else {
-        let io_tx = Arc::clone(&io);
-        std::thread::Builder::new()
-            .name("tun->udp".into())
-            .spawn(move || send_loop::run_sender(io_tx, tx))?;
-        std::thread::Builder::new()
-            .name("udp->tun".into())
-            .spawn(move || receive_loop::run_receiver(io, rx))?;
+    let mut ios = Vec::with_capacity(workers);
+    for (k, ((socks, tun), (tx, rx))) in socks.into_iter().zip(tuns).zip(halves).enumerate() {
+        let io = Arc::new(agent::Io {
+            socks,
+            tun,
+            stats: Arc::clone(&stats),
+            epoch,
+            log: log.clone(),
+            arrivals: arrivals.clone(),
+            max_datagram: common.outer_mtu.max(1500) + 64,
+            vnet_hdr,
+            final_publish: final_publish::FinalPublish::new().context("eventfd")?,
+            worker: k,
+        });
+        ios.push(Arc::clone(&io));
+        // Thread names: as before with one worker, numbered with several.
+        let name = |base: &str| match workers {
+            1 => base.to_string(),
+            _ => format!("{base}/{k}"),
+        };
+        if common.busy_poll_us > 0 {
+            // One thread for both directions (poll_loop.rs says why).
+            let window = common.busy_poll_us * 1_000;
+            std::thread::Builder::new()
+                .name(name("poll"))
+                .spawn(move || poll_loop::run(io, tx, rx, window))?;
+        } else {
+            let io_tx = Arc::clone(&io);
+            std::thread::Builder::new()
+                .name(name("tun->udp"))
+                .spawn(move || send_loop::run_sender(io_tx, tx))?;
+            std::thread::Builder::new()
+                .name(name("udp->tun"))
+                .spawn(move || receive_loop::run_receiver(io, rx))?;
+        }
     }
     let role_name = role.name();
     tracing::info!(
-        "{role_name} up: tun {} ({}, mtu {inner_mtu}{}), policy {policy_spec}, LLC {} Mbit/s, overhead {overhead} B/packet, {}",
+        "{role_name} up: tun {} ({}, mtu {inner_mtu}{}), policy {policy_spec}, LLC {} Mbit/s, overhead {overhead} B/packet, {}{}",
         common.tun,
         common.tun_addr,
         if vnet_hdr { ", TSO" } else { "" },
         common.llc_mbit,
-        if encrypted { "encrypted" } else { "INSECURE (plaintext)" }
+        if encrypted { "encrypted" } else { "INSECURE (plaintext)" },
+        match workers {
+            1 => String::new(),
+            n => format!(", {n} workers"),
+        }
     );
     let mut stopped = None;
     if role == endpoint::Role::Client {
@@ -373,8 +393,10 @@ fn serve<A: DatagramAuth + 'static>(
     // agents together) land within a few ms on any path the lab uses; then the
     // receive thread drains its sockets and publishes its reorder stats once more.
     std::thread::sleep(Duration::from_millis(5));
-    if !io_stats.final_publish.request(Duration::from_millis(200)) {
-        tracing::warn!("receive thread did not publish within 200 ms: stats may be stale");
+    for io in &ios {
+        if !io.final_publish.request(Duration::from_millis(200)) {
+            tracing::warn!("receive thread did not publish within 200 ms: stats may be stale");
+        }
     }
     if let Some(l) = &log {
         l.flush();

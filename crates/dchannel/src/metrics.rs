@@ -242,7 +242,13 @@ mod tests {
             parse_spec("all-hbc", 0.75).unwrap()
         })
         .unwrap();
-        let stats = Stats::new("gateway", "all-hbc".into(), true, Arc::clone(tx.shared()));
+        let stats = Stats::new(
+            "gateway",
+            "all-hbc".into(),
+            true,
+            Arc::clone(tx.shared()),
+            1,
+        );
         let addr = endpoint(LIMITS, move || stats.to_prometheus());
         let answer = get(addr);
         let want = r#"dchannel_channel_up{role="gateway",peer="lab \"A\" \\ 2",channel="hbc"} 0"#;

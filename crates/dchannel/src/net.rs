@@ -4,10 +4,21 @@ use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::{SocketAddr, UdpSocket};
 
-/// A UDP socket bound to `local`, and to device `dev` (SO_BINDTODEVICE) if given.
-pub fn channel_socket(local: SocketAddr, dev: Option<&str>, what: &str) -> Result<UdpSocket> {
+/// A UDP socket bound to `local`, and to device `dev` (SO_BINDTODEVICE) if
+/// given; with `reuse_port`, one of a group of sockets on that address
+/// (SO_REUSEPORT, reuseport.rs).
+pub fn channel_socket(
+    local: SocketAddr,
+    dev: Option<&str>,
+    what: &str,
+    reuse_port: bool,
+) -> Result<UdpSocket> {
     let s = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))
         .with_context(|| format!("{what}: creating UDP socket"))?;
+    if reuse_port {
+        s.set_reuse_port(true)
+            .with_context(|| format!("{what}: SO_REUSEPORT"))?;
+    }
     if let Some(dev) = dev {
         s.bind_device(Some(dev.as_bytes()))
             .with_context(|| format!("{what}: SO_BINDTODEVICE {dev}"))?;

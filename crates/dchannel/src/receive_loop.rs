@@ -120,7 +120,7 @@ impl<A: DatagramAuth> Receiver<A> {
         while let Some(p) = rx.poll_transmit(now, probe_buf) {
             match io.socks[p.channel.index()].send_to(&probe_buf[..p.len], p.destination) {
                 Ok(_) => {
-                    let c = io.stats.chan(p.channel);
+                    let c = io.chan(p.channel);
                     if p.control {
                         c.control_tx.fetch_add(1, Relaxed);
                     } else {
@@ -196,17 +196,17 @@ pub fn run_receiver<A: DatagramAuth>(io: Arc<Io>, rx: ReceiveHalf<Vec<u8>, A>) {
 fn received(io: &Io, r: Received<Vec<u8>>, ch: Channel, now: Nanos, pool: &mut Vec<Vec<u8>>) {
     match r {
         Received::Data(arrival) => {
-            io.stats.chan(ch).received(arrival.datagram_len);
+            io.chan(ch).received(arrival.datagram_len);
             if let Some(log) = &io.arrivals {
                 log.record(now, &arrival, ch);
             }
         }
         Received::Probe { buf, .. } => {
-            io.stats.chan(ch).probe_rx.fetch_add(1, Relaxed);
+            io.chan(ch).probe_rx.fetch_add(1, Relaxed);
             pool.push(buf);
         }
         Received::Control { buf, .. } => {
-            io.stats.chan(ch).control_rx.fetch_add(1, Relaxed);
+            io.chan(ch).control_rx.fetch_add(1, Relaxed);
             pool.push(buf);
         }
         Received::Dropped { reason, buf } => {

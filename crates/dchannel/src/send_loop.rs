@@ -102,7 +102,7 @@ impl<A: DatagramAuth> Sender<A> {
             now,
         ) {
             match io.socks[t.channel.index()].send_to(&self.buf[..t.len], t.destination) {
-                Ok(_) => io.stats.chan(t.channel).sent(t.len),
+                Ok(_) => io.chan(t.channel).sent(t.len),
                 Err(e) => {
                     io.stats.dropped(DropReason::SendError);
                     tracing::debug!("send on {} to {} failed: {e}", t.channel, t.destination);
@@ -201,7 +201,7 @@ fn steer<A: DatagramAuth>(
     if st.flow_id == 0 {
         io.stats.dropped(DropReason::UnparsableInner);
     }
-    io.stats.decisions[st.decision.outcome as usize][t.channel.index()].fetch_add(1, Relaxed);
+    io.decided(st.decision.outcome, t.channel);
     if let Some(log) = &io.log {
         log.record(now, t.peer, st, t.channel);
     }
@@ -209,7 +209,7 @@ fn steer<A: DatagramAuth>(
         // `prewarm`: a one-way probe on the HBC wakes the device's radio before
         // the reply to this LLC packet comes down the HBC.
         match io.socks[w.channel.index()].send_to(&wake_buf[..w.len], w.destination) {
-            Ok(_) => _ = io.stats.chan(w.channel).wake_tx.fetch_add(1, Relaxed),
+            Ok(_) => _ = io.chan(w.channel).wake_tx.fetch_add(1, Relaxed),
             Err(_) => io.stats.dropped(DropReason::SendError),
         }
     }
@@ -219,7 +219,7 @@ fn steer<A: DatagramAuth>(
 /// Sends a batch of sealed segments and counts them.
 fn send_batch(io: &Io, batch: &mut SendBatch) {
     for (ch, s) in Channel::ALL.into_iter().zip(batch.flush(&io.socks)) {
-        let c = io.stats.chan(ch);
+        let c = io.chan(ch);
         c.tx_pkts.fetch_add(s.datagrams, Relaxed);
         c.tx_bytes.fetch_add(s.bytes, Relaxed);
         for _ in 0..s.failed {

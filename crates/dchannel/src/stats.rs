@@ -118,19 +118,30 @@ impl FlowCounters {
     }
 }
 
+/// The per-packet counters of one worker (a gateway runs `--threads` of
+/// them; a device one): only that worker's threads write them, so no cache
+/// line is written by two workers per packet. Readers sum over the workers.
+#[derive(Default)]
+pub struct WorkerCounters {
+    /// Per channel (index = Channel).
+    pub channels: [ChannelCounters; 2],
+    /// Steering decisions per (outcome, channel used).
+    pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
+}
+
 pub struct Stats {
     pub role: &'static str,
     pub policy: String,
     pub reorder_enabled: bool,
-    pub channels: [ChannelCounters; 2],
-    pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
+    /// One set per worker (index = worker).
+    pub workers: Vec<WorkerCounters>,
     pub malformed: [AtomicU64; DropReason::COUNT],
     pub flows: FlowCounters,
     pub tun: TunCounters,
     pub busy_poll: BusyPollCounters,
-    /// The channel sockets (index = Channel; -1: none), whose kernel drop
-    /// counts (prefilter.rs) the stats read when written.
-    pub kernel_drop_fds: [std::os::fd::RawFd; 2],
+    /// The channel sockets of each worker (index = Channel), whose kernel
+    /// drop counts (prefilter.rs) the stats read when written.
+    pub kernel_drop_fds: Vec<[std::os::fd::RawFd; 2]>,
     /// RTT estimates and reorder stats, as the endpoint's receive half publishes them.
     pub endpoint: Arc<Shared>,
     /// The encryption layer (its drop counters per reason and handshake
@@ -158,55 +169,55 @@ const CHANNEL_METRICS: &[ChannelMetric] = &[
         json: "tx_pkts",
         prom: Some("tx_packets_total"),
         help: "Data datagrams sent",
-        read: |s, ch| s.chan(ch).tx_pkts.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.tx_pkts),
     },
     ChannelMetric {
         json: "tx_bytes",
         prom: Some("tx_bytes_total"),
         help: "Data datagram bytes sent (header + inner packet)",
-        read: |s, ch| s.chan(ch).tx_bytes.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.tx_bytes),
     },
     ChannelMetric {
         json: "rx_pkts",
         prom: Some("rx_packets_total"),
         help: "Data datagrams received",
-        read: |s, ch| s.chan(ch).rx_pkts.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.rx_pkts),
     },
     ChannelMetric {
         json: "rx_bytes",
         prom: Some("rx_bytes_total"),
         help: "Data datagram bytes received",
-        read: |s, ch| s.chan(ch).rx_bytes.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.rx_bytes),
     },
     ChannelMetric {
         json: "probe_tx",
         prom: Some("probe_tx_total"),
         help: "Probe datagrams sent",
-        read: |s, ch| s.chan(ch).probe_tx.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.probe_tx),
     },
     ChannelMetric {
         json: "probe_rx",
         prom: Some("probe_rx_total"),
         help: "Probe datagrams received",
-        read: |s, ch| s.chan(ch).probe_rx.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.probe_rx),
     },
     ChannelMetric {
         json: "wake_tx",
         prom: None,
         help: "Wake probes sent beside data (prewarm)",
-        read: |s, ch| s.chan(ch).wake_tx.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.wake_tx),
     },
     ChannelMetric {
         json: "control_tx",
         prom: Some("control_tx_total"),
         help: "Handshake and keepalive datagrams sent",
-        read: |s, ch| s.chan(ch).control_tx.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.control_tx),
     },
     ChannelMetric {
         json: "control_rx",
         prom: Some("control_rx_total"),
         help: "Handshake and keepalive datagrams received",
-        read: |s, ch| s.chan(ch).control_rx.load(Relaxed),
+        read: |s, ch| s.channel_sum(ch, |c| &c.control_rx),
     },
     ChannelMetric {
         json: "kernel_drops",
@@ -357,18 +368,18 @@ impl Stats {
         policy: String,
         reorder_enabled: bool,
         endpoint: Arc<Shared>,
+        workers: usize,
     ) -> Stats {
         Stats {
             role,
             policy,
             reorder_enabled,
-            channels: Default::default(),
-            decisions: std::array::from_fn(|_| Default::default()),
+            workers: (0..workers.max(1)).map(|_| Default::default()).collect(),
             malformed: Default::default(),
             flows: FlowCounters::default(),
             tun: TunCounters::default(),
             busy_poll: BusyPollCounters::default(),
-            kernel_drop_fds: [-1, -1],
+            kernel_drop_fds: Vec::new(),
             endpoint,
             crypto: None,
             epoch: std::time::Instant::now(),
@@ -401,17 +412,34 @@ impl Stats {
         })
     }
 
-    pub fn chan(&self, ch: Channel) -> &ChannelCounters {
-        &self.channels[ch.index()]
+    /// Worker `k`'s counters (what its threads write).
+    pub fn worker(&self, k: usize) -> &WorkerCounters {
+        &self.workers[k]
+    }
+
+    /// A per-channel counter summed over the workers.
+    fn channel_sum(&self, ch: Channel, counter: fn(&ChannelCounters) -> &AtomicU64) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| counter(&w.channels[ch.index()]).load(Relaxed))
+            .sum()
+    }
+
+    /// Decisions with outcome `o` on `ch`, summed over the workers.
+    fn decision_count(&self, o: Outcome, ch: Channel) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| w.decisions[o as usize][ch.index()].load(Relaxed))
+            .sum()
     }
 
     /// Datagrams the kernel dropped at `ch`'s socket before the agent read
     /// them (refused by the prefilter, or a full receive buffer).
     pub fn kernel_drops(&self, ch: Channel) -> u64 {
-        match self.kernel_drop_fds[ch.index()] {
-            fd if fd >= 0 => crate::prefilter::kernel_drops(fd),
-            _ => 0,
-        }
+        self.kernel_drop_fds
+            .iter()
+            .map(|fds| crate::prefilter::kernel_drops(fds[ch.index()]))
+            .sum()
     }
 
     pub fn to_json(&self) -> Value {
@@ -426,7 +454,7 @@ impl Stats {
         let mut decisions = Map::new();
         for o in Outcome::ALL {
             for ch in Channel::ALL {
-                let n = self.decisions[o as usize][ch.index()].load(Relaxed);
+                let n = self.decision_count(o, ch);
                 if n > 0 {
                     decisions.insert(format!("{}:{}", ch.name(), o.name()), json!(n));
                 }
@@ -514,7 +542,7 @@ impl Stats {
         let mut rows = Vec::new();
         for o in Outcome::ALL {
             for ch in Channel::ALL {
-                let n = self.decisions[o as usize][ch.index()].load(Relaxed);
+                let n = self.decision_count(o, ch);
                 if n > 0 {
                     rows.push((
                         format!(",channel=\"{}\",outcome=\"{}\"", ch.name(), o.name()),
@@ -713,7 +741,7 @@ mod tests {
             parse_spec("all-hbc", 0.75).unwrap()
         })
         .unwrap();
-        Stats::new("client", "all-hbc".into(), true, Arc::clone(tx.shared()))
+        Stats::new("client", "all-hbc".into(), true, Arc::clone(tx.shared()), 2)
     }
 
     #[test]
@@ -734,9 +762,15 @@ mod tests {
     #[test]
     fn prometheus_has_every_per_channel_counter() {
         let s = stats();
-        s.chan(Channel::Llc).sent(116);
-        s.chan(Channel::Hbc).received(60);
-        s.chan(Channel::Hbc).probe_rx.fetch_add(2, Relaxed);
+        // two workers: the outputs sum them
+        s.worker(1).channels[Channel::Llc.index()].sent(116);
+        s.worker(0).channels[Channel::Hbc.index()].received(60);
+        s.worker(0).channels[Channel::Hbc.index()]
+            .probe_rx
+            .fetch_add(1, Relaxed);
+        s.worker(1).channels[Channel::Hbc.index()]
+            .probe_rx
+            .fetch_add(1, Relaxed);
         s.dropped(DropReason::BadToken);
         let text = s.to_prometheus();
         for line in [
@@ -799,7 +833,8 @@ mod tests {
         assert_eq!(json["reorder"]["timeout_ms"].as_f64(), Some(0.0));
         assert!(json["reorder"]["held"].is_u64());
         assert_eq!(json["malformed"]["bad_token"], 1);
-        assert_eq!(json["malformed"].as_object().unwrap().len(), 18);
+        // main's 17, egress_denied (h-egress) and other_worker (h-workers)
+        assert_eq!(json["malformed"].as_object().unwrap().len(), 19);
         assert!(text.contains("# TYPE dchannel_reorder_timeout_ms gauge"));
         assert!(!text.contains("dchannel_reorder_held"));
         assert_eq!(json["channels"]["llc"]["tx_bytes"], 116);

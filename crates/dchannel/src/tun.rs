@@ -2,20 +2,26 @@
 //! then address, MTU and link up (set-up shared with chanemu: dchannel-base).
 
 use anyhow::{Context, Result};
-use dchannel_base::tun::{ip, open, open_offload};
+use dchannel_base::tun::{ip, open_queues};
 use std::fs::File;
 
-/// Creates TUN `name` (no packet-info prefix) and returns it, with checksum and
-/// TCP segmentation offload when `offload` and the kernel agrees; the flag says
-/// whether every read and write carries a `virtio_net_hdr`.
-pub fn create(name: &str, offload: bool) -> Result<(File, bool)> {
+/// Creates TUN `name` (no packet-info prefix) with `queues` queues (one per
+/// worker; more than one: a multi-queue device) and returns one descriptor
+/// per queue, with checksum and TCP segmentation offload when `offload` and
+/// the kernel agrees; the flag says whether every read and write carries a
+/// `virtio_net_hdr`.
+pub fn create(name: &str, offload: bool, queues: usize) -> Result<(Vec<File>, bool)> {
+    let files = |fds: Vec<std::os::fd::OwnedFd>| fds.into_iter().map(File::from).collect();
     if offload {
-        match open_offload(name, false) {
-            Ok(fd) => return Ok((File::from(fd), true)),
+        match open_queues(name, true, queues) {
+            Ok(fds) => return Ok((files(fds), true)),
             Err(e) => tracing::warn!("--tun-offload: {e:#}; running without offloads"),
         }
     }
-    Ok((File::from(open(name, false).context("--tun")?), false))
+    Ok((
+        files(open_queues(name, false, queues).context("--tun")?),
+        false,
+    ))
 }
 
 /// Assigns `addr` (CIDR), sets the MTU and brings the link up.

@@ -47,6 +47,8 @@ counter_table! {
         BadOffload,
         /// Inner destination the gateway does not forward to (egress.rs: its own addresses, loopback, link-local, metadata; --egress-allow/--egress-deny)
         EgressDenied,
+        /// Authentic, but its peer is served by another receive worker (the kernel's steering failed)
+        OtherWorker,
     }
 }
 
@@ -92,6 +94,7 @@ mod tests {
                 "tun_write_error",
                 "bad_offload",
                 "egress_denied",
+                "other_worker",
             ]
         );
         assert_eq!(

@@ -10,6 +10,11 @@ use crate::MS;
 /// A gateway for devices 198.19.0.2 and .3 (endpoints known) with at most
 /// `total` sender flows in all.
 fn gateway(total: usize) -> SendHalf<TokenAuth> {
+    send_workers(total, 1).pop().expect("one worker")
+}
+
+/// The send halves of `n` workers of [`gateway`]`(total)`.
+fn send_workers(total: usize, n: usize) -> Vec<SendHalf<TokenAuth>> {
     let peer = |i: u8, token| PeerConfig {
         name: format!("dev{i}"),
         token,
@@ -23,9 +28,11 @@ fn gateway(total: usize) -> SendHalf<TokenAuth> {
     let mut cfg = Config::new(Role::Gateway);
     cfg.max_flows_total = total;
     let auth = TokenAuth::new(&peers).unwrap();
-    let (tx, _rx) =
-        new::<Vec<u8>, _>(cfg, peers, auth, || parse_spec("all-hbc", 0.75).unwrap()).unwrap();
-    tx
+    new_workers::<Vec<u8>, _>(cfg, peers, auth, || parse_spec("all-hbc", 0.75).unwrap(), n)
+        .unwrap()
+        .into_iter()
+        .map(|(tx, _rx)| tx)
+        .collect()
 }
 
 /// Sends a downlink UDP packet from source port `sport` to device `.dev`.
@@ -70,4 +77,32 @@ fn at_the_gateway_flow_cap_the_device_with_the_most_flows_loses_one() {
         tx.shared().peers()[1].limits.get().sender.gateway_evictions,
         0
     );
+}
+
+/// With two send workers the cap is still one count over both: flows made by
+/// either worker add up, and the device with the most loses one whichever
+/// worker sends the packet over the cap.
+#[test]
+fn the_gateway_flow_cap_is_one_count_over_all_send_workers() {
+    let mut w = send_workers(4, 2);
+    for sport in 1..=3 {
+        send(&mut w[0], sport as u64 * MS, 2, sport);
+    }
+    send(&mut w[1], 10 * MS, 3, 1);
+    assert_eq!((w[0].flows(), w[1].flows()), (4, 4));
+    // worker 1 makes device .3's second flow: 5 > 4, device .2 (3) loses one
+    send(&mut w[1], 12 * MS, 3, 2);
+    assert_eq!((flows_of(&mut w[0], 0), flows_of(&mut w[1], 1)), (2, 2));
+    // device .2 cycling flows through either worker evicts only its own
+    for sport in 100..110 {
+        send(
+            &mut w[usize::from(sport % 2)],
+            20 * MS + u64::from(sport),
+            2,
+            sport,
+        );
+    }
+    assert_eq!((flows_of(&mut w[1], 0), flows_of(&mut w[0], 1)), (2, 2));
+    assert_eq!(w[0].steerer(1).flow_table().stats.gateway_evictions, 0);
+    assert_eq!(w[1].steerer(0).flow_table().stats.gateway_evictions, 11);
 }

@@ -41,6 +41,7 @@
 mod auth;
 mod device_limits;
 mod drop_reason;
+mod flow_count;
 mod receive;
 mod send;
 mod shared;
@@ -55,7 +56,7 @@ pub use auth::{AuthTransmit, DatagramAuth, Opened, Outgoing, Shape, Source, Toke
 pub use device_limits::{DeviceLimitStats, DeviceLimits};
 pub use drop_reason::DropReason;
 pub use receive::{Arrival, Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
-pub use send::{HbcOwdOracle, SendHalf, Transmit};
+pub use send::{HbcOwdOracle, SendHalf, SendPeer, SteererGuard, Transmit};
 pub use shared::{PeerLink, Shared};
 pub use timers::{Timer, TimerTable};
 
@@ -65,10 +66,11 @@ use crate::reorder::ReorderConfig;
 use crate::rtt::RttConfig;
 use crate::steer::SteerConfig;
 use crate::{Direction, Nanos, MS};
+use flow_count::FlowCount;
 use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Bytes a driver leaves in front of an inner packet it reads from the TUN
 /// with [`TokenAuth`], so the header is written in place (no copy): the packet
@@ -215,12 +217,35 @@ pub fn new<B, A>(
     cfg: Config,
     peers: Vec<PeerConfig>,
     auth: A,
-    mut policy: impl FnMut() -> Box<dyn Policy>,
+    policy: impl FnMut() -> Box<dyn Policy>,
 ) -> Result<(SendHalf<A>, ReceiveHalf<B, A>), ConfigError>
 where
     B: AsRef<[u8]> + AsMut<[u8]> + crate::reorder::Footprint,
     A: DatagramAuth + Clone,
 {
+    let mut halves = new_workers(cfg, peers, auth, policy, 1)?;
+    Ok(halves.pop().expect("one worker"))
+}
+
+/// The halves of one endpoint for `workers` worker pairs (a gateway on
+/// several cores), all over the same [`Shared`]: send half `k` may send to
+/// any peer (the per-peer steering state is shared, a mutex per peer);
+/// receive half `k` serves the peers whose index is ≡ `k` (mod `workers`)
+/// and keeps receive state (RTT, liveness, reorder buffer) for those only.
+/// The driver must hand each peer's datagrams to its receive half.
+#[allow(clippy::type_complexity)]
+pub fn new_workers<B, A>(
+    cfg: Config,
+    peers: Vec<PeerConfig>,
+    auth: A,
+    mut policy: impl FnMut() -> Box<dyn Policy>,
+    workers: usize,
+) -> Result<Vec<(SendHalf<A>, ReceiveHalf<B, A>)>, ConfigError>
+where
+    B: AsRef<[u8]> + AsMut<[u8]> + crate::reorder::Footprint,
+    A: DatagramAuth + Clone,
+{
+    let workers = workers.max(1);
     if peers.is_empty() {
         return Err(ConfigError::NoPeers);
     }
@@ -239,15 +264,30 @@ where
             _ => {}
         }
     }
-    let shared = Arc::new(Shared::new(&peers));
+    let shared = Arc::new(Shared::new(&peers, workers));
     let policies = peers.iter().map(|_| policy()).collect();
-    let tx = SendHalf::new(
-        &cfg,
-        Arc::clone(&shared),
-        by_tunnel_addr,
-        policies,
-        auth.clone(),
-    );
-    let rx = ReceiveHalf::new(&cfg, shared, &peers, auth);
-    Ok((tx, rx))
+    let send_peers = SendHalf::<A>::peers(&cfg, &shared, policies);
+    let by_tunnel_addr = Arc::new(by_tunnel_addr);
+    let flow_count = Arc::new(Mutex::new(FlowCount::new(peers.len(), cfg.max_flows_total)));
+    Ok((0..workers)
+        .map(|k| {
+            let tx = SendHalf::new(
+                &cfg,
+                Arc::clone(&shared),
+                Arc::clone(&by_tunnel_addr),
+                Arc::clone(&send_peers),
+                Arc::clone(&flow_count),
+                auth.clone(),
+                (k, workers),
+            );
+            let rx = ReceiveHalf::new(
+                &cfg,
+                Arc::clone(&shared),
+                &peers,
+                auth.clone(),
+                (k, workers),
+            );
+            (tx, rx)
+        })
+        .collect())
 }

@@ -157,11 +157,22 @@ struct RecvPeer {
 }
 
 /// Datagrams in; deliveries, probes and events out (see the module docs).
+///
+/// One of `workers` receive halves of an endpoint ([`super::new_workers`]):
+/// this one serves the peers whose index is ≡ `worker` (mod `workers`) and
+/// keeps state for those only; the driver routes each peer's datagrams to its
+/// worker (a gateway: by session index, see `dchannel_crypto::Config::index_shards`).
 pub struct ReceiveHalf<B, A> {
     role: Role,
     shared: Arc<Shared>,
     auth: A,
+    worker: usize,
+    workers: usize,
+    /// The peers this worker serves: peer `worker + i * workers` at `i`.
     peers: Vec<RecvPeer>,
+    /// Whether the responders' liveness clocks have been started (their
+    /// first `handle_timeout`); after that a responder has no timer of its own.
+    started: bool,
     reorder: Option<ReorderBuffer<(usize, u16), Deliver<B>>>,
     deliveries: Vec<Deliver<B>>,
     probes: VecDeque<(usize, ProbeOut, SocketAddr)>,
@@ -173,7 +184,13 @@ pub struct ReceiveHalf<B, A> {
 }
 
 impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A> {
-    pub(super) fn new(cfg: &Config, shared: Arc<Shared>, peers: &[PeerConfig], auth: A) -> Self {
+    pub(super) fn new(
+        cfg: &Config,
+        shared: Arc<Shared>,
+        peers: &[PeerConfig],
+        auth: A,
+        (worker, workers): (usize, usize),
+    ) -> Self {
         let rtt_cfg = crate::rtt::RttConfig {
             initiator: cfg.role == Role::Client,
             ..cfg.rtt.clone()
@@ -187,8 +204,13 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             role: cfg.role,
             shared,
             auth,
+            worker,
+            workers,
+            started: false,
             peers: peers
                 .iter()
+                .skip(worker)
+                .step_by(workers)
                 .map(|p| RecvPeer {
                     rtt: RttEstimator::new(rtt_cfg.clone()),
                     liveness: Liveness::new(rtt_cfg.interval),
@@ -196,7 +218,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
                     tunnel_addr: p.tunnel_addr,
                 })
                 .collect(),
-            reorder: cfg.reorder.clone().map(ReorderBuffer::new),
+            reorder: cfg
+                .reorder
+                .as_ref()
+                .map(|r| ReorderBuffer::new(r.per_worker(workers))),
             deliveries: Vec::new(),
             probes: VecDeque::new(),
             probe_scratch: Vec::new(),
@@ -260,6 +285,16 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         }
     }
 
+    /// Where peer `peer`'s state is in `self.peers`, if this worker serves it.
+    fn local(&self, peer: usize) -> Option<usize> {
+        (peer % self.workers == self.worker).then_some(peer / self.workers)
+    }
+
+    /// The global index of `self.peers[local]`.
+    fn global(&self, local: usize) -> usize {
+        local * self.workers + self.worker
+    }
+
     /// Steps 1 to 5 of the module docs, up to the reorder buffer.
     fn admit(&mut self, now: Nanos, source: Source, dg: &mut [u8]) -> Result<Admitted, DropReason> {
         let (peer, header, body) = match self.auth.open(now, source, dg)? {
@@ -271,7 +306,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             addr: from,
         } = source;
         let datagram = wire::decode_body(header, &dg[body.clone()])?;
-        let p = &mut self.peers[peer];
+        let local = self.local(peer).ok_or(DropReason::OtherWorker)?;
+        let p = &mut self.peers[local];
         let known = p.endpoints[ch.index()];
         if known != Some(from) {
             match self.role {
@@ -347,8 +383,14 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             len,
         }) = self.auth.poll_transmit(now, buf)
         {
-            let known = peer.and_then(|p| self.peers[p].endpoints[channel.index()]);
-            if let Some(destination) = to.or(known) {
+            let known = || {
+                let peer = peer?;
+                match self.local(peer) {
+                    Some(l) => self.peers[l].endpoints[channel.index()],
+                    None => self.shared.peers()[peer].endpoint(channel),
+                }
+            };
+            if let Some(destination) = to.or_else(known) {
                 return Some(ProbeTransmit {
                     peer,
                     channel,
@@ -390,11 +432,14 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     /// round, a reorder timeout, a publication, a reorder-flow expiry or a
     /// timer of the authentication layer (handshake retry, rekey).
     pub fn poll_timeout(&self) -> Option<Nanos> {
+        // A responder (the gateway) has no probe rounds: nothing to walk.
+        let initiator = self.role == Role::Client;
         let probes = self
             .peers
             .iter()
             .enumerate()
-            .filter(|(i, p)| self.probes_may_run(*i, p))
+            .filter(|_| initiator)
+            .filter(|(i, p)| self.probes_may_run(self.global(*i), p))
             .filter_map(|(_, p)| p.rtt.next_deadline());
         let reorder = self.reorder.as_ref().and_then(|r| r.poll_timeout());
         probes
@@ -418,15 +463,23 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         if self.auth.poll_timeout().is_some_and(|t| t <= now) {
             self.auth.handle_timeout(now);
         }
-        for (peer, p) in self.peers.iter_mut().enumerate() {
-            if p.rtt.config().initiator && !self.auth.can_seal(peer) {
-                continue;
-            }
-            // Also starts the liveness clock of a responder on its first call.
-            p.rtt.poll_probes(now, &mut self.probe_scratch);
-            for probe in self.probe_scratch.drain(..) {
-                if let Some(to) = p.endpoints[probe.channel.index()] {
-                    self.probes.push_back((peer, probe, to));
+        // Probe rounds (an initiator: the client's one peer). A responder's
+        // estimators only need their liveness clock started, on the first
+        // call: later wake-ups walk no peers (a gateway has thousands).
+        let initiator = self.role == Role::Client;
+        if initiator || !self.started {
+            self.started = true;
+            let (worker, workers) = (self.worker, self.workers);
+            for (i, p) in self.peers.iter_mut().enumerate() {
+                let peer = i * workers + worker;
+                if p.rtt.config().initiator && !self.auth.can_seal(peer) {
+                    continue;
+                }
+                p.rtt.poll_probes(now, &mut self.probe_scratch);
+                for probe in self.probe_scratch.drain(..) {
+                    if let Some(to) = p.endpoints[probe.channel.index()] {
+                        self.probes.push_back((peer, probe, to));
+                    }
                 }
             }
         }
@@ -451,7 +504,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     }
 
     fn publish(&mut self, now: Nanos) {
-        for (peer, (p, link)) in self.peers.iter_mut().zip(self.shared.peers()).enumerate() {
+        let (worker, workers) = (self.worker, self.workers);
+        let links = self.shared.peers().iter().skip(worker).step_by(workers);
+        for (i, (p, link)) in self.peers.iter_mut().zip(links).enumerate() {
+            let peer = i * workers + worker;
             for ch in Channel::ALL {
                 let heard = p.rtt.last_heard(ch);
                 if let Some(change) = p.liveness.update(ch, now, heard) {
@@ -471,8 +527,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             }
         }
         if let Some(r) = &mut self.reorder {
-            self.shared.publish_reorder(r.stats(now));
-            for (peer, link) in self.shared.peers().iter().enumerate() {
+            self.shared.publish_reorder(self.worker, r.stats(now));
+            let links = self.shared.peers().iter().enumerate();
+            for (peer, link) in links.skip(self.worker).step_by(self.workers) {
                 link.limits.publish_reorder(&r.device_stats(peer));
             }
         }
@@ -483,9 +540,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         &self.shared
     }
 
-    /// The RTT estimator of peer `peer` (for inspection).
+    /// The RTT estimator of peer `peer` (for inspection; a peer this worker serves).
     pub fn rtt(&mut self, peer: usize) -> &mut RttEstimator {
-        &mut self.peers[peer].rtt
+        let local = self.local(peer).expect("a peer of this worker");
+        &mut self.peers[local].rtt
     }
 }
 

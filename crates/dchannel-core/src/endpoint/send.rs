@@ -14,18 +14,20 @@
 //! the total over the cap, the peer with the most flows (the new flow's own
 //! on a tie) loses its least recently seen flow, so a device opening flows
 //! without end evicts its own, never another's (issue 37). The per-peer
-//! counts sit in an ordered set: O(log peers) per new flow, nothing per packet
-//! of a known flow.
+//! counts sit in an ordered set shared by all send workers (flow_count.rs):
+//! O(log peers) per new flow, nothing per packet of a known flow.
 
+use super::flow_count::FlowCount;
 use super::{Config, DatagramAuth, DropReason, Outgoing, ProbeTransmit, Shared, Timer, TimerTable};
 use crate::flow_table::FlowTableStats;
 use crate::policy::{Outcome, Policy};
 use crate::steer::{Steered, Steerer};
 use crate::wire::{self, channel_flags, Header, MsgType, ProbeKind, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A datagram to send: `buf[..len]` of the buffer given to
 /// [`SendHalf::handle_tun`], on `channel`, to `destination`.
@@ -43,30 +45,37 @@ pub struct Transmit {
     pub steered: Steered,
 }
 
-/// The send half's state per peer.
-struct SendPeer {
+/// The send half's state per peer (shared by the send workers, each peer
+/// behind its own mutex: two workers wait for each other only when they send
+/// to the same peer at once).
+pub struct SendPeer {
     steerer: Steerer,
     /// The peer's endpoints as last seen in [`Shared`], and their generation.
     endpoints: [Option<SocketAddr>; 2],
     endpoint_gen: u64,
-    /// The steerer's flows as `SendHalf::by_flows` counts them.
+    /// The steerer's flows as the shared [`FlowCount`] counts them.
     counted_flows: usize,
 }
 
 /// Inner packets in, datagrams out (see the module docs).
+///
+/// One of `workers` send halves of an endpoint ([`super::new_workers`]): any
+/// of them may send to any peer (the per-peer state is shared, each peer
+/// behind its own mutex); this one expires the flows of the peers ≡ `worker`
+/// (mod `workers`).
 pub struct SendHalf<A> {
     shared: Arc<Shared>,
-    peers: Vec<SendPeer>,
+    peers: Arc<[Mutex<SendPeer>]>,
     /// Peer per tunnel address (gateway role); empty for a client.
-    by_tunnel_addr: HashMap<IpAddr, usize>,
+    by_tunnel_addr: Arc<HashMap<IpAddr, usize>>,
     auth: A,
+    worker: usize,
+    workers: usize,
     timers: TimerTable,
     flow_expiry_period: Nanos,
-    /// (flows, peer) of every peer with a flow.
-    by_flows: BTreeSet<(usize, usize)>,
-    /// Flows of all peers.
-    total_flows: usize,
-    max_flows_total: usize,
+    /// Flows of all peers against the gateway-wide cap, one count for all
+    /// send workers.
+    flow_count: Arc<Mutex<FlowCount>>,
     /// The peer whose HBC the last packet's decision asked to wake (`prewarm`).
     pending_wake: Option<usize>,
     /// Wake probes sealed for sending.
@@ -85,28 +94,60 @@ pub trait HbcOwdOracle: Send {
     fn hbc_owd(&self) -> Option<Nanos>;
 }
 
+/// The peer `peer`'s state, locked (a poisoned lock: another worker panicked
+/// mid-packet; the steering state is still usable).
+fn lock(peers: &[Mutex<SendPeer>], peer: usize) -> MutexGuard<'_, SendPeer> {
+    peers[peer].lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A peer's [`Steerer`], locked, from [`SendHalf::steerer`].
+pub struct SteererGuard<'a>(MutexGuard<'a, SendPeer>);
+
+impl Deref for SteererGuard<'_> {
+    type Target = Steerer;
+    fn deref(&self) -> &Steerer {
+        &self.0.steerer
+    }
+}
+
+impl DerefMut for SteererGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Steerer {
+        &mut self.0.steerer
+    }
+}
+
 impl<A: DatagramAuth> SendHalf<A> {
-    pub(super) fn new(
+    /// The per-peer state of all send workers (one [`Steerer`] per peer).
+    pub(super) fn peers(
         cfg: &Config,
-        shared: Arc<Shared>,
-        by_tunnel_addr: HashMap<IpAddr, usize>,
+        shared: &Shared,
         policies: Vec<Box<dyn Policy>>,
-        auth: A,
-    ) -> SendHalf<A> {
-        let peers = policies
+    ) -> Arc<[Mutex<SendPeer>]> {
+        policies
             .into_iter()
             .zip(shared.peers())
             .map(|(policy, link)| {
                 let mut steerer = Steerer::new(cfg.steer.clone(), policy);
                 steerer.estimate_all = cfg.estimate_all;
-                SendPeer {
+                Mutex::new(SendPeer {
                     steerer,
                     endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
                     endpoint_gen: 0,
                     counted_flows: 0,
-                }
+                })
             })
-            .collect();
+            .collect()
+    }
+
+    pub(super) fn new(
+        cfg: &Config,
+        shared: Arc<Shared>,
+        by_tunnel_addr: Arc<HashMap<IpAddr, usize>>,
+        peers: Arc<[Mutex<SendPeer>]>,
+        flow_count: Arc<Mutex<FlowCount>>,
+        auth: A,
+        (worker, workers): (usize, usize),
+    ) -> SendHalf<A> {
         let mut timers = TimerTable::default();
         timers.set(Timer::FlowExpiry, 0);
         SendHalf {
@@ -115,14 +156,14 @@ impl<A: DatagramAuth> SendHalf<A> {
             by_tunnel_addr: if cfg.role == super::Role::Gateway {
                 by_tunnel_addr
             } else {
-                HashMap::new()
+                Arc::default()
             },
             auth,
+            worker,
+            workers,
             timers,
             flow_expiry_period: cfg.flow_expiry_period,
-            by_flows: BTreeSet::new(),
-            total_flows: 0,
-            max_flows_total: cfg.max_flows_total.max(1),
+            flow_count,
             pending_wake: None,
             wakes: 0,
             oracle: None,
@@ -154,7 +195,8 @@ impl<A: DatagramAuth> SendHalf<A> {
                 .ok_or(DropReason::NoClient)?
         };
         let link = &self.shared.peers()[peer];
-        let p = &mut self.peers[peer];
+        let mut guard = lock(&self.peers, peer);
+        let p = &mut *guard;
         if let Some((gen, endpoints)) = link.endpoints_since(p.endpoint_gen) {
             p.endpoint_gen = gen;
             p.endpoints = endpoints;
@@ -168,11 +210,10 @@ impl<A: DatagramAuth> SendHalf<A> {
             return Err(DropReason::NoEndpoint);
         }
         let steered = p.steerer.steer(now, pkt, &view);
-        if p.steerer.flows() != p.counted_flows {
-            self.count_flows(peer);
-            self.enforce_flow_cap(peer);
+        let new_count = p.steerer.flows() != p.counted_flows;
+        if new_count {
+            self.count_flows(peer, p);
         }
-        let p = &mut self.peers[peer];
         let channel = steered.channel;
         if steered.decision.wake_hbc
             && channel == Channel::Llc
@@ -181,6 +222,10 @@ impl<A: DatagramAuth> SendHalf<A> {
             self.pending_wake = Some(peer);
         }
         let destination = p.endpoints[channel.index()].expect("fallback picks a reachable channel");
+        drop(guard); // sealing locks the peer's crypto state, not this
+        if new_count {
+            self.enforce_flow_cap(peer);
+        }
         let header = Header {
             msg_type: MsgType::Data,
             flags: channel_flags(channel),
@@ -213,7 +258,7 @@ impl<A: DatagramAuth> SendHalf<A> {
     /// be sealed (no session yet).
     pub fn poll_wake(&mut self, now: Nanos, buf: &mut [u8]) -> Option<ProbeTransmit> {
         let peer = self.pending_wake.take()?;
-        let destination = self.peers[peer].endpoints[Channel::Hbc.index()]?;
+        let destination = lock(&self.peers, peer).endpoints[Channel::Hbc.index()]?;
         let body_at = self.auth.headroom() + HEADER_LEN;
         wire::encode_probe_body(&mut buf[body_at..], ProbeKind::Wake, Channel::Hbc);
         let out = Outgoing::probe(peer, 0, Channel::Hbc);
@@ -254,14 +299,16 @@ impl<A: DatagramAuth> SendHalf<A> {
         self.timers.next()
     }
 
-    /// Evicts idle flows when due.
+    /// Evicts idle flows when due (of the peers this worker expires).
     pub fn handle_timeout(&mut self, now: Nanos) {
         if self.timers.is_due(Timer::FlowExpiry, now) {
-            for peer in 0..self.peers.len() {
-                self.peers[peer].steerer.expire(now);
-                self.count_flows(peer);
-                let stats = self.peers[peer].steerer.flow_table().stats;
-                let flows = self.peers[peer].counted_flows;
+            for peer in (self.worker..self.peers.len()).step_by(self.workers) {
+                let mut p = lock(&self.peers, peer);
+                p.steerer.expire(now);
+                self.count_flows(peer, &mut p);
+                let stats = p.steerer.flow_table().stats;
+                let flows = p.counted_flows;
+                drop(p);
                 self.shared.peers()[peer]
                     .limits
                     .publish_flows(flows, &stats);
@@ -271,63 +318,60 @@ impl<A: DatagramAuth> SendHalf<A> {
         }
     }
 
-    /// Brings `by_flows` and `total_flows` up to date with peer `peer`'s table.
-    fn count_flows(&mut self, peer: usize) {
-        let p = &mut self.peers[peer];
+    /// Brings the shared flow count up to date with peer `peer`'s table
+    /// (`p`: its state, locked by the caller).
+    fn count_flows(&self, peer: usize, p: &mut SendPeer) {
         let n = p.steerer.flows();
-        let old = std::mem::replace(&mut p.counted_flows, n);
-        if old == n {
-            return;
+        if std::mem::replace(&mut p.counted_flows, n) != n {
+            self.flow_count().set(peer, n);
         }
-        if old > 0 {
-            self.by_flows.remove(&(old, peer));
-        }
-        if n > 0 {
-            self.by_flows.insert((n, peer));
-        }
-        self.total_flows = self.total_flows + n - old;
     }
 
     /// Over the gateway-wide cap, the peer with the most flows (`peer` on a
-    /// tie) loses its least recently seen flows until the total fits.
-    fn enforce_flow_cap(&mut self, peer: usize) {
-        while self.total_flows > self.max_flows_total {
-            let Some(&(most, largest)) = self.by_flows.last() else {
+    /// tie) loses its least recently seen flows until the total fits. Holds
+    /// no peer's lock on entry and one at a time inside (flow_count.rs: lock
+    /// order), so two workers evicting at once cannot deadlock.
+    fn enforce_flow_cap(&self, peer: usize) {
+        loop {
+            let Some(victim) = self.flow_count().victim(peer) else {
                 return;
             };
-            let victim = if self.peers[peer].counted_flows >= most {
-                peer
-            } else {
-                largest
-            };
-            if !self.peers[victim].steerer.evict_for_gateway() {
+            let mut v = lock(&self.peers, victim);
+            if !v.steerer.evict_for_gateway() {
                 return;
             }
-            self.count_flows(victim);
+            self.count_flows(victim, &mut v);
         }
+    }
+
+    /// The gateway-wide flow count, locked (poisoned: another worker
+    /// panicked mid-update; the counts are still usable).
+    fn flow_count(&self) -> MutexGuard<'_, FlowCount> {
+        self.flow_count.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Flows in the flow tables of all peers.
     pub fn flows(&self) -> usize {
-        self.peers.iter().map(|p| p.steerer.flows()).sum()
+        (0..self.peers.len())
+            .map(|i| lock(&self.peers, i).steerer.flows())
+            .sum()
     }
 
     /// Flows created and evicted, over the flow tables of all peers.
     pub fn flow_table_stats(&self) -> FlowTableStats {
-        self.peers
-            .iter()
-            .map(|p| p.steerer.flow_table().stats)
+        (0..self.peers.len())
+            .map(|i| lock(&self.peers, i).steerer.flow_table().stats)
             .fold(FlowTableStats::default(), |a, b| a + b)
     }
 
     /// Decisions of peer `peer` per (outcome, channel actually used).
-    pub fn decisions(&self, peer: usize) -> &[[u64; 2]; Outcome::COUNT] {
-        self.peers[peer].steerer.counts()
+    pub fn decisions(&self, peer: usize) -> [[u64; 2]; Outcome::COUNT] {
+        *lock(&self.peers, peer).steerer.counts()
     }
 
-    /// The steerer of peer `peer` (for inspection).
-    pub fn steerer(&mut self, peer: usize) -> &mut Steerer {
-        &mut self.peers[peer].steerer
+    /// The steerer of peer `peer`, locked (for inspection).
+    pub fn steerer(&mut self, peer: usize) -> SteererGuard<'_> {
+        SteererGuard(lock(&self.peers, peer))
     }
 
     /// The state shared with the receive half.

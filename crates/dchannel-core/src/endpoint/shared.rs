@@ -166,17 +166,18 @@ impl PeerLink {
     }
 }
 
-/// The state shared by the two halves of one endpoint.
+/// The state shared by the halves of one endpoint (two, or two per worker).
 pub struct Shared {
     peers: Vec<PeerLink>,
-    reorder: Mutex<ReorderStats>,
+    /// Each receive worker's reorder-buffer counters (index = worker).
+    reorder: Mutex<Vec<ReorderStats>>,
 }
 
 impl Shared {
-    pub(crate) fn new(peers: &[PeerConfig]) -> Shared {
+    pub(crate) fn new(peers: &[PeerConfig], workers: usize) -> Shared {
         Shared {
             peers: peers.iter().map(PeerLink::new).collect(),
-            reorder: Mutex::new(ReorderStats::default()),
+            reorder: Mutex::new(vec![ReorderStats::default(); workers.max(1)]),
         }
     }
 
@@ -185,13 +186,15 @@ impl Shared {
         &self.peers
     }
 
-    /// Reorder-buffer counters as of the last publication.
+    /// Reorder-buffer counters as of the last publication, over all
+    /// receive workers ([`ReorderStats::merge`]).
     pub fn reorder_stats(&self) -> ReorderStats {
-        *self.reorder.lock().expect("reorder stats lock")
+        let all = self.reorder.lock().expect("reorder stats lock");
+        all.iter().skip(1).fold(all[0], |acc, s| acc.merge(s))
     }
 
-    pub(crate) fn publish_reorder(&self, s: ReorderStats) {
-        *self.reorder.lock().expect("reorder stats lock") = s;
+    pub(crate) fn publish_reorder(&self, worker: usize, s: ReorderStats) {
+        self.reorder.lock().expect("reorder stats lock")[worker] = s;
     }
 
     /// Whether every peer has one-way delays for both channels.

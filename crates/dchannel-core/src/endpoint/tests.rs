@@ -54,25 +54,27 @@ fn client(policy: &str) -> Halves {
     )
 }
 
+/// A gateway's clients: 198.19.0.2 (`CLIENT_TOKEN`) and 198.19.0.3
+/// (`OTHER_TOKEN`), endpoints not yet known.
+fn gateway_peers() -> Vec<PeerConfig> {
+    vec![
+        PeerConfig {
+            name: "198.19.0.2".into(),
+            token: CLIENT_TOKEN,
+            tunnel_addr: Some("198.19.0.2".parse().unwrap()),
+            endpoints: [None, None],
+        },
+        PeerConfig {
+            name: "198.19.0.3".into(),
+            token: OTHER_TOKEN,
+            tunnel_addr: Some("198.19.0.3".parse().unwrap()),
+            endpoints: [None, None],
+        },
+    ]
+}
+
 fn gateway(policy: &str) -> Halves {
-    halves(
-        Role::Gateway,
-        policy,
-        vec![
-            PeerConfig {
-                name: "198.19.0.2".into(),
-                token: CLIENT_TOKEN,
-                tunnel_addr: Some("198.19.0.2".parse().unwrap()),
-                endpoints: [None, None],
-            },
-            PeerConfig {
-                name: "198.19.0.3".into(),
-                token: OTHER_TOKEN,
-                tunnel_addr: Some("198.19.0.3".parse().unwrap()),
-                endpoints: [None, None],
-            },
-        ],
-    )
+    halves(Role::Gateway, policy, gateway_peers())
 }
 
 /// A data datagram as a client with `token` would send it.
@@ -656,4 +658,89 @@ fn an_hbc_owd_oracle_replaces_the_estimate_per_packet() {
         t.steered.decision.estimate.unwrap().c_hbc,
         (220 * MS) as f64
     );
+}
+
+/// A gateway's two workers (`cfg`) for clients 198.19.0.2 (peer 0, worker 0)
+/// and 198.19.0.3 (peer 1, worker 1), endpoints not yet known.
+fn two_workers(cfg: Config) -> Vec<Halves> {
+    let peers = gateway_peers();
+    let auth = TokenAuth::new(&peers).unwrap();
+    new_workers(cfg, peers, auth, || parse_spec("all-hbc", 0.75).unwrap(), 2).unwrap()
+}
+
+/// Two workers at a gateway with two clients (issue 37): receive half k
+/// serves peer k only (a datagram of the other peer is `OtherWorker`, its
+/// state untouched), each publishes its own peer's liveness, and any send
+/// half reaches either peer through the learned endpoints.
+#[test]
+fn each_worker_serves_its_own_peers_and_any_sends_to_all() {
+    let mut w = two_workers(Config::new(Role::Gateway));
+    let (ue2, ue3) = (addr("198.18.1.2:50000"), addr("198.18.1.3:50000"));
+    let from3 = build::udp4([198, 19, 0, 3], [198, 18, 3, 2], 7, 53, b"q");
+    // peer 1's datagram at worker 0: refused, no endpoint learned
+    let r = w[0]
+        .1
+        .handle_datagram(0, Channel::Hbc, ue3, data(OTHER_TOKEN, 1, 0, &from3));
+    assert!(
+        matches!(
+            r,
+            Received::Dropped {
+                reason: DropReason::OtherWorker,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    assert_eq!(w[0].1.shared().peers()[1].endpoint(Channel::Hbc), None);
+    // each at its own worker: accepted
+    let r = w[1]
+        .1
+        .handle_datagram(0, Channel::Hbc, ue3, data(OTHER_TOKEN, 1, 0, &from3));
+    assert!(
+        matches!(r, Received::Data(Arrival { peer: 1, .. })),
+        "{r:?}"
+    );
+    assert!(matches!(
+        hear(&mut w[0].1, 0, Channel::Hbc, ue2, 1, 0, &uplink(5)),
+        Received::Data(Arrival { peer: 0, .. })
+    ));
+    // publication: worker k writes peer k's liveness (up once heard) and no other's
+    w[0].1.handle_timeout(0);
+    let shared = Arc::clone(w[0].1.shared());
+    assert!(shared.peers()[0].reported_up(Channel::Hbc));
+    assert!(!shared.peers()[1].reported_up(Channel::Hbc));
+    w[1].1.handle_timeout(0);
+    assert!(shared.peers()[1].reported_up(Channel::Hbc));
+    // either send half reaches either peer (shared per-peer steering state)
+    for (tx, _) in &mut w {
+        let (t, _) = send(tx, MS, &downlink([198, 19, 0, 3], 100)).unwrap();
+        assert_eq!((t.peer, t.destination), (1, ue3));
+        let (t, _) = send(tx, MS, &downlink([198, 19, 0, 2], 100)).unwrap();
+        assert_eq!((t.peer, t.destination), (0, ue2));
+    }
+    assert_eq!(w[0].0.decisions(1), w[1].0.decisions(1));
+}
+
+/// The egress rule holds in every worker's receive half, not just the first
+/// (each gets its own copy of `Config::egress`).
+#[test]
+fn every_worker_applies_the_egress_rule() {
+    let mut w = two_workers(Config::new(Role::Gateway));
+    let (ue2, ue3) = (addr("198.18.1.2:50000"), addr("198.18.1.3:50000"));
+    for (k, (token, src, from)) in [
+        (CLIENT_TOKEN, [198, 19, 0, 2], ue2),
+        (OTHER_TOKEN, [198, 19, 0, 3], ue3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let rx = &mut w[k].1;
+        let meta = build::udp4(src, [169, 254, 169, 254], 40000, 80, b"GET /");
+        let r = rx.handle_datagram(0, Channel::Hbc, from, data(token, 1, 0, &meta));
+        assert_eq!(dropped(r), DropReason::EgressDenied, "worker {k}");
+        let ok = build::udp4(src, [198, 18, 3, 2], 40000, 80, b"GET /");
+        let r = rx.handle_datagram(0, Channel::Hbc, from, data(token, 1, 1, &ok));
+        assert!(matches!(r, Received::Data(_)), "worker {k}: {r:?}");
+        assert_eq!(delivered(rx), vec![ok], "worker {k}");
+    }
 }

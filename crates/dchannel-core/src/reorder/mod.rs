@@ -121,6 +121,23 @@ pub struct ReorderConfig {
     pub fifo_loss: bool,
 }
 
+impl ReorderConfig {
+    /// The bounds of one of `workers` receive workers' buffers (a gateway
+    /// with `--threads`; each worker has its own buffer over its own
+    /// devices): the gateway-wide caps `max_total_bytes` and `max_flows` are
+    /// split evenly (rounded up), so the workers together stay within them
+    /// (docs/reliability.md); the per-flow and per-device caps are unchanged,
+    /// a device's flows all being in one worker.
+    pub fn per_worker(&self, workers: usize) -> ReorderConfig {
+        let workers = workers.max(1);
+        ReorderConfig {
+            max_total_bytes: self.max_total_bytes.div_ceil(workers),
+            max_flows: self.max_flows.div_ceil(workers),
+            ..self.clone()
+        }
+    }
+}
+
 impl Default for ReorderConfig {
     fn default() -> Self {
         ReorderConfig {
@@ -166,6 +183,27 @@ pub struct ReorderStats {
     pub max_occupancy_bytes: usize,
     /// Time-weighted mean of the bytes held, since the first packet.
     pub mean_occupancy_bytes: f64,
+}
+
+impl ReorderStats {
+    /// The counters of two reorder buffers (a gateway's receive workers, each
+    /// with its own flows) as one: counts and occupancies add up (the
+    /// maximum is then a bound: the buffers need not peak together), the
+    /// timeout is the larger.
+    pub fn merge(&self, o: &ReorderStats) -> ReorderStats {
+        ReorderStats {
+            in_order_releases: self.in_order_releases + o.in_order_releases,
+            timeout_releases: self.timeout_releases + o.timeout_releases,
+            fifo_releases: self.fifo_releases + o.fifo_releases,
+            late_after_timeout: self.late_after_timeout + o.late_after_timeout,
+            timeout_ms: self.timeout_ms.max(o.timeout_ms),
+            overflow_releases: self.overflow_releases + o.overflow_releases,
+            passed_through: self.passed_through + o.passed_through,
+            held: self.held + o.held,
+            max_occupancy_bytes: self.max_occupancy_bytes + o.max_occupancy_bytes,
+            mean_occupancy_bytes: self.mean_occupancy_bytes + o.mean_occupancy_bytes,
+        }
+    }
 }
 
 struct Held<P> {

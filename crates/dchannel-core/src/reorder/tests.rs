@@ -302,3 +302,30 @@ fn bounded_flow_count() {
     assert_eq!(b.flows(), 10);
     assert!(b.occupancy() <= 100);
 }
+
+/// A gateway's `--threads 3`: each worker's buffer gets a third of the
+/// gateway-wide caps, rounded up (67,108,864 / 3 = 22,369,621.3 bytes,
+/// 65,536 / 3 = 21,845.3 flows), the per-flow and per-device ones whole.
+#[test]
+fn per_worker_splits_the_gateway_wide_caps_only() {
+    let all = ReorderConfig::default();
+    let one = all.per_worker(3);
+    assert_eq!((one.max_total_bytes, one.max_flows), (22_369_622, 21_846));
+    assert_eq!(
+        (
+            one.max_flow_bytes,
+            one.max_device_bytes,
+            one.max_device_flows
+        ),
+        (
+            all.max_flow_bytes,
+            all.max_device_bytes,
+            all.max_device_flows
+        )
+    );
+    let same = all.per_worker(1);
+    assert_eq!(
+        (same.max_total_bytes, same.max_flows),
+        (all.max_total_bytes, all.max_flows)
+    );
+}

@@ -12,6 +12,8 @@ pub use dchannel_base::testing::{self, in_ns, pattern, sh, spawn_ready, terminat
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
+pub mod fleet;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_dchannel");
 pub const TOKEN: &str = "00112233aabbccdd";
 pub const SRV: &str = "198.18.3.2";
@@ -143,25 +145,7 @@ impl Topo {
             sh(&["ip", "-n", ans, "link", "set", a, "up"]);
             sh(&["ip", "-n", bns, "link", "set", b, "up"]);
         }
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            &t.gw,
-            "sysctl",
-            "-qw",
-            "net.ipv4.ip_forward=1",
-        ]);
-        sh(&[
-            "ip",
-            "-n",
-            &t.srv,
-            "route",
-            "add",
-            "198.19.0.0/16",
-            "via",
-            "198.18.3.1",
-        ]);
+        route_tunnels_through_gw(&t.gw, &t.srv);
         t
     }
 
@@ -329,10 +313,48 @@ impl Topo {
 
 impl Drop for Topo {
     fn drop(&mut self) {
-        for ns in [&self.ue, &self.gw, &self.srv] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        remove_namespaces([&self.ue, &self.gw, &self.srv], &self.dir);
+    }
+}
+
+/// `gw` forwards, and `srv` (at 198.18.3.2, gw at 198.18.3.1) reaches the
+/// tunnel addresses (198.19.0.0/16) through it.
+pub fn route_tunnels_through_gw(gw: &str, srv: &str) {
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        gw,
+        "sysctl",
+        "-qw",
+        "net.ipv4.ip_forward=1",
+    ]);
+    sh(&[
+        "ip",
+        "-n",
+        srv,
+        "route",
+        "add",
+        "198.19.0.0/16",
+        "via",
+        "198.18.3.1",
+    ]);
+}
+
+/// Deletes namespaces `names` and directory `dir` (a topology's teardown;
+/// what is already gone is no error).
+pub fn remove_namespaces<'a>(names: impl IntoIterator<Item = &'a String>, dir: &Path) {
+    for ns in names {
+        let _ = Command::new("ip").args(["netns", "del", ns]).output();
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Kills and reaps `children` (agents left running by a failed test).
+pub fn kill_all<'a>(children: impl IntoIterator<Item = &'a mut Child>) {
+    for c in children {
+        let _ = c.kill();
+        let _ = c.wait();
     }
 }
 
@@ -362,13 +384,11 @@ impl Agents {
 
 impl Drop for Agents {
     fn drop(&mut self) {
-        for c in [self.client.as_mut(), self.gateway.as_mut()]
-            .into_iter()
-            .flatten()
-        {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        kill_all(
+            [self.client.as_mut(), self.gateway.as_mut()]
+                .into_iter()
+                .flatten(),
+        );
     }
 }
 
