@@ -1,7 +1,8 @@
 //! One user's page load as a list of inner packets: the input of the simulator.
 //!
-//! A trace file is CSV with the header `t_ns,dir,proto,src,sport,dst,dport,ip_len`,
-//! one row per inner IP packet a device sent (`up`) or received (`down`), `t_ns`
+//! A trace file is CSV whose header starts `t_ns,dir,proto,src,sport,dst,dport,ip_len`
+//! (further columns, e.g. the testbed's `channel`, are ignored), one row per
+//! inner IP packet a device sent (`up`) or received (`down`), `t_ns`
 //! nanoseconds since the page load began (non-decreasing). `lab/dchlab/sim`
 //! writes these from the agents' decision logs (`--decision-log`: the packets
 //! the policy was asked about, on both ends, on one clock).
@@ -25,7 +26,7 @@ const UDP_HEADER: usize = 8;
 /// TCP flags of a synthesized segment: ACK (bit 4).
 const TCP_ACK: u8 = 0x10;
 
-/// The trace file's header, exactly.
+/// The trace file's first columns, exactly.
 pub const HEADER: &str = "t_ns,dir,proto,src,sport,dst,dport,ip_len";
 
 /// One inner packet of a trace.
@@ -69,7 +70,7 @@ impl Trace {
     pub fn parse(name: &str, text: &str) -> Result<Trace> {
         let mut lines = text.lines().enumerate();
         match lines.next() {
-            Some((_, h)) if h.trim() == HEADER => {}
+            Some((_, h)) if h.trim() == HEADER || h.starts_with(&format!("{HEADER},")) => {}
             other => bail!(
                 "line 1: header {:?}, expected {HEADER:?}",
                 other.map(|(_, h)| h).unwrap_or("")
@@ -173,8 +174,8 @@ mod tests {
     #[test]
     fn rows_become_packets_the_core_parses_with_their_flow_and_length() {
         let text = format!(
-            "{HEADER}\n0,up,6,198.19.0.2,40000,198.18.0.1,443,52\n\
-             1500,down,17,198.19.255.53,53,198.19.0.2,10300,65\n"
+            "{HEADER},channel\n0,up,6,198.19.0.2,40000,198.18.0.1,443,52,hbc\n\
+             1500,down,17,198.19.255.53,53,198.19.0.2,10300,65,llc\n"
         );
         let t = Trace::parse("p", &text).unwrap();
         assert_eq!(t.packets.len(), 2);

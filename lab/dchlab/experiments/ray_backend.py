@@ -70,7 +70,9 @@ def default_slots(cpus: float) -> int:
     return max(1, int(cpus) // 4)
 
 
-def _import_ray() -> Any:
+def import_ray() -> Any:
+    """The `ray` module, usage stats off (the lab machines have no internet); a clear
+    error when it is not installed. Also used by dchlab.sim.grid."""
     # Ray phones home unless told not to; the lab machines have no internet.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
@@ -222,7 +224,7 @@ class RayDispatch:
     # -------------------------------------------------------------- connection
 
     def connect(self) -> Any:
-        ray = _import_ray()
+        ray = import_ray()
         if not ray.is_initialized():
             address = self._reachable_address(ray)
             self._owns_connection = True

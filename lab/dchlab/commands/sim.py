@@ -1,0 +1,289 @@
+"""`dch sim`: a URLLC cell shared by many users, in simulation (issue 41, item 5).
+
+Capture one user's page loads in the testbed (the agents' decision logs: every inner
+packet, both directions), turn them into traces, measure one user's LLC demand, then
+replay N users through the real steering core into one shared LLC (`llcsim`,
+crates/llcsim) over a grid of cells, sharded over Ray. docs/llc_sharing.md
+("Beyond one machine") has the method, the numbers and what the simulation leaves out.
+
+Subcommands:
+  capture --pages A,B -o DIR     page loads under dchannel with decision logs (DIR/PAGE/)
+  traces DIR -o TRACES           decision logs -> per-page traces (TRACES/PAGE.csv)
+  demand TRACES [--think-s T]    one user's LLC demand: per load, per second, bursts
+  run TRACES --users ... -o DIR  the grid -> DIR/cells.parquet, DIR/pages.parquet
+  capacity DIR/cells.parquet     users per cell before the LLC's p95 wait exceeds X
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import subprocess
+from pathlib import Path
+
+from dchlab.commands import add_command
+from dchlab.errors import UserError
+
+log = logging.getLogger("dch.sim")
+
+
+def _csv_list(kind: type, text: str) -> list:  # type: ignore[type-arg]
+    try:
+        return [kind(v) for v in text.split(",") if v.strip()]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected comma-separated {kind.__name__}s"
+        ) from e
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    """`dch sim capture --pages A,B -o DIR`: record one user's page loads for the simulator.
+
+    Runs `dch pageload` once per page (Chromium, dchannel, the given channels) with both
+    agents writing their decision logs into DIR/PAGE/uplink.csv (client) and
+    DIR/PAGE/downlink.csv (gateway); the page-load row goes to DIR/PAGE/row.json.
+    """
+    out = Path(args.output)
+    dch = Path(__file__).resolve().parents[3] / "dch"
+    failed = []
+    for page in args.pages:
+        d = out / page
+        d.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            str(dch), "pageload", "--corpus", args.corpus, "--pages", page,
+            "--scheme", args.scheme, "--hbc", args.hbc, "--llc", args.llc,
+            "--seed", str(args.seed), "--no-store", "--json",
+            "--client-arg=--decision-log", f"--client-arg={d / 'uplink.csv'}",
+            "--gateway-arg=--decision-log", f"--gateway-arg={d / 'downlink.csv'}",
+        ]  # fmt: skip
+        log.info("capturing %s", page)
+        with (d / "row.json").open("w") as row:
+            if subprocess.run(cmd, stdout=row, check=False).returncode != 0:
+                failed.append(page)
+    if failed:
+        raise UserError(f"page loads failed: {', '.join(failed)} (see their row.json)")
+    return 0
+
+
+def cmd_traces(args: argparse.Namespace) -> int:
+    """`dch sim traces DIR -o TRACES`: decision logs of captured page loads -> traces.
+
+    Every DIR/PAGE/ holding uplink.csv and downlink.csv becomes TRACES/PAGE.csv
+    (dchlab/sim/logs.py has the format).
+    """
+    from dchlab.sim import logs
+
+    src, out = Path(args.captures), Path(args.output)
+    pages = sorted(
+        p for p in src.iterdir() if (p / "uplink.csv").exists() and (p / "downlink.csv").exists()
+    )
+    if not pages:
+        raise UserError(f"{src}: no PAGE/ with uplink.csv and downlink.csv (run `dch sim capture`)")
+    out.mkdir(parents=True, exist_ok=True)
+    for p in pages:
+        n, skipped = logs.convert(p, out / f"{p.name}.csv")
+        print(
+            f"{p.name}: {n} packets" + (f" ({skipped} without a flow left out)" if skipped else "")
+        )
+    return 0
+
+
+def cmd_demand(args: argparse.Namespace) -> int:
+    """`dch sim demand TRACES`: one user's LLC demand from its page-load traces.
+
+    Per page load: LLC kbit (wire bytes, both directions), span, peak LLC rate over 10 and
+    100 ms windows; then the mean per load, per second of browsing (think times of mean
+    --think-s), and the users a cell of each --capacity-mbit carries by the fluid bound.
+    """
+    from dchlab.sim import capacity, demand, logs
+
+    files = sorted(Path(args.traces).glob("*.csv"))
+    if not files:
+        raise UserError(f"{args.traces}: no *.csv trace in it (make them with `dch sim traces`)")
+    pages = [demand.page_demand(f.stem, logs.read_trace(f)) for f in files]
+    rate = demand.browsing_rate_bps(pages, args.think_s)
+    n = len(pages)
+    up = sum(p.llc_bits_up for p in pages) / n / (sum(p.span_s for p in pages) / n + args.think_s)
+    busier = max(up, rate - up)
+    result = {
+        "pages": [p.__dict__ for p in pages],
+        "mean_llc_kbit_per_load": sum(p.llc_bits for p in pages) / n / 1e3,
+        "mean_span_s": sum(p.span_s for p in pages) / n,
+        "think_s": args.think_s,
+        "browsing_llc_kbit_s": rate / 1e3,
+        "browsing_llc_kbit_s_busier_direction": busier / 1e3,
+        "max_peak_10ms_mbit": max(p.peak_10ms_mbit for p in pages),
+        "max_peak_100ms_mbit": max(p.peak_100ms_mbit for p in pages),
+        "fluid_users": {str(c): capacity.fluid_users(c * 1e6, busier) for c in args.capacity_mbit},
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(
+        f"{'page':24} {'span s':>7} {'pkts':>6} {'llc':>5} {'LLC kbit':>9} {'peak10ms':>9} {'peak100ms':>9}"
+    )
+    for p in pages:
+        print(
+            f"{p.page:24} {p.span_s:7.2f} {p.pkts:6} {p.llc_pkts:5} {p.llc_bits / 1e3:9.1f}"
+            f" {p.peak_10ms_mbit:9.2f} {p.peak_100ms_mbit:9.2f}"
+        )
+    print(
+        f"mean per load: {result['mean_llc_kbit_per_load']:.1f} kbit on the LLC over {result['mean_span_s']:.2f} s"
+    )
+    print(
+        f"per second of browsing (think {args.think_s} s, exponential): {rate / 1e3:.2f} kbit/s"
+        f" ({busier / 1e3:.2f} kbit/s on the busier direction)"
+    )
+    for c, u in result["fluid_users"].items():
+        print(f"  C = {c} Mbit/s per direction: at most {u:.0f} browsing users (fluid bound)")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """`dch sim run TRACES --users N,... --capacity-mbit C,... -o DIR`: simulate a grid of cells.
+
+    Every (users, capacity, rule, seed) is one `llcsim` run: N users browsing the traces
+    (uniform start offsets in [0, think), exponential think times), each packet steered
+    by the real core, LLC packets queued in one shared queue per direction. Cells run on
+    a local Ray of --workers CPUs (0: in this process). Writes DIR/cells.parquet (one row
+    per cell) and DIR/pages.parquet (one row per page load).
+    """
+    from rich.console import Console
+
+    from dchlab.progress import bar
+    from dchlab.sim import grid
+
+    try:
+        cells = grid.grid(args.users, args.capacity_mbit, args.rules, args.seeds)
+        opts = grid.SimOptions(
+            policy=args.policy,
+            hbc_owd_ms=args.hbc_owd_ms,
+            llc_owd_ms=args.llc_owd_ms,
+            duration_s=args.duration_s,
+            think_s=args.think_s,
+        )
+        console = Console(stderr=True)
+        with bar(console, status=True) as progress:
+            task = progress.add_task("sim", total=len(cells), status="")
+
+            def done(cell: grid.Cell, row: dict) -> None:  # type: ignore[type-arg]
+                status = f"N={cell.users} C={cell.capacity_mbit} {cell.rule}: p95 {row['wait_p95_ms']} ms"
+                progress.update(task, advance=1, status=status)
+
+            cell_rows, page_rows = grid.run(cells, Path(args.traces), opts, args.workers, done)
+    except (ValueError, FileNotFoundError) as e:
+        raise UserError(str(e)) from e
+    out = Path(args.output)
+    grid.write_parquet(cell_rows, out / "cells.parquet")
+    grid.write_parquet(page_rows, out / "pages.parquet")
+    print(
+        f"{len(cell_rows)} cells, {len(page_rows)} page loads -> {out}/cells.parquet, {out}/pages.parquet"
+    )
+    return 0
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    """`dch sim capacity CELLS`: users per cell before the shared LLC's p95 wait exceeds X.
+
+    From a grid's cells.parquet: per (capacity, rule), the largest N (every smaller N of
+    the grid within too) whose cell-wide LLC queueing delay p95, averaged over seeds, is
+    within --threshold-ms (default 2.5 ms: the urllc preset's one-way base delay).
+    """
+    import pyarrow.parquet as pq
+
+    from dchlab.sim import capacity
+
+    rows = pq.read_table(args.cells).to_pylist()
+    groups: dict[tuple[int, float, str], list[float]] = {}
+    for r in rows:
+        p95 = r["wait_p95_ms"]
+        groups.setdefault((r["users"], r["capacity_mbit"], r["rule"]), []).append(
+            float("inf") if p95 is None else p95
+        )
+    mean = [
+        {"users": u, "capacity_mbit": c, "rule": rule, "wait_p95_ms": sum(v) / len(v)}
+        for (u, c, rule), v in groups.items()
+    ]
+    knees = capacity.knee(mean, args.threshold_ms)
+    print(f"users per cell with LLC queueing p95 <= {args.threshold_ms} ms (grid points only):")
+    for (c, rule), n in sorted(knees.items()):
+        print(f"  C = {c:g} Mbit/s, rule {rule}: {n} users ({n / c:.1f} per Mbit/s)")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, __doc__, None)
+    s = p.add_subparsers(dest="sim_command", metavar="SUBCOMMAND", required=True)
+
+    c = add_command(s, cmd_capture.__doc__, cmd_capture)
+    c.add_argument(
+        "--pages",
+        type=lambda v: _csv_list(str, v),
+        required=True,
+        help="comma-separated page names",
+    )
+    c.add_argument("-o", "--output", required=True, metavar="DIR")
+    c.add_argument("--corpus", default="tp5n", help="page corpus (default tp5n)")
+    c.add_argument("--scheme", default="dchannel", help="scheme (default dchannel)")
+    c.add_argument("--hbc", default="MM-S", help="HBC channel (default MM-S)")
+    c.add_argument("--llc", default="urllc", help="LLC channel (default urllc)")
+    c.add_argument("--seed", type=int, default=1, help="testbed seed (default 1)")
+
+    t = add_command(s, cmd_traces.__doc__, cmd_traces)
+    t.add_argument("captures", metavar="DIR", help="a `dch sim capture` directory")
+    t.add_argument("-o", "--output", required=True, metavar="TRACES")
+
+    d = add_command(s, cmd_demand.__doc__, cmd_demand)
+    d.add_argument("traces", metavar="TRACES", help="directory of traces (`dch sim traces`)")
+    d.add_argument(
+        "--think-s", type=float, default=30.0, help="mean think time between loads, s (default 30)"
+    )
+    d.add_argument(
+        "--capacity-mbit", type=lambda v: _csv_list(float, v), default=[10.0, 100.0],
+        help="cell capacities for the fluid bound, Mbit/s (default 10,100)",
+    )  # fmt: skip
+    d.add_argument("--json", action="store_true", help="one JSON object")
+
+    r = add_command(s, cmd_run.__doc__, cmd_run)
+    r.add_argument("traces", metavar="TRACES", help="directory of traces (`dch sim traces`)")
+    r.add_argument(
+        "--users", type=lambda v: _csv_list(int, v), required=True, help="e.g. 1,10,100,1000,10000"
+    )
+    r.add_argument(
+        "--capacity-mbit",
+        type=lambda v: _csv_list(float, v),
+        default=[10.0, 100.0],
+        help="default 10,100",
+    )
+    r.add_argument(
+        "--rules",
+        type=lambda v: _csv_list(str, v),
+        default=["none", "share"],
+        help="none = (a), share = (b); default both",
+    )
+    r.add_argument("--seeds", type=lambda v: _csv_list(int, v), default=[1], help="default 1")
+    r.add_argument("--policy", default="dchannel", help="steering policy (default dchannel)")
+    r.add_argument(
+        "--hbc-owd-ms",
+        type=float,
+        default=10.0,
+        help="HBC one-way delay the agents assume (default 10: MM-S)",
+    )
+    r.add_argument(
+        "--llc-owd-ms", type=float, default=2.5, help="LLC one-way delay (default 2.5: urllc)"
+    )
+    r.add_argument(
+        "--duration-s", type=float, default=60.0, help="pages start within this many s (default 60)"
+    )
+    r.add_argument("--think-s", type=float, default=30.0, help="mean think time, s (default 30)")
+    r.add_argument(
+        "--workers", type=int, default=2, help="Ray CPUs (default 2; 0: no Ray, in this process)"
+    )
+    r.add_argument("-o", "--output", required=True, metavar="DIR")
+
+    k = add_command(s, cmd_capacity.__doc__, cmd_capacity)
+    k.add_argument("cells", metavar="CELLS", help="a grid's cells.parquet")
+    k.add_argument(
+        "--threshold-ms", type=float, default=2.5, help="p95 wait limit (default 2.5 ms)"
+    )
