@@ -130,3 +130,45 @@ def test_trace_files_are_what_llcsim_reads(tmp_path: Path) -> None:
     logs.write_trace([_pkt(0, 100)], tmp_path / "t.csv")
     header = next(csv.reader((tmp_path / "t.csv").open()))
     assert f'HEADER: &str = "{",".join(header[:8])}"' in rust
+
+
+def test_capacity_cli_defaults_to_the_hbc_llc_gap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dchlab import cli
+
+    base = {"rule": "none", "capacity_mbit": 10.0, "hbc_owd_ms": 10.0, "llc_owd_ms": 2.5}
+    rows = [
+        {**base, "users": 1, "seed": 1, "wait_p95_ms": 3.0},
+        {**base, "users": 4, "seed": 1, "wait_p95_ms": 7.0},
+        {**base, "users": 4, "seed": 2, "wait_p95_ms": 9.0},  # mean 8 > 7.5
+        {**base, "rule": "share", "users": 1, "seed": 1, "wait_p95_ms": 0.1},
+    ]
+    grid.write_parquet(rows, tmp_path / "cells.parquet")
+    assert cli.main(["sim", "capacity", str(tmp_path / "cells.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "p95 <= 7.5 ms" in out
+    assert "C = 10 Mbit/s, rule none: 1 users (0.1 per Mbit/s)" in out
+    assert "rule share: >= 1 users" in out
+    assert (
+        cli.main(["sim", "capacity", str(tmp_path / "cells.parquet"), "--threshold-ms", "8"]) == 0
+    )
+    assert "rule none: >= 4 users" in capsys.readouterr().out
+
+
+def test_compare_cli_sets_captured_against_simulated_llc_share(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dchlab import cli
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    # captured: 1 of 4 packets on the LLC; simulated loads 0.5 and 0.3 -> mean 0.4
+    logs.write_trace([_pkt(i, 100, "llc" if i == 0 else "hbc") for i in range(4)], traces / "p.csv")
+    grid.write_parquet(
+        [{"page": "p", "llc_frac": 0.5}, {"page": "p", "llc_frac": 0.3}], tmp_path / "pages.parquet"
+    )
+    assert cli.main(["sim", "compare", str(traces), str(tmp_path / "pages.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "p                           0.250    0.400      2" in out
+    assert "mean |difference| 0.150" in out

@@ -12,6 +12,7 @@ Subcommands:
   demand TRACES [--think-s T]    one user's LLC demand: per load, per second, bursts
   run TRACES --users ... -o DIR  the grid -> DIR/cells.parquet, DIR/pages.parquet
   capacity DIR/cells.parquet     users per cell before the LLC's p95 wait exceeds X
+  compare TRACES PAGES           per page: the testbed's LLC share of packets vs llcsim's
 """
 
 from __future__ import annotations
@@ -188,13 +189,25 @@ def cmd_capacity(args: argparse.Namespace) -> int:
 
     From a grid's cells.parquet: per (capacity, rule), the largest N (every smaller N of
     the grid within too) whose cell-wide LLC queueing delay p95, averaged over seeds, is
-    within --threshold-ms (default 2.5 ms: the urllc preset's one-way base delay).
+    within --threshold-ms. Default: the grid's HBC-LLC one-way gap (hbc_owd_ms -
+    llc_owd_ms, 7.5 ms for MM-S and urllc): an LLC packet that waits longer arrives
+    later than it would have on the HBC, so the LLC no longer pays off for it.
     """
     import pyarrow.parquet as pq
 
     from dchlab.sim import capacity
 
     rows = pq.read_table(args.cells).to_pylist()
+    if not rows:
+        raise UserError(f"{args.cells}: no cells")
+    threshold = args.threshold_ms
+    if threshold is None:
+        gaps = {r["hbc_owd_ms"] - r["llc_owd_ms"] for r in rows}
+        if len(gaps) != 1:
+            raise UserError(
+                f"{args.cells}: cells with different delays {sorted(gaps)}; give --threshold-ms"
+            )
+        threshold = gaps.pop()
     groups: dict[tuple[int, float, str], list[float]] = {}
     for r in rows:
         p95 = r["wait_p95_ms"]
@@ -205,10 +218,52 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         {"users": u, "capacity_mbit": c, "rule": rule, "wait_p95_ms": sum(v) / len(v)}
         for (u, c, rule), v in groups.items()
     ]
-    knees = capacity.knee(mean, args.threshold_ms)
-    print(f"users per cell with LLC queueing p95 <= {args.threshold_ms} ms (grid points only):")
+    knees = capacity.knee(mean, threshold)
+    largest: dict[tuple[float, str], int] = {}
+    for users, c, rule in groups:
+        largest[(c, rule)] = max(largest.get((c, rule), 0), users)
+    print(f"users per cell with LLC queueing p95 <= {threshold:g} ms (grid points only):")
     for (c, rule), n in sorted(knees.items()):
-        print(f"  C = {c:g} Mbit/s, rule {rule}: {n} users ({n / c:.1f} per Mbit/s)")
+        # the grid's largest N still within: the cell carries at least that many
+        at_least = ">= " if n == largest[(c, rule)] else ""
+        print(
+            f"  C = {c:g} Mbit/s, rule {rule}: {at_least}{n} users ({at_least}{n / c:.1f} per Mbit/s)"
+        )
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """`dch sim compare TRACES PAGES`: the testbed's LLC share of packets against llcsim's, per page.
+
+    TRACES: the captured traces (their `channel` is what the testbed's agents chose);
+    PAGES: a grid's pages.parquet (e.g. one user, the capture's C, rule none, long
+    --duration-s so that every page is replayed many times). Prints, per page, the
+    captured fraction of packets on the LLC and the simulated mean over its loads.
+    """
+    import pyarrow.parquet as pq
+
+    from dchlab.sim import logs
+
+    sim: dict[str, list[float]] = {}
+    for r in pq.read_table(args.pages).to_pylist():
+        sim.setdefault(r["page"], []).append(float(r["llc_frac"]))
+    files = sorted(Path(args.traces).glob("*.csv"))
+    if not files:
+        raise UserError(f"{args.traces}: no *.csv trace in it")
+    print(f"{'page':24} {'testbed':>8} {'llcsim':>8} {'loads':>6}")
+    diffs = []
+    for f in files:
+        packets = logs.read_trace(f)
+        captured = sum(p.channel == "llc" for p in packets) / max(1, len(packets))
+        got = sim.get(f.stem, [])
+        mean = sum(got) / len(got) if got else float("nan")
+        if got:
+            diffs.append(abs(mean - captured))
+        print(f"{f.stem:24} {captured:8.3f} {mean:8.3f} {len(got):6}")
+    if diffs:
+        print(
+            f"mean |difference| {sum(diffs) / len(diffs):.3f}, max {max(diffs):.3f} ({len(diffs)} pages)"
+        )
     return 0
 
 
@@ -285,5 +340,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     k = add_command(s, cmd_capacity.__doc__, cmd_capacity)
     k.add_argument("cells", metavar="CELLS", help="a grid's cells.parquet")
     k.add_argument(
-        "--threshold-ms", type=float, default=2.5, help="p95 wait limit (default 2.5 ms)"
+        "--threshold-ms",
+        type=float,
+        default=None,
+        help="p95 wait limit, ms (default: the grid's hbc_owd_ms - llc_owd_ms)",
     )
+
+    m = add_command(s, cmd_compare.__doc__, cmd_compare)
+    m.add_argument("traces", metavar="TRACES", help="the captured traces")
+    m.add_argument("pages", metavar="PAGES", help="a grid's pages.parquet")

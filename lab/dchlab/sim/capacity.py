@@ -11,7 +11,8 @@ cell of C holds C / 10 Mbit/s such users, and at 100,000 devices per km² the ar
 whose devices fill the cell's fluid bound is `users / 100,000` km².
 
 From the grid: per (C, rule), the largest N whose cell-wide LLC queueing delay p95
-stays within a threshold (the LLC's base one-way delay, 2.5 ms for the urllc preset).
+stays within a threshold (`dch sim capacity`: by default the HBC-LLC one-way gap,
+beyond which a queued LLC packet arrives later than on the HBC).
 """
 
 from __future__ import annotations
