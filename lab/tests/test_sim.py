@@ -148,7 +148,7 @@ def test_capacity_cli_defaults_to_the_hbc_llc_gap(
     assert cli.main(["sim", "capacity", str(tmp_path / "cells.parquet")]) == 0
     out = capsys.readouterr().out
     assert "p95 <= 7.5 ms" in out
-    assert "C = 10 Mbit/s, rule none: 1 users (0.1 per Mbit/s)" in out
+    assert "C = 10 Mbit/s, rule none: 1 users (0.1 per Mbit/s)" in out  # 1 / 10
     assert "rule share: >= 1 users" in out
     assert (
         cli.main(["sim", "capacity", str(tmp_path / "cells.parquet"), "--threshold-ms", "8"]) == 0

@@ -8,7 +8,8 @@
 //! browses: it waits a uniform random start offset in `[0, think)`, replays a
 //! page load (a [`Trace`] drawn uniformly at random), thinks for an
 //! exponentially distributed time of mean `think` after the page's last
-//! packet, and starts another, until the next start would fall after the
+//! packet (the reading time of 3GPP2 C.R1002-0 §4.1.1's web model, mean 30 s
+//! there; the same model as the testbed's background users), and starts another, until the next start would fall after the
 //! simulated duration.
 //!
 //! Sharing rules (crates/dchannel-core/src/llc_share): (a) `none`: the

@@ -227,7 +227,7 @@ def cmd_capacity(args: argparse.Namespace) -> int:
         # the grid's largest N still within: the cell carries at least that many
         at_least = ">= " if n == largest[(c, rule)] else ""
         print(
-            f"  C = {c:g} Mbit/s, rule {rule}: {at_least}{n} users ({at_least}{n / c:.1f} per Mbit/s)"
+            f"  C = {c:g} Mbit/s, rule {rule}: {at_least}{n} users ({at_least}{n / c:.3g} per Mbit/s)"
         )
     return 0
 
