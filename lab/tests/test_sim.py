@@ -172,3 +172,33 @@ def test_compare_cli_sets_captured_against_simulated_llc_share(
     out = capsys.readouterr().out
     assert "p                           0.250    0.400      2" in out
     assert "mean |difference| 0.150" in out
+
+
+def test_compare_cli_sets_link_delay_beyond_the_base_against_the_wait(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from dchlab import cli
+
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    logs.write_trace([_pkt(0, 100)], traces / "p.csv")
+    logs.write_trace([_pkt(0, 100)], traces / "q.csv")  # no row.json: said so
+    row = {"stats": {"links": {"llc": {
+        "uplink": {"delay_ms": {"p50": 3.0, "p99": 8.5}},
+        "downlink": {"delay_ms": {"p50": 2.75, "p99": 6.0}},
+    }}}}  # fmt: skip
+    (tmp_path / "cap" / "p").mkdir(parents=True)
+    (tmp_path / "cap" / "p" / "row.json").write_text("log line\n" + json.dumps(row) + "\n")
+    pages = [
+        {"page": "p", "llc_frac": 1.0, "wait_p50_ms": 0.5, "wait_p99_ms": 3.0},
+        {"page": "p", "llc_frac": 1.0, "wait_p50_ms": None, "wait_p99_ms": 4.0},
+    ]
+    grid.write_parquet(pages, tmp_path / "pages.parquet")
+    argv = ["sim", "compare", str(traces), str(tmp_path / "pages.parquet")]
+    assert cli.main([*argv, "--captures", str(tmp_path / "cap")]) == 0
+    out = capsys.readouterr().out
+    # link minus the 2.5 ms base: 0.5 / 6.0 up, 0.25 / 3.5 down; sim means 0.5 and 3.5
+    assert "p                           0.50    6.00    0.25    3.50     0.50     3.50" in out
+    assert "q                        (no page-load row" in out

@@ -238,15 +238,19 @@ def cmd_compare(args: argparse.Namespace) -> int:
     TRACES: the captured traces (their `channel` is what the testbed's agents chose);
     PAGES: a grid's pages.parquet (e.g. one user, the capture's C, rule none, long
     --duration-s so that every page is replayed many times). Prints, per page, the
-    captured fraction of packets on the LLC and the simulated mean over its loads.
+    captured fraction of packets on the LLC and the simulated mean over its loads. With
+    --captures (the `dch sim capture` directory), also the testbed's LLC link delay
+    (p50, p99 per direction, from each PAGE/row.json, minus --base-ms) beside llcsim's
+    mean wait p50 and p99: the link's delay includes the packet's own transmission,
+    llcsim's wait does not.
     """
     import pyarrow.parquet as pq
 
     from dchlab.sim import logs
 
-    sim: dict[str, list[float]] = {}
+    sim: dict[str, list[dict]] = {}  # type: ignore[type-arg]
     for r in pq.read_table(args.pages).to_pylist():
-        sim.setdefault(r["page"], []).append(float(r["llc_frac"]))
+        sim.setdefault(r["page"], []).append(r)
     files = sorted(Path(args.traces).glob("*.csv"))
     if not files:
         raise UserError(f"{args.traces}: no *.csv trace in it")
@@ -255,7 +259,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for f in files:
         packets = logs.read_trace(f)
         captured = sum(p.channel == "llc" for p in packets) / max(1, len(packets))
-        got = sim.get(f.stem, [])
+        got = [float(r["llc_frac"]) for r in sim.get(f.stem, [])]
         mean = sum(got) / len(got) if got else float("nan")
         if got:
             diffs.append(abs(mean - captured))
@@ -264,7 +268,44 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(
             f"mean |difference| {sum(diffs) / len(diffs):.3f}, max {max(diffs):.3f} ({len(diffs)} pages)"
         )
+    if args.captures:
+        _compare_delays(Path(args.captures), [f.stem for f in files], sim, args.base_ms)
     return 0
+
+
+def _mean_of(rows: list[dict], key: str) -> float:  # type: ignore[type-arg]
+    values = [float(r[key]) for r in rows if r[key] is not None]
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _compare_delays(
+    captures: Path,
+    pages: list[str],
+    sim: dict[str, list[dict]],  # type: ignore[type-arg]
+    base_ms: float,
+) -> None:
+    """The testbed's LLC link delay beyond the base against llcsim's wait (cmd_compare)."""
+    print(
+        f"LLC delay beyond {base_ms:g} ms (testbed link, incl. own transmission) vs llcsim wait, ms:"
+    )
+    print(
+        f"{'page':24} {'up p50':>7} {'up p99':>7} {'dn p50':>7} {'dn p99':>7} {'sim p50':>8} {'sim p99':>8}"
+    )
+    for page in pages:
+        row_file = captures / page / "row.json"
+        try:
+            lines = row_file.read_text().splitlines()
+            links = json.loads(lines[-1])["stats"]["links"]["llc"]
+        except (OSError, IndexError, ValueError, KeyError, TypeError):
+            print(f"{page:24} (no page-load row with link stats in {row_file})")
+            continue
+        up, down = links["uplink"]["delay_ms"], links["downlink"]["delay_ms"]
+        rows = sim.get(page, [])
+        print(
+            f"{page:24} {up['p50'] - base_ms:7.2f} {up['p99'] - base_ms:7.2f}"
+            f" {down['p50'] - base_ms:7.2f} {down['p99'] - base_ms:7.2f}"
+            f" {_mean_of(rows, 'wait_p50_ms'):8.2f} {_mean_of(rows, 'wait_p99_ms'):8.2f}"
+        )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -349,3 +390,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = add_command(s, cmd_compare.__doc__, cmd_compare)
     m.add_argument("traces", metavar="TRACES", help="the captured traces")
     m.add_argument("pages", metavar="PAGES", help="a grid's pages.parquet")
+    m.add_argument(
+        "--captures", metavar="DIR", help="the `dch sim capture` directory (link delays)"
+    )
+    m.add_argument(
+        "--base-ms", type=float, default=2.5, help="the LLC's one-way base delay (default 2.5)"
+    )
