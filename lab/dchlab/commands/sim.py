@@ -309,6 +309,8 @@ def _compare_delays(
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from dchlab.sim.grid import SimOptions
+
     p = add_command(sub, __doc__, None)
     s = p.add_subparsers(dest="sim_command", metavar="SUBCOMMAND", required=True)
 
@@ -359,20 +361,29 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="none = (a), share = (b); default both",
     )
     r.add_argument("--seeds", type=lambda v: _csv_list(int, v), default=[1], help="default 1")
-    r.add_argument("--policy", default="dchannel", help="steering policy (default dchannel)")
+    defaults = SimOptions()
+    r.add_argument("--policy", default=defaults.policy, help="steering policy (default dchannel)")
     r.add_argument(
         "--hbc-owd-ms",
         type=float,
-        default=10.0,
+        default=defaults.hbc_owd_ms,
         help="HBC one-way delay the agents assume (default 10: MM-S)",
     )
     r.add_argument(
-        "--llc-owd-ms", type=float, default=2.5, help="LLC one-way delay (default 2.5: urllc)"
+        "--llc-owd-ms",
+        type=float,
+        default=defaults.llc_owd_ms,
+        help="LLC one-way delay (default 2.5: urllc)",
     )
     r.add_argument(
-        "--duration-s", type=float, default=60.0, help="pages start within this many s (default 60)"
+        "--duration-s",
+        type=float,
+        default=defaults.duration_s,
+        help="pages start within this many s (default 60)",
     )
-    r.add_argument("--think-s", type=float, default=30.0, help="mean think time, s (default 30)")
+    r.add_argument(
+        "--think-s", type=float, default=defaults.think_s, help="mean think time, s (default 30)"
+    )
     r.add_argument(
         "--workers", type=int, default=2, help="Ray CPUs (default 2; 0: no Ray, in this process)"
     )
