@@ -202,3 +202,29 @@ def test_compare_cli_sets_link_delay_beyond_the_base_against_the_wait(
     # link minus the 2.5 ms base: 0.5 / 6.0 up, 0.25 / 3.5 down; sim means 0.5 and 3.5
     assert "p                           0.50    6.00    0.25    3.50     0.50     3.50" in out
     assert "q                        (no page-load row" in out
+
+
+@pytest.mark.slow
+def test_grid_on_ray_gives_what_a_local_run_gives(tmp_path: Path) -> None:
+    """The Ray path (a local Ray of one CPU, traces shipped with the task) returns the
+    same cell and page rows as running the cells in this process."""
+    pytest.importorskip("ray")
+    _llcsim_or_skip()
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    logs.write_trace(
+        [_pkt(0, 1456, direction="up"), _pkt(2_000_000, 956), _pkt(2_500_000, 956)],
+        traces / "p.csv",
+    )
+    opts = grid.SimOptions(duration_s=1.0, think_s=0.2)
+    cells = grid.grid([3, 1], [2.0], ["none", "share"], [1])
+    local = grid.run(cells, traces, opts, 0)
+    on_ray = grid.run(cells, traces, opts, 1)
+
+    def key(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        drop = {"wall_s"}
+        return sorted(({k: v for k, v in r.items() if k not in drop} for r in rows), key=repr)
+
+    assert key(on_ray[0]) == key(local[0])
+    assert key(on_ray[1]) == key(local[1])
+    assert len(local[0]) == 4 and sum(r["pages"] for r in local[0]) == len(local[1]) > 4

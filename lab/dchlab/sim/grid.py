@@ -188,15 +188,20 @@ def _on_ray(
         log_to_driver=False,
         runtime_env={"env_vars": env},
     )
+    pending: dict[Any, Cell] = {}
     try:
         task = ray.remote(num_cpus=1)(run_cell)
         traces_ref = ray.put(traces)
         pending = {task.remote(binary, traces_ref, c, opts): c for c in cells}
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            # a timeout, so that Ctrl-C (handled between calls) can interrupt the wait
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for ref in done:
                 yield pending.pop(ref), ray.get(ref)
     finally:
+        # interrupted or failed: stop the cells still running before Ray goes
+        for ref in pending:
+            ray.cancel(ref, force=True)
         ray.shutdown()
 
 
