@@ -16,8 +16,10 @@
 //! steerers' decisions stand (each sees only its own virtual queue); (b)
 //! `share`: a packet the policy put on the LLC passes the gateway's per-device
 //! token bucket ([`PerDeviceShare`], C split equally among the N users, burst
-//! one MTU) or goes to the HBC instead. The steerer's own virtual queue has
-//! already counted it, as an agent that is not told of the diversion would.
+//! one MTU) or goes to the HBC instead, in both directions (the uplink bucket
+//! stands for the client or the cell's scheduler enforcing it). The steerer's
+//! own virtual queue has already counted it, as an agent that is not told of
+//! the diversion would.
 //!
 //! What it leaves out (open-loop replay): packet times are the recorded ones,
 //! so queueing on the LLC never delays a later packet of the same flow (no TCP

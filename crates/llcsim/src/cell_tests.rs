@@ -168,3 +168,41 @@ fn bad_configurations_are_refused() {
     let e = run(&cfg(1, 2.0, "dchannel", Rule::None), &[], |_| {}).unwrap_err();
     assert!(e.to_string().contains("no trace"));
 }
+
+#[test]
+fn rule_b_keeps_every_user_within_its_share_plus_one_packet_per_direction() {
+    // 4 users, C = 2 Mbit/s: 500 kbit/s = 62.5 B/ms each per direction, burst
+    // 1500 B. A trace offering 1000 B every ms in both directions for 50 ms
+    // (t = 0..49 ms, far over the share), all-llc. Per direction: t=0 admits
+    // 1000 B (500 B left); 1000 B of credit is back at 8 ms, then every 16 ms:
+    // 0, 8, 24, 40 ms = 4000 B, within 62.5 B/ms x 49 ms + 1500 B = 4562.5 B.
+    // The other 46 packets per direction are diverted, none lost.
+    let rows: Vec<String> = (0..50u64)
+        .flat_map(|i| {
+            let t = i * MS;
+            [
+                format!("{t},up,17,198.19.0.2,1000,198.18.0.1,2000,1000"),
+                format!("{t},down,17,198.18.0.1,2000,198.19.0.2,1000,1000"),
+            ]
+        })
+        .collect();
+    let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+    let got = pages(
+        &cfg(4, 2.0, "all-llc", Rule::Share),
+        &[trace("heavy", &rows)],
+    );
+    assert_eq!(got.len(), 4);
+    for p in &got {
+        assert_eq!(p.pkts, 100);
+        assert!(
+            p.llc_bytes <= 2 * 4625,
+            "user {}: {} B",
+            p.user,
+            p.llc_bytes
+        );
+        // at least the two bursts' worth got through, and the rest was diverted
+        assert!(p.llc_bytes >= 2 * 1000, "user {}", p.user);
+        assert_eq!(p.llc_pkts + p.diverted_pkts, p.pkts, "user {}", p.user);
+        assert_eq!(p.overflow_pkts, 0);
+    }
+}
