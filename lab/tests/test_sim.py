@@ -228,3 +228,58 @@ def test_grid_on_ray_gives_what_a_local_run_gives(tmp_path: Path) -> None:
     assert key(on_ray[0]) == key(local[0])
     assert key(on_ray[1]) == key(local[1])
     assert len(local[0]) == 4 and sum(r["pages"] for r in local[0]) == len(local[1]) > 4
+
+
+def test_vs_testbed_sets_testbed_rows_against_the_grid_at_the_same_point(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from dchlab import cli
+    from dchlab.sim import testbed_compare
+
+    def link(p50: float, p99: float) -> dict[str, object]:
+        return {"delay_ms": {"p50": p50, "p99": p99}}
+
+    def row(
+        scheme: str, rule: str, llc: int, hbc: int, up: float, down: float
+    ) -> dict[str, object]:
+        stats = {"links": {"llc": {"uplink": link(up, up + 4), "downlink": link(down, down + 4)}}}
+        x = {"llc_mbit": 2, "rule": rule}
+        return {"scheme": scheme, "devices": 2, "x": json.dumps(x), "pkts_llc": llc,
+                "pkts_hbc": hbc, "stats": json.dumps(stats)}  # fmt: skip
+
+    rows = [
+        row("dchannel", "none", 1, 3, 3.5, 2.5),  # share 0.25; beyond 2.5: p50 (1 + 0) / 2
+        row("dchannel", "none", 3, 1, 2.5, 2.5),  # share 0.75; p50 0
+        row("all-hbc", "none", 0, 4, 9.0, 9.0),  # not dchannel: left out
+        row("dchannel", "probe", 1, 1, 2.5, 2.5),  # no llcsim counterpart: left out
+        row("dchannel", "token-bucket", 1, 1, 2.5, 2.5),  # -> share
+    ]
+    bed = testbed_compare.testbed_points(rows, 2.5)
+    assert set(bed) == {(2.0, 2, "none"), (2.0, 2, "share")}
+    p = bed[(2.0, 2, "none")]
+    assert (p.llc_frac, p.delay_p50_ms, p.delay_p99_ms, p.rows) == (0.5, 0.25, 4.25, 2)
+    grid_dir = tmp_path / "grid"
+    base = {"capacity_mbit": 2.0, "users": 2, "rule": "none"}
+    grid.write_parquet(
+        [
+            {**base, "wait_p50_ms": 0.1, "wait_p99_ms": 3.0},
+            {**base, "wait_p50_ms": 0.3, "wait_p99_ms": 4.0},
+        ],
+        grid_dir / "cells.parquet",
+    )
+    grid.write_parquet(
+        [{**base, "llc_frac": 0.6}, {**base, "llc_frac": 0.4}], grid_dir / "pages.parquet"
+    )
+    grid.write_parquet(rows, tmp_path / "rows.parquet")
+    assert (
+        cli.main(["sim", "vs-testbed", str(tmp_path / "rows.parquet"), "--grid", str(grid_dir)])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert (
+        "   2   2 none  |               0.50  0.25  4.25    2 |              0.50  0.20  3.50     2"
+        in out
+    )
+    assert "   2   2 share |               0.50  0.00  4.00    1 | (not in the grid)" in out

@@ -13,6 +13,7 @@ Subcommands:
   run TRACES --users ... -o DIR  the grid -> DIR/cells.parquet, DIR/pages.parquet
   capacity DIR/cells.parquet     users per cell before the LLC's p95 wait exceeds X
   compare TRACES PAGES           per page: the testbed's LLC share of packets vs llcsim's
+  vs-testbed ROWS --grid DIR     the N-device testbed's rows vs llcsim at the same C, N, rule
 """
 
 from __future__ import annotations
@@ -308,6 +309,46 @@ def _compare_delays(
         )
 
 
+def cmd_vs_testbed(args: argparse.Namespace) -> int:
+    """`dch sim vs-testbed ROWS --grid DIR`: the N-device testbed against llcsim at the same C, N, rule.
+
+    ROWS: the testbed study's parquet (experiments/urllc_share.yaml's rows); DIR: a grid
+    with cells.parquet and pages.parquet. Per (C, N, rule) both have: the measured
+    device's (testbed) or the users' (llcsim) share of packets on the LLC, and the
+    LLC's delay beyond --base-ms (testbed: the shared link's p50 / p99, mean of up and
+    down, with the packet's own transmission) or wait (llcsim: the cell's p50 / p99).
+    dchlab/sim/testbed_compare.py says which rules match.
+    """
+    import pyarrow.parquet as pq
+
+    from dchlab.sim import testbed_compare as tc
+
+    grid_dir = Path(args.grid)
+    try:
+        rows = pq.read_table(args.rows).to_pylist()
+        sim = tc.sim_points(
+            pq.read_table(grid_dir / "cells.parquet").to_pylist(),
+            pq.read_table(grid_dir / "pages.parquet").to_pylist(),
+        )
+    except (OSError, ValueError) as e:
+        raise UserError(f"{e} (ROWS: a results parquet; --grid: a `dch sim run` directory)") from e
+    bed = tc.testbed_points(rows, args.base_ms)
+    if not bed:
+        raise UserError(f"{args.rows}: no dchannel row of a rule llcsim simulates")
+    print(f"{'C':>4} {'N':>3} {'rule':5} | {'testbed: LLC share':>18} {'p50':>5} {'p99':>5} {'rows':>4}"
+          f" | {'llcsim: LLC share':>17} {'p50':>5} {'p99':>5} {'loads':>5}")  # fmt: skip
+    for key in sorted(bed):
+        b, s = bed[key], sim.get(key)
+        left = f"{key[0]:4g} {key[1]:3} {key[2]:5} | {b.llc_frac:18.2f} {b.delay_p50_ms:5.2f} {b.delay_p99_ms:5.2f} {b.rows:4}"
+        right = (
+            f" | {s.llc_frac:17.2f} {s.delay_p50_ms:5.2f} {s.delay_p99_ms:5.2f} {s.rows:5}"
+            if s
+            else " | (not in the grid)"
+        )
+        print(left + right)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from dchlab.sim.grid import SimOptions
 
@@ -405,5 +446,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--captures", metavar="DIR", help="the `dch sim capture` directory (link delays)"
     )
     m.add_argument(
+        "--base-ms", type=float, default=2.5, help="the LLC's one-way base delay (default 2.5)"
+    )
+
+    v = add_command(s, cmd_vs_testbed.__doc__, cmd_vs_testbed)
+    v.add_argument("rows", metavar="ROWS", help="the testbed study's results parquet")
+    v.add_argument("--grid", required=True, metavar="DIR", help="a `dch sim run` output directory")
+    v.add_argument(
         "--base-ms", type=float, default=2.5, help="the LLC's one-way base delay (default 2.5)"
     )
