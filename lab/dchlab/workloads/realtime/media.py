@@ -54,66 +54,71 @@ class Record:
         return max(self.inputs_received, default=0)
 
 
-class PatchedVideo(MediaStreamTrack):
-    """A video track of scene frames at `fps`, each patch showing `seq()`."""
+class _Paced(MediaStreamTrack):
+    """A track whose frame n is due `n * period` s after its first frame."""
 
-    kind = "video"
-
-    def __init__(self, record: Record, fps: int, seq: Callable[[], int], width: int = 640,
-                 height: int = 360) -> None:  # fmt: skip
+    def __init__(self, period: float) -> None:
         super().__init__()
-        self.record, self.fps, self.seq = record, fps, seq
-        self.scene = Scene(width, height)
-        self.record.tick = VIDEO_CLOCK // fps
+        self.period = period
         self._start: float | None = None
         self._n = -1
 
-    async def recv(self) -> av.VideoFrame:
+    async def _next_slot(self, skip: bool) -> int:
+        """Wait for the next frame's slot and return its number; `skip`: when that slot
+        has passed, return the newest slot that has begun instead (the ones between are
+        skipped). MediaStreamError once the track is stopped."""
         if self.readyState != "live":
             raise MediaStreamError
         now = time.monotonic()
         if self._start is None:
             self._start = now
         n = self._n + 1
-        due = self._start + n / self.fps
+        due = self._start + n * self.period
         if due > now:
             await asyncio.sleep(due - now)
-        else:  # behind: the newest slot that has begun
-            late = int((now - self._start) * self.fps)
-            self.record.skipped += max(0, late - n)
-            n = max(n, late)
+        elif skip:
+            n = max(n, int((now - self._start) / self.period))
         self._n = n
+        return n
+
+
+class PatchedVideo(_Paced):
+    """A video track of scene frames at `fps`, each patch showing `seq()`."""
+
+    kind = "video"
+
+    def __init__(self, record: Record, fps: int, seq: Callable[[], int], width: int = 640,
+                 height: int = 360) -> None:  # fmt: skip
+        super().__init__(1 / fps)
+        self.record, self.fps, self.seq = record, fps, seq
+        self.scene = Scene(width, height)
+        self.record.tick = VIDEO_CLOCK // fps
+
+    async def recv(self) -> av.VideoFrame:
+        before = self._n
+        n = await self._next_slot(skip=True)
+        self.record.skipped += n - before - 1
         t_cap = time.monotonic()
         self.record.frames[n] = t_cap
         values = patch.PatchValues(n, self.seq(), patch.now_us(t_cap))
         return self.scene.frame(n, values, self.fps)
 
 
-class ToneAudio(MediaStreamTrack):
+class ToneAudio(_Paced):
     """An audio track of 20 ms frames, 48 kHz mono: silence and tone marks."""
 
     kind = "audio"
 
     def __init__(self, record: Record) -> None:
-        super().__init__()
+        super().__init__(tones.FRAME_SAMPLES / tones.SAMPLE_RATE)
         self.record = record
-        self._start: float | None = None
-        self._n = -1
 
     async def recv(self) -> av.AudioFrame:
-        if self.readyState != "live":
-            raise MediaStreamError
-        now = time.monotonic()
-        if self._start is None:
-            self._start = now
-        self._n += 1
-        due = self._start + self._n * tones.FRAME_SAMPLES / tones.SAMPLE_RATE
-        if due > now:
-            await asyncio.sleep(due - now)
-        samples, mark = tones.frame_samples(self._n)
+        n = await self._next_slot(skip=False)
+        samples, mark = tones.frame_samples(n)
         frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
         frame.sample_rate = tones.SAMPLE_RATE
-        frame.pts = self._n * tones.FRAME_SAMPLES
+        frame.pts = n * tones.FRAME_SAMPLES
         frame.time_base = Fraction(1, tones.SAMPLE_RATE)
         if mark is not None:
             self.record.marks[mark] = time.monotonic()
