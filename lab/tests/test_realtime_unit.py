@@ -141,3 +141,27 @@ def test_frame_parts_join_both_ends_records() -> None:
     }
     assert v["bitrate_mbps"] == 0.032  # 2000 B * 8 / 0.5 s
     assert v["target_mbps"] == 2.0
+
+
+def test_a_session_is_judged_by_what_it_showed() -> None:
+    from dchlab.workloads.realtime.run import columns, judge
+
+    ok = {
+        "video_down": {"frames_shown": 900, "frame_delay_ms": {"p50": 70.0, "p95": 90.0},
+                       "parts_median_ms": {"encode": 5.0, "decode": 1.0, "jitter_buffer": 35.0}},
+        "inputs_displayed": 1800,
+        "input_to_display_ms": {"p50": 110.0, "p95": 150.0, "p99": 200.0},
+    }  # fmt: skip
+    assert judge("cloud-gaming", ok) == ""
+    assert judge("cloud-gaming", {**ok, "inputs_displayed": 0}) == "no input event was displayed"
+    assert judge("video-call", ok) == (
+        "no device video frame was shown; no tone mark heard (audio_down); "
+        "no tone mark heard (audio_up)"
+    )
+    c = columns("cloud-gaming", ok)
+    assert (c.input_to_display_p95_ms, c.frame_delay_p50_ms, c.jitter_buffer_ms) == (
+        150.0,
+        70.0,
+        35.0,
+    )
+    assert c.audio_delay_p50_ms is None
