@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,6 @@ def realtime(
     reason = str(got["error"]) if "error" in got else judge(app, got) if got else "did not run"
     outcome = frame.judged(Outcome(valid=not reason, invalid_reason=reason))
     cols = columns(app, got) if "error" not in got else RealtimeColumns(rt_app=app)
-    from dataclasses import asdict
-
     row = make_row(spec, "realtime", app, {**asdict(outcome), **asdict(cols)})
     row["stats"] = {**row["stats"], "realtime": got}
     return row
