@@ -70,6 +70,10 @@ class Workload:
     sizes: tuple[int, ...] = ()  # bulk, bytes
     profiles: tuple[str, ...] = ()  # app: app profiles (social, shopping, news)
     interactions: tuple[str, ...] = ()  # app: launch, search, item
+    apps: tuple[str, ...] = ()  # realtime: cloud-gaming, video-call
+    duration_s: float = 60.0  # realtime: one session's length
+    fps: int | None = None  # realtime: video frame rate (None: the app's default)
+    input_hz: float = 60.0  # realtime: cloud-gaming input events per second
     timeout_s: float = 60.0
     # pageload / session: record the screencast for Speed Index and atf_ms (costs the
     # PLT ~6%, docs/benchmarks.md "Page metrics"); FCP and LCP are always measured

@@ -284,7 +284,7 @@ def plot_cdf(s: Summary) -> str | None:
         ax.step(
             xs, [(i + 1) / len(xs) for i in range(len(xs))], where="post", label=f"{cond} {arm}"
         )
-    ax.set_xlabel("reward estimation error (ms)")
+    ax.set_xlabel(s.plot.get("xlabel") or "reward estimation error (ms)")
     ax.set_ylabel("CDF")
     return _titled_png(fig, ax, s)
 
@@ -331,6 +331,7 @@ _PLOTTERS = {
     "phases": plot_phases,
     "bulk": plot_bulk,
     "reward-error": plot_cdf,
+    "realtime": plot_cdf,
     "app": plot_gain_bars,
     "heatmap": plot_heatmap,
 }

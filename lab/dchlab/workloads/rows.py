@@ -9,6 +9,7 @@ are:
                                  `CELL_RUN_COLUMNS` on campaign rows);
   Outcome                        what every workload's row measured (None: n/a);
   SessionColumns, AppColumns     what a browsing session's and an app's rows add;
+  RealtimeColumns                what a real-time session's row adds;
   CellProvenance                 which campaign cell a row measured;
   StoreProvenance                where, when and with which code it was stored.
 Numbers are DOUBLE in the store (as they always were) unless a field's metadata says
@@ -112,6 +113,36 @@ class AppColumns:
 
 
 @dataclass(frozen=True)
+class RealtimeColumns:
+    """What a real-time session's row adds (dchlab.workloads.realtime, docs/realtime.md):
+    the server -> device video and, for cloud gaming, input-to-display latency; for a
+    video call, the device -> server video and both audio directions too. Per-input
+    and per-frame samples are in the row's stats (`realtime.samples`)."""
+
+    rt_app: str | None = None
+    duration_s: float | None = None
+    input_to_display_p50_ms: float | None = None
+    input_to_display_p95_ms: float | None = None
+    input_to_display_p99_ms: float | None = None
+    inputs_sent: int | None = None
+    inputs_displayed: int | None = None
+    frame_delay_p50_ms: float | None = None
+    frame_delay_p95_ms: float | None = None
+    frame_delay_p99_ms: float | None = None
+    fps_delivered: float | None = None
+    freezes: int | None = None
+    freeze_ms: float | None = None
+    bitrate_mbps: float | None = None
+    encode_ms: float | None = None
+    decode_ms: float | None = None
+    jitter_buffer_ms: float | None = None
+    frame_delay_up_p95_ms: float | None = None
+    audio_delay_p50_ms: float | None = None
+    audio_delay_p95_ms: float | None = None
+    audio_delay_up_p95_ms: float | None = None
+
+
+@dataclass(frozen=True)
 class CellProvenance:
     """Which cell of which campaign a row measured (dchlab.experiments.runner)."""
 
@@ -158,6 +189,7 @@ ROW_KEYS = [
 ]
 SESSION_KEYS = [f.name for f in fields(SessionColumns)]
 APP_KEYS = [f.name for f in fields(AppColumns)]
+REALTIME_KEYS = [f.name for f in fields(RealtimeColumns)]
 
 
 def make_row(
@@ -188,7 +220,8 @@ def config_columns(run: RunConfig, names: tuple[str, ...] = RUN_COLUMNS) -> dict
 #: Columns whose SQL type is not the default of their Python type.
 _SQL_OVERRIDES = {"seed": "BIGINT", "trial": "BIGINT"}
 
-ROW_TYPES = (RunConfig, Outcome, SessionColumns, AppColumns, CellProvenance, StoreProvenance)
+ROW_TYPES = (RunConfig, Outcome, SessionColumns, AppColumns, RealtimeColumns, CellProvenance,
+             StoreProvenance)  # fmt: skip
 
 
 #: The two columns that say what was measured: the workload kind and its page/item.

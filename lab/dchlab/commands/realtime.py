@@ -1,0 +1,92 @@
+"""`dch realtime`: cloud gaming and video calls on a real WebRTC stack (aiortc).
+
+Run one real-time session per app, scheme and trial, each in a fresh testbed: the
+server in srv, the device on ue, VP8 video (and Opus audio for a video call) with
+aiortc's REMB congestion control; cloud-gaming inputs go over a data channel and the
+server's frames show the latest input in a machine-readable patch. Reports
+input-to-display latency (p50/p95/p99), frame delay and its parts (encode, network,
+jitter buffer, decode), delivered frame rate, freezes (> 200 ms without a new frame),
+bitrate and bytes per channel. For an app and trial every scheme sees the same trace
+offset (paired). See docs/realtime.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from dchlab.commands import add_command
+from dchlab.workloads.cli_common import add_common, fmt_ms, paired_runs, row_state, run_jobs
+
+APPS = ("cloud-gaming", "video-call")
+
+
+def _show(row: dict[str, Any]) -> str:
+    if row.get("rt_app") == "cloud-gaming":
+        what = (
+            f"input-to-display p50/p95/p99 {fmt_ms(row.get('input_to_display_p50_ms'))}/"
+            f"{fmt_ms(row.get('input_to_display_p95_ms'))}/"
+            f"{fmt_ms(row.get('input_to_display_p99_ms'))} ms "
+            f"({row.get('inputs_displayed')}/{row.get('inputs_sent')} inputs)"
+        )
+    else:
+        what = (
+            f"audio delay p50/p95 {fmt_ms(row.get('audio_delay_p50_ms'))}/"
+            f"{fmt_ms(row.get('audio_delay_p95_ms'))} ms, up video p95 "
+            f"{fmt_ms(row.get('frame_delay_up_p95_ms'))} ms"
+        )
+    fps = row.get("fps_delivered")
+    mbps = row.get("bitrate_mbps")
+    return (
+        f"{row['scheme']:<12} {row['page']:<13} #{row['trial']} {what}; frame delay p50/p95 "
+        f"{fmt_ms(row.get('frame_delay_p50_ms'))}/{fmt_ms(row.get('frame_delay_p95_ms'))} ms "
+        f"(encode {row.get('encode_ms')}, jitter buffer {row.get('jitter_buffer_ms')}, decode "
+        f"{row.get('decode_ms')} ms), {'-' if fps is None else f'{fps:.1f}'} fps, "
+        f"{row.get('freezes')} freezes, {'-' if mbps is None else f'{mbps:.2f}'} Mbit/s, "
+        f"HBC {row.get('bytes_hbc')} B, LLC {row.get('bytes_llc')} B: {row_state(row)}"
+    )
+
+
+def cmd_realtime(args: argparse.Namespace) -> int:
+    from dchlab.workloads.realtime.run import realtime
+
+    apps = [a.strip() for a in args.app.split(",") if a.strip()]
+    bad = [a for a in apps if a not in APPS]
+    if bad or not apps:
+        print(
+            f"error: --app: unknown {', '.join(bad) or '(none)'}: expected {', '.join(APPS)}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.duration <= 0 or args.input_hz <= 0 or (args.fps is not None and args.fps <= 0):
+        print("error: --duration, --fps and --input-hz must be > 0", file=sys.stderr)
+        return 2
+    jobs = [
+        (
+            f"{spec.scheme} {app} #{trial}",
+            lambda s=spec, a=app: [realtime(s, a, args.duration, args.fps, args.input_hz)],
+        )
+        for app, trial, spec in paired_runs(args, apps)
+    ]
+    return run_jobs(jobs, args, _show)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, __doc__, cmd_realtime)
+    p.add_argument(
+        "--app",
+        default="cloud-gaming",
+        help="comma-separated apps: cloud-gaming, video-call (default cloud-gaming)",
+    )
+    p.add_argument("--duration", type=float, default=60.0, help="session length, s (default 60)")
+    p.add_argument(
+        "--fps", type=int, default=None, help="video frame rate (default 30; docs/realtime.md)"
+    )
+    p.add_argument(
+        "--input-hz",
+        type=float,
+        default=60.0,
+        help="cloud-gaming input events per second (default 60; the issue's range 60-120)",
+    )
+    add_common(p)

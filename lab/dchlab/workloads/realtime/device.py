@@ -1,0 +1,133 @@
+"""The device end of a real-time session (runs on ue): `python -m
+dchlab.workloads.realtime.device --server A --app APP --duration S` prints one JSON
+object, the session's summary (dchlab.workloads.realtime.summary).
+
+It offers the session over signalling (dchlab.workloads.realtime.signalling); once
+ICE and DTLS are up it runs for `duration` s: cloud-gaming sends input events on an
+unordered, unreliable data channel (as games send inputs: a lost one is superseded by
+the next) at `input_hz`, each seq with its send time, and displays the game video;
+video-call sends its camera video and tone audio and receives the server's. After
+`DRAIN_S` more of receiving (so the last inputs can show), it fetches the server's
+records and summarizes both ends'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from dataclasses import asdict
+from typing import Any
+
+from dchlab.workloads.realtime import signalling, stack, summary
+from dchlab.workloads.realtime.media import PatchedVideo, Record, ToneAudio, hear_audio, show_video
+from dchlab.workloads.realtime.server import INPUT
+
+APPS = ("cloud-gaming", "video-call")
+#: Receiving goes on this long after the last input (s).
+DRAIN_S = 1.0
+#: ICE + DTLS must be up within this long (s).
+CONNECT_TIMEOUT_S = 20.0
+
+
+async def _connected(pc: Any) -> None:
+    done = asyncio.Event()
+
+    @pc.on("connectionstatechange")
+    def on_state() -> None:
+        if pc.connectionState in ("connected", "failed", "closed"):
+            done.set()
+
+    if pc.connectionState != "connected":
+        await asyncio.wait_for(done.wait(), CONNECT_TIMEOUT_S)
+    if pc.connectionState != "connected":
+        raise RuntimeError(f"peer connection {pc.connectionState}")
+
+
+async def _send_inputs(channel: Any, record: Record, hz: float, until: float) -> None:
+    if channel.readyState != "open":
+        opened = asyncio.Event()
+        channel.on("open", opened.set)
+        await asyncio.wait_for(opened.wait(), CONNECT_TIMEOUT_S)
+    start = time.monotonic()
+    seq = 0
+    while True:
+        seq += 1
+        due = start + (seq - 1) / hz
+        now = time.monotonic()
+        if due >= until:
+            return
+        if due > now:
+            await asyncio.sleep(due - now)
+        t = time.monotonic()
+        record.inputs_sent[seq] = t
+        channel.send(INPUT.pack(seq, t))
+
+
+async def run(server: str, app: str, duration: float, fps: int, input_hz: float) -> dict[str, Any]:
+    """One session against the server at `server`: its summary."""
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    stack.configure(stack.source_address(server))
+    reader, writer = await asyncio.open_connection(server, signalling.PORT, limit=signalling.LIMIT)
+    record = Record()
+    pc = RTCPeerConnection()
+    tasks: list[asyncio.Task[None]] = []
+
+    @pc.on("track")
+    def on_track(track: Any) -> None:
+        loop = show_video if track.kind == "video" else hear_audio
+        tasks.append(asyncio.ensure_future(loop(track, record)))
+
+    channel = None
+    if app == "cloud-gaming":
+        channel = pc.createDataChannel("input", ordered=False, maxRetransmits=0)
+        pc.addTransceiver("video", direction="recvonly")
+    else:
+        pc.addTrack(PatchedVideo(record, fps, lambda: 0))
+        pc.addTrack(ToneAudio(record))
+    t_setup = time.monotonic()
+    try:
+        await pc.setLocalDescription(await pc.createOffer())
+        await signalling.send(
+            writer, {"type": "offer", "sdp": pc.localDescription.sdp, "app": app, "fps": fps}
+        )
+        answer = await signalling.receive(reader, "answer")
+        await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
+        await _connected(pc)
+        t_start = time.monotonic()
+        until = t_start + duration
+        if channel is not None:
+            await _send_inputs(channel, record, input_hz, until)
+        await asyncio.sleep(max(0.0, until - time.monotonic()) + DRAIN_S)
+        await signalling.send(writer, {"type": "records"})
+        theirs = await signalling.receive(reader, "records")
+    finally:
+        await pc.close()
+        for t in tasks:
+            t.cancel()
+        writer.close()
+    mine = {**asdict(record), **asdict(stack.PROBES)}
+    out = summary.summarize(app, json.loads(json.dumps(mine)), theirs, fps, input_hz)
+    out["duration_s"] = duration
+    out["setup_s"] = round(t_start - t_setup, 3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--server", required=True, help="the server's testbed address")
+    p.add_argument("--app", choices=APPS, required=True)
+    p.add_argument("--duration", type=float, default=60.0, help="session length, s")
+    p.add_argument("--fps", type=int, default=30, help="video frame rate")
+    p.add_argument("--input-hz", type=float, default=60.0, help="input events per second")
+    args = p.parse_args(argv)
+    out = asyncio.run(run(args.server, args.app, args.duration, args.fps, args.input_hz))
+    sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
