@@ -141,43 +141,47 @@ impl Realtime {
         }
     }
 
+    /// The stream (`flow`, `ssrc`), remembered from now on (forgetting the least
+    /// recently seen one when `MAX_STREAMS` are); a new one starts a frame at
+    /// `timestamp`.
+    fn stream(&mut self, flow: u16, ssrc: u32, timestamp: u32) -> &mut Stream {
+        self.decisions += 1;
+        let fresh = Stream {
+            flow,
+            ssrc,
+            timestamp: timestamp.wrapping_sub(1), // differs: its first packet starts a frame
+            so_far: 0,
+            previous: 0,
+            on_llc: false,
+            last_seen: self.decisions,
+        };
+        let known = self
+            .streams
+            .iter()
+            .position(|s| (s.flow, s.ssrc) == (flow, ssrc));
+        let i = match known {
+            Some(i) => i,
+            None if self.streams.len() < MAX_STREAMS => {
+                self.streams.push(fresh);
+                self.streams.len() - 1
+            }
+            None => {
+                let oldest = (0..self.streams.len()).min_by_key(|&i| self.streams[i].last_seen);
+                let oldest = oldest.expect("MAX_STREAMS > 0");
+                self.streams[oldest] = fresh;
+                oldest
+            }
+        };
+        self.streams[i].last_seen = self.decisions;
+        &mut self.streams[i]
+    }
+
     /// The RTP packet of `size` wire bytes of stream (`flow`, `ssrc`) at `timestamp`:
     /// whether its frame's channel is the LLC, given the LLC's `room`; frames of at
     /// most `small` wire bytes are small.
     fn media(&mut self, rtp: (u16, u32, u32), size: usize, small: usize, room: Room) -> bool {
         let (flow, ssrc, timestamp) = rtp;
-        self.decisions += 1;
-        let now = self.decisions;
-        let i = match self
-            .streams
-            .iter()
-            .position(|s| (s.flow, s.ssrc) == (flow, ssrc))
-        {
-            Some(i) => i,
-            None => {
-                let fresh = Stream {
-                    flow,
-                    ssrc,
-                    timestamp: timestamp.wrapping_sub(1), // first packet starts a frame
-                    so_far: 0,
-                    previous: 0,
-                    on_llc: false,
-                    last_seen: now,
-                };
-                if self.streams.len() < MAX_STREAMS {
-                    self.streams.push(fresh);
-                    self.streams.len() - 1
-                } else {
-                    let oldest = (0..self.streams.len())
-                        .min_by_key(|&i| self.streams[i].last_seen)
-                        .unwrap();
-                    self.streams[oldest] = fresh;
-                    oldest
-                }
-            }
-        };
-        let s = &mut self.streams[i];
-        s.last_seen = now;
+        let s = self.stream(flow, ssrc, timestamp);
         if s.timestamp != timestamp {
             if s.so_far > 0 {
                 s.previous = s.so_far;
@@ -399,16 +403,17 @@ mod tests {
             run(&mut p, &rr, &at(3690.0)),
             (Channel::Hbc, Outcome::RtRtcp, true)
         );
-        // a data-channel record of 300 IP bytes (SMALL) is an input; of 301, bulk data
+        // a data-channel record of SMALL (500) IP bytes is an input, LLC while
+        // queue + 500 < 3750; of 501 bytes it is bulk data
         let input = dg(&dtls(23, SMALL - 28 - 13));
         let bulk = dg(&dtls(23, SMALL - 28 - 13 + 1));
         assert_eq!(input.0.ip_len, SMALL);
         assert_eq!(
-            run(&mut p, &input, &at(3000.0)),
+            run(&mut p, &input, &at(3249.0)),
             (Channel::Llc, Outcome::RtInput, true)
         );
         assert_eq!(
-            run(&mut p, &input, &at(3450.0)),
+            run(&mut p, &input, &at(3250.0)),
             (Channel::Hbc, Outcome::RtInput, true)
         );
         assert_eq!(
