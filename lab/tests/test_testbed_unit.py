@@ -28,6 +28,8 @@ AGENT_SPECS = [
     "pkt-uplink",
     "pkt-state",
     "asap",
+    "realtime",
+    "realtime:alpha=0.5",
 ]
 
 

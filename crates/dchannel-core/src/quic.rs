@@ -65,7 +65,8 @@ pub fn classify(pkt: &PacketInfo, raw: &[u8]) -> Option<Kind> {
 pub mod vectors {
     use crate::packet::{self, PacketInfo};
 
-    fn hex(text: &str) -> Vec<u8> {
+    /// The bytes of a hex string (surrounding whitespace ignored).
+    pub fn hex(text: &str) -> Vec<u8> {
         let t = text.trim();
         (0..t.len())
             .step_by(2)

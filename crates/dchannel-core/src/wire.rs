@@ -34,7 +34,7 @@ pub mod field {
 
     /// Version (high nibble) and message type (low nibble).
     pub const VERSION_TYPE: usize = 0;
-    /// [`FLAG_LLC`](super::FLAG_LLC) or 0.
+    /// [`FLAG_LLC`](super::FLAG_LLC), [`FLAG_UNORDERED`](super::FLAG_UNORDERED) or 0.
     pub const FLAGS: usize = 1;
     /// The sender's flow id (u16).
     pub const FLOW_ID: Range<usize> = 2..4;
@@ -58,6 +58,11 @@ pub const HEADER_LEN: usize = field::BODY;
 pub const PROBE_BODY_LEN: usize = field::PROBE_CHANNEL + 1;
 /// Flag bit: the sender put this datagram on the LLC (informational).
 pub const FLAG_LLC: u8 = 0x01;
+/// Flag bit: the inner packet carries its own ordering (the policy said so,
+/// [`Decision::unordered`](crate::policy::Decision::unordered)); the receiver's
+/// reorder buffer passes it on at once. A receiver that ignores it only holds
+/// the packet as it would any other.
+pub const FLAG_UNORDERED: u8 = 0x02;
 
 /// What a datagram carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +107,7 @@ impl ProbeKind {
 pub struct Header {
     /// Data or probe.
     pub msg_type: MsgType,
-    /// [`FLAG_LLC`] or 0.
+    /// [`FLAG_LLC`] and [`FLAG_UNORDERED`] or 0.
     pub flags: u8,
     /// The sender's id of the unidirectional flow; 0 = no flow (probes, unparsable packets).
     pub flow_id: u16,

@@ -97,7 +97,7 @@ pub struct Common {
     /// pkt-control, pkt-uplink, pkt-state, asap, prewarm[:alpha=A,gap_ms=G]
     /// (dchannel, and the client wakes the HBC radio beside LLC packets),
     /// burst[:alpha=A,gap_ms=G] (dchannel deciding on the rest of the packet's
-    /// burst).
+    /// burst), realtime[:alpha=A] (WebRTC-aware; dchannel for other traffic).
     #[arg(long, default_value = "dchannel")]
     pub policy: String,
     /// Alpha of the dchannel policy when SPEC does not give one (NSDI'23 Algorithm 1).

@@ -389,6 +389,79 @@ fn asap_rules() {
     assert!(chan(&gw, "hbc", "tx_bytes") as usize > DOWN_BYTES);
 }
 
+/// WebRTC-shaped datagrams (first bytes per RFC 7983 §7) from ue:40000 to srv:50000,
+/// each echoed back: a STUN Binding request (RFC 5389 §6), an RTCP RR (RFC 3550
+/// §6.4.2), a DTLS application-data record (a data-channel input, RFC 6347 §4.1) and
+/// an Opus-sized RTP packet (RFC 3550 §5.1).
+fn webrtc_echo(t: &Topo) {
+    let stun = [&[0u8, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42][..], &[7; 12]].concat();
+    let rr = [&[0x81u8, 201, 0, 7][..], &[0; 28]].concat();
+    let input = [
+        &[23u8, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 96][..],
+        &[5; 96],
+    ]
+    .concat();
+    let opus = [
+        &[0x80u8, 111, 0, 1, 0, 0, 3, 192, 0, 0, 0, 9][..],
+        &[6; 150],
+    ]
+    .concat();
+    let dgs = vec![stun, rr, input, opus];
+    let server_sock = in_ns(&t.srv, || UdpSocket::bind((SRV, 50000)).unwrap())
+        .join()
+        .unwrap();
+    server_sock
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let n = dgs.len();
+    let server = std::thread::spawn(move || {
+        let mut b = [0u8; 2048];
+        for _ in 0..n {
+            let (len, from) = server_sock.recv_from(&mut b).unwrap();
+            server_sock.send_to(&b[..len], from).unwrap();
+        }
+    });
+    in_ns(&t.ue, move || {
+        let s = UdpSocket::bind(("0.0.0.0", 40000)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for dg in dgs {
+            s.send_to(&dg, (SRV, 50000)).unwrap();
+            let mut b = [0u8; 2048];
+            let len = s.recv(&mut b).expect("echo through the tunnel");
+            assert_eq!(&b[..len], &dg[..], "echoed intact");
+        }
+    })
+    .join()
+    .unwrap();
+    server.join().unwrap();
+}
+
+fn realtime_webrtc_on_the_llc_and_the_rest_algorithm_1() {
+    // Pinned RTTs 40 / 10 ms: gap = 15 ms * 250 B/ms = 3750 bytes, so each of the
+    // four small WebRTC datagrams takes the LLC both ways under its own outcome
+    // (policy/realtime.rs); the TCP transfer is Algorithm 1's (`reward`).
+    let t = Topo::new();
+    let extra = ["--pin-hbc-rtt-ms", "40", "--pin-llc-rtt-ms", "10"];
+    let mut a = t.start("realtime", &extra);
+    webrtc_echo(&t);
+    tcp_transfer(&t, 5004);
+    let (ue, gw) = a.stop();
+    for s in [&ue, &gw] {
+        assert_eq!(s["policy"], "realtime:alpha=0.75");
+        let d = &s["decisions"];
+        for outcome in ["rt_setup", "rt_rtcp", "rt_input", "rt_media"] {
+            assert_eq!(d[format!("llc:{outcome}")], 1, "{outcome}: {d}");
+            assert_eq!(d[format!("hbc:{outcome}")].as_u64().unwrap_or(0), 0, "{d}");
+        }
+        let reward: u64 = ["hbc", "llc"]
+            .map(|c| d[format!("{c}:reward")].as_u64().unwrap_or(0))
+            .iter()
+            .sum();
+        assert!(reward > 100, "the TCP transfer is Algorithm 1's: {d}");
+    }
+    assert!(chan(&gw, "hbc", "tx_bytes") as usize > DOWN_BYTES / 2);
+}
+
 fn dchannel_measured_rtts() {
     // Over plain veth both RTTs are ~0.1 ms: no gap to exploit, the reward is
     // negative, so packets go HBC; the point is the transfer and the estimates.
@@ -554,5 +627,5 @@ fn dead_llc_falls_back_to_hbc() {
 dchannel_base::test_main! {
     tun: true,
     plain: [bad_command_lines_are_rejected_with_reasons],
-    namespaced: [all_hbc_everything_on_hbc, tun_offload_off_reads_one_packet_at_a_time, busy_poll_keeps_transfers_byte_exact_in_one_polling_thread, all_llc_everything_on_llc, pkt_control_only_payload_free_tcp_on_llc, pkt_uplink_by_direction, pkt_size_750_by_size, pkt_state_hotmobile21_rule, asap_rules, dchannel_measured_rtts, dchannel_pinned_algorithm1, malformed_datagrams_are_counted_and_gateway_keeps_serving, dead_llc_falls_back_to_hbc],
+    namespaced: [all_hbc_everything_on_hbc, tun_offload_off_reads_one_packet_at_a_time, busy_poll_keeps_transfers_byte_exact_in_one_polling_thread, all_llc_everything_on_llc, pkt_control_only_payload_free_tcp_on_llc, pkt_uplink_by_direction, pkt_size_750_by_size, pkt_state_hotmobile21_rule, asap_rules, realtime_webrtc_on_the_llc_and_the_rest_algorithm_1, dchannel_measured_rtts, dchannel_pinned_algorithm1, malformed_datagrams_are_counted_and_gateway_keeps_serving, dead_llc_falls_back_to_hbc],
 }

@@ -14,7 +14,8 @@ class TestbedConfig:
 
     scheme: what runs on ue/gw — an agent policy (`dchannel`, `dchannel:alpha=0.5`,
         `all-hbc`, `all-llc`, `pkt-size:750`, `pkt-control`, `pkt-uplink`, `pkt-state`,
-        `asap`), `hbc-only`/`llc-only` (plain routing, no agent), `mptcp` or `ideal`.
+        `asap`, `realtime` (WebRTC-aware, docs/agent.md)), `hbc-only`/`llc-only` (plain
+        routing, no agent), `mptcp` or `ideal`.
         `dchlab.testbed.known_schemes()` lists them.
     hbc, llc: channel specs: a preset (`urllc`, `embb`, scenario names such as `MM-D`
         with optional `+loss=..` modifiers), a profile TOML path, or

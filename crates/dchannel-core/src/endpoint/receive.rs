@@ -255,6 +255,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
                 peer,
                 flow_id,
                 seq,
+                unordered,
                 inner,
             }) => {
                 let datagram_len = buf.as_ref().len();
@@ -263,7 +264,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
                 let cost = buf.footprint();
                 let d = Deliver { peer, buf, inner };
                 match &mut self.reorder {
-                    Some(r) if flow_id != 0 => r.push(
+                    Some(r) if flow_id != 0 && !unordered => r.push(
                         now,
                         (peer, flow_id),
                         seq,
@@ -357,6 +358,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
                     peer,
                     flow_id: header.flow_id,
                     seq: header.seq,
+                    unordered: header.flags & wire::FLAG_UNORDERED != 0,
                     inner: body,
                 })
             }
@@ -559,6 +561,8 @@ enum Admitted {
         peer: usize,
         flow_id: u16,
         seq: u32,
+        /// [`wire::FLAG_UNORDERED`]: not held by the reorder buffer.
+        unordered: bool,
         inner: Range<usize>,
     },
 }

@@ -228,7 +228,12 @@ impl<A: DatagramAuth> SendHalf<A> {
         }
         let header = Header {
             msg_type: MsgType::Data,
-            flags: channel_flags(channel),
+            flags: channel_flags(channel)
+                | if steered.decision.unordered {
+                    wire::FLAG_UNORDERED
+                } else {
+                    0
+                },
             flow_id: steered.flow_id,
             seq: steered.seq,
             token: 0,

@@ -503,6 +503,41 @@ fn llc_overtakers_wait_for_their_predecessors_or_the_timeout() {
     assert_eq!(delivered(&mut rx), vec![p(9)]);
 }
 
+#[test]
+fn unordered_packets_pass_the_reorder_buffer() {
+    // A `realtime` client marks a WebRTC packet (STUN, RFC 5389 §6: first byte 0,
+    // magic cookie) unordered; other traffic is not.
+    let (mut ctx, _) = client("realtime");
+    let (_, mut grx) = gateway("all-hbc");
+    grx.handle_timeout(0);
+    let stun = [&[0u8, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42][..], &[7; 12]].concat();
+    let webrtc = build::udp4([198, 19, 0, 2], [198, 18, 3, 2], 40000, 50000, &stun);
+    let (t, mut dg) = send(&mut ctx, MS, &webrtc).unwrap();
+    assert_eq!(t.channel, Channel::Llc);
+    assert_eq!(dg[1], FLAG_LLC | wire::FLAG_UNORDERED);
+    let (_, other) = send(&mut ctx, MS, &uplink(5000)).unwrap();
+    assert_eq!(other[1] & wire::FLAG_UNORDERED, 0);
+    // At the gateway, seq 1 of flow 3 over the LLC waits for seq 0; an unordered
+    // datagram of the same flow, seq 2, is delivered at once, past it.
+    let held = uplink(5001);
+    hear(&mut grx, 2 * MS, Channel::Llc, ue_llc(), 3, 1, &held);
+    assert!(delivered(&mut grx).is_empty());
+    dg[2..4].copy_from_slice(&3u16.to_be_bytes());
+    dg[4..8].copy_from_slice(&2u32.to_be_bytes());
+    grx.handle_datagram(3 * MS, Channel::Llc, ue_llc(), dg);
+    assert_eq!(delivered(&mut grx), vec![webrtc]);
+    hear(
+        &mut grx,
+        4 * MS,
+        Channel::Hbc,
+        ue_hbc(),
+        3,
+        0,
+        &uplink(5002),
+    );
+    assert_eq!(delivered(&mut grx), vec![uplink(5002), held]);
+}
+
 // ---- end to end ---------------------------------------------------------------
 
 #[test]

@@ -15,6 +15,7 @@ mod pkt_size;
 mod pkt_state;
 mod pkt_uplink;
 mod prewarm;
+mod realtime;
 
 pub use all::{all_hbc, all_llc};
 pub use asap::asap;
@@ -25,6 +26,7 @@ pub use pkt_size::PktSize;
 pub use pkt_state::pkt_state;
 pub use pkt_uplink::pkt_uplink;
 pub use prewarm::Prewarm;
+pub use realtime::Realtime;
 
 use crate::flow_table::FlowState;
 use crate::packet::PacketInfo;
@@ -98,6 +100,7 @@ pub fn steer(flow: &mut FlowState, llc: bool, e: Estimate) -> Decision {
         outcome: Outcome::Reward,
         estimate: Some(e),
         wake_hbc: false,
+        unordered: false,
     }
 }
 
@@ -144,11 +147,19 @@ pub enum Outcome {
     QuicHandshake,
     /// `pkt-control`: a small QUIC short-header packet (stands in for a pure ACK).
     QuicControl,
+    /// `realtime`: STUN, or a DTLS handshake/ChangeCipherSpec/alert record.
+    RtSetup,
+    /// `realtime`: RTCP (receiver reports, NACK, PLI, congestion-control feedback).
+    RtRtcp,
+    /// `realtime`: a DTLS application-data record: the data channel (input events).
+    RtInput,
+    /// `realtime`: an RTP packet, steered with its frame.
+    RtMedia,
 }
 
 impl Outcome {
     /// Number of outcomes (size of per-outcome counter arrays).
-    pub const COUNT: usize = Outcome::QuicControl as usize + 1;
+    pub const COUNT: usize = Outcome::RtMedia as usize + 1;
     /// Every outcome, in counter order.
     pub const ALL: [Outcome; Outcome::COUNT] = [
         Outcome::Reward,
@@ -171,6 +182,10 @@ impl Outcome {
         Outcome::ChannelDown,
         Outcome::QuicHandshake,
         Outcome::QuicControl,
+        Outcome::RtSetup,
+        Outcome::RtRtcp,
+        Outcome::RtInput,
+        Outcome::RtMedia,
     ];
 
     /// Stable name (stats keys, decision log).
@@ -196,6 +211,10 @@ impl Outcome {
             Outcome::ChannelDown => "channel_down",
             Outcome::QuicHandshake => "quic_handshake",
             Outcome::QuicControl => "quic_control",
+            Outcome::RtSetup => "rt_setup",
+            Outcome::RtRtcp => "rt_rtcp",
+            Outcome::RtInput => "rt_input",
+            Outcome::RtMedia => "rt_media",
         }
     }
 }
@@ -213,6 +232,11 @@ pub struct Decision {
     /// [`ProbeKind::Wake`](crate::wire::ProbeKind::Wake) on the HBC beside
     /// this packet (`prewarm`; only meaningful at the client).
     pub wake_hbc: bool,
+    /// The packet carries its own ordering (RTP sequence numbers and a jitter
+    /// buffer, DTLS/SCTP record numbers): the receiver's reorder buffer passes
+    /// it on at once instead of holding it behind its flow's earlier packets
+    /// (the header's [`FLAG_UNORDERED`](crate::wire::FLAG_UNORDERED); `realtime`).
+    pub unordered: bool,
 }
 
 impl Decision {
@@ -223,6 +247,7 @@ impl Decision {
             outcome,
             estimate: None,
             wake_hbc: false,
+            unordered: false,
         }
     }
 
@@ -261,7 +286,7 @@ impl fmt::Display for SpecError {
             f,
             "policy {:?}: {}; expected one of dchannel, dchannel:alpha=A, all-hbc, all-llc, \
              pkt-size:N, pkt-control, pkt-uplink, pkt-state, asap, \
-             prewarm[:alpha=A,gap_ms=G], burst[:alpha=A,gap_ms=G]",
+             prewarm[:alpha=A,gap_ms=G], burst[:alpha=A,gap_ms=G], realtime[:alpha=A]",
             self.spec, self.reason
         )
     }
@@ -362,7 +387,7 @@ pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, Spe
         };
     }
     match name {
-        "dchannel" => {
+        "dchannel" | "realtime" => {
             let alpha = match arg {
                 None => default_alpha,
                 Some(a) => {
@@ -373,7 +398,11 @@ pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, Spe
                 }
             };
             check_alpha(alpha).map_err(err)?;
-            Ok(Box::new(DChannel::new(alpha)))
+            Ok(if name == "dchannel" {
+                Box::new(DChannel::new(alpha))
+            } else {
+                Box::new(Realtime::new(alpha))
+            })
         }
         "prewarm" => {
             let (alpha, gap) =
@@ -485,15 +514,17 @@ mod tests {
             "pkt-size:750",
             "prewarm:alpha=0.5,gap_ms=20",
             "burst:alpha=0.5,gap_ms=3",
+            "realtime",
+            "realtime:alpha=0.5",
         ];
         let names = "all-hbc all-llc pkt-control pkt-uplink pkt-state asap";
         assert_eq!(rules.join(" "), names);
         for s in rules.into_iter().chain(with_parameters) {
             let p = parse_spec(s, 0.75).unwrap_or_else(|e| panic!("{e}"));
-            let canon = if s == "dchannel" {
-                "dchannel:alpha=0.75"
-            } else {
-                s
+            let canon = match s {
+                "dchannel" => "dchannel:alpha=0.75",
+                "realtime" => "realtime:alpha=0.75",
+                _ => s,
             };
             assert_eq!(p.spec(), canon);
         }
@@ -515,6 +546,7 @@ mod tests {
             ("prewarm:alpha", "parameters are"),
             ("burst:gap_ms=1e9", "between 0 and 60000"),
             ("burst:alpha=x", "alpha is not a number"),
+            ("realtime:k=2", "alpha=<number>"),
         ] {
             let e = parse_spec(s, 0.75).err().expect(s).to_string();
             assert!(e.contains(why), "{s}: {e}");
