@@ -28,7 +28,7 @@
 pub mod per_device_share;
 pub mod probe_delay;
 
-pub use per_device_share::{PerDeviceShare, ShareConfig, ShareStats};
+pub use per_device_share::{PerDeviceShare, ShareBucket, ShareConfig, ShareStats};
 pub use probe_delay::{SharedDelayConfig, SharedLlcDelay};
 
 use std::fmt;

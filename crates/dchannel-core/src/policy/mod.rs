@@ -144,11 +144,15 @@ pub enum Outcome {
     QuicHandshake,
     /// `pkt-control`: a small QUIC short-header packet (stands in for a pure ACK).
     QuicControl,
+    /// Put on the LLC by the policy, but over the device's LLC share
+    /// (`--llc-capacity`/`--llc-share-rate`, rule (b) of crate::llc_share):
+    /// sent on the HBC instead.
+    OverShare,
 }
 
 impl Outcome {
     /// Number of outcomes (size of per-outcome counter arrays).
-    pub const COUNT: usize = Outcome::QuicControl as usize + 1;
+    pub const COUNT: usize = Outcome::OverShare as usize + 1;
     /// Every outcome, in counter order.
     pub const ALL: [Outcome; Outcome::COUNT] = [
         Outcome::Reward,
@@ -171,6 +175,7 @@ impl Outcome {
         Outcome::ChannelDown,
         Outcome::QuicHandshake,
         Outcome::QuicControl,
+        Outcome::OverShare,
     ];
 
     /// Stable name (stats keys, decision log).
@@ -196,6 +201,7 @@ impl Outcome {
             Outcome::ChannelDown => "channel_down",
             Outcome::QuicHandshake => "quic_handshake",
             Outcome::QuicControl => "quic_control",
+            Outcome::OverShare => "over_share",
         }
     }
 }
