@@ -105,11 +105,12 @@ fn without_a_share_nothing_is_diverted_or_counted() {
     );
 }
 
-/// The client of rule (c): all-llc over a 2 Mbit/s LLC (250 B/ms), overhead 0.
-fn probing_client() -> Halves {
+/// An all-llc client over a 2 Mbit/s LLC (250 B/ms), overhead 0, with rule (c)
+/// if `probe`.
+fn client(probe: bool) -> Halves {
     let mut cfg = Config::new(Role::Client);
     cfg.steer.overhead = 0;
-    cfg.llc_probe_share = Some(SharedDelayConfig::new(2e6).unwrap());
+    cfg.llc_probe_share = probe.then(|| SharedDelayConfig::new(2e6).unwrap());
     let gw = PeerConfig {
         name: "gateway".into(),
         token: 7,
@@ -152,7 +153,7 @@ fn llc_round(crx: &mut ReceiveHalf<Vec<u8>, TokenAuth>, t0: Nanos, llc_rtt: Nano
 
 #[test]
 fn probes_teach_the_client_the_other_users_queue_net_of_its_own() {
-    let (mut ctx, mut crx) = probing_client();
+    let (mut ctx, mut crx) = client(true);
     // round 1 at 0: LLC RTT 10 ms, nothing queued: the base, nobody else
     llc_round(&mut crx, 0, 10 * MS);
     assert_eq!(ctx.shared().peers()[0].llc_others(), 0.0);
@@ -177,18 +178,7 @@ fn probes_teach_the_client_the_other_users_queue_net_of_its_own() {
 
 #[test]
 fn without_rule_c_the_probes_change_nothing() {
-    let mut cfg = Config::new(Role::Client);
-    cfg.steer.overhead = 0;
-    let gw = PeerConfig {
-        name: "gateway".into(),
-        token: 7,
-        tunnel_addr: None,
-        endpoints: [
-            Some("198.18.1.1:4000".parse().unwrap()),
-            Some("198.18.2.1:4001".parse().unwrap()),
-        ],
-    };
-    let (ctx, mut crx) = halves(cfg, vec![gw], "all-llc");
+    let (ctx, mut crx) = client(false);
     llc_round(&mut crx, 0, 10 * MS);
     llc_round(&mut crx, 500 * MS, 30 * MS);
     assert_eq!(ctx.shared().peers()[0].llc_others(), 0.0);
