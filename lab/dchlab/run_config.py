@@ -54,6 +54,9 @@ class RunConfig:
     # whether they share one HBC too (TestbedConfig.devices, shared_hbc)
     devices: int = 1
     shared_hbc: bool = False
+    # how the devices share the LLC: none | token-bucket | probe | priority
+    # (TestbedConfig.llc_share, dchlab.testbed.llc_share)
+    llc_share: str = "none"
     # page-load protocol: h2 (TCP, today's behaviour), h3 (QUIC for every origin) or
     # recorded (dchlab.protocol); a scheme that cannot carry it is refused here
     protocol: str = "h2"
@@ -104,6 +107,7 @@ def testbed_config(
         pcap_dir=pcap_dir,
         devices=run.devices,
         shared_hbc=run.shared_hbc,
+        llc_share=run.llc_share,
     )
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from dchlab import protocol
 from dchlab.run_config import RunConfig
+from dchlab.testbed import llc_share
 from dchlab.traces.faults import Fault, parse_burst, parse_outage, with_faults
 
 
@@ -70,6 +71,15 @@ def add_testbed_args(p: argparse.ArgumentParser, *, several_schemes: bool = Fals
         "each origin as its corpus entry says (no corpus records QUIC: as h2); default "
         "%(default)s (docs/webreplay.md)",
     )
+    p.add_argument(
+        "--llc-share",
+        default="none",
+        choices=llc_share.RULES,
+        help="how the devices share the LLC (docs/llc_sharing.md): none = today's agents; "
+        "token-bucket = a per-device share at the gateway and each client, the excess on "
+        "the HBC; probe = clients learn the shared queue from their LLC probes; priority "
+        "= the LLC emulator serves control packets first (default %(default)s)",
+    )
     p.add_argument("--agent-arg", action="append", default=[], metavar="ARG", help="extra argument for both agents (repeatable), e.g. --agent-arg=--reorder --agent-arg=off")  # fmt: skip
     p.add_argument("--client-arg", action="append", default=[], metavar="ARG", help="extra argument for the client agent on ue only, after the --agent-arg ones (repeatable), e.g. --client-arg=--reorder --client-arg=off")  # fmt: skip
     p.add_argument("--gateway-arg", action="append", default=[], metavar="ARG", help="extra argument for the gateway agent on gw only, after the --agent-arg ones (repeatable); --gateway-arg=--reorder --gateway-arg=off keeps the reorder buffer at the client only. Give a value that starts with - as --X-arg=VALUE; a flag may reach an agent once (not in --agent-arg and per role too)")  # fmt: skip
@@ -91,6 +101,7 @@ def run_config(args: argparse.Namespace, scheme: str, trial: int) -> RunConfig:
         # --speed-index (pageload, session); without it $DCH_SPEED_INDEX decides
         speed_index=True if getattr(args, "speed_index", False) else None,
         protocol=args.protocol,
+        llc_share=getattr(args, "llc_share", "none"),
     )
 
 

@@ -25,7 +25,7 @@ def test_testbed_config_pairs_the_seed_and_carries_every_run_field() -> None:
         "dchannel", "MM-S", "urllc", seed=7, trial=3, offset_fraction=0.25, trace_seed=9,
         cc="bbr", server_delay_ms=5.0, agent_args=("--a",), client_args=("--c",),
         gateway_args=("--g",), decision_logs=True, webreplay_args=("--w",), protocol="h3",
-        devices=3, shared_hbc=True,
+        devices=3, shared_hbc=True, llc_share="token-bucket",
     )  # fmt: skip
     other = RunConfig("all-hbc", "MM-S", "urllc", seed=7, trial=3)
     cfg = run_config.testbed_config(run, "site0", "/corpus")
@@ -39,10 +39,11 @@ def test_testbed_config_pairs_the_seed_and_carries_every_run_field() -> None:
         "seed": paired_seed(7, "site0", 3), "offset_fraction": 0.25, "trace_seed": 9,
         "server_delay_ms": 5.0, "corpus": "/corpus", "webreplay_args": ["--w"], "protocol": "h3",
         "agent_args": ["--a"], "client_args": ["--c"], "gateway_args": ["--g"],
-        "decision_logs": True, "devices": 3, "shared_hbc": True,
+        "decision_logs": True, "devices": 3, "shared_hbc": True, "llc_share": "token-bucket",
     }  # fmt: skip
     # one device (the default): the stats describe the run exactly as before devices existed
-    assert not {"devices", "shared_hbc"} & set(run_config.testbed_config(other, None).describe())
+    one = set(run_config.testbed_config(other, None).describe())
+    assert not {"devices", "shared_hbc", "llc_share"} & one
     with pytest.raises(FrozenInstanceError):  # handed to the testbed unchanged
         cfg.scheme = "mptcp"  # type: ignore[misc]
     # every field of the testbed's configuration is either described or a file location

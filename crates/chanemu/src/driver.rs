@@ -102,6 +102,7 @@ impl DirectionIo {
                 pool.push(p.payload);
                 now = sent;
             }
+            stats.pkts_dropped_outage += self.pipe.take_late_drops();
             // 2. read what has arrived
             let mut got = 0;
             while got < READ_BATCH {
@@ -127,7 +128,12 @@ impl DirectionIo {
                     self.pipe
                         .note_peer_activity(self.uplink_activity.load(Ordering::Relaxed));
                 }
-                match self.pipe.push(t, size, buf) {
+                let class = if self.pipe.control_first() {
+                    chanemu::wire_class::classify(&buf)
+                } else {
+                    chanemu::wire_class::Class::Bulk
+                };
+                match self.pipe.push_class(t, size, class, buf) {
                     Ok(_) => {}
                     Err((reason, mut buf)) => {
                         match reason {

@@ -88,6 +88,13 @@ struct Cli {
     /// `--hbc-owd-oracle` (docs/chanemu.md, "The delay oracle").
     #[arg(long, value_name = "FILE")]
     oracle: Option<PathBuf>,
+    /// Serve control packets first in both directions' queue (rule (d) of a
+    /// shared LLC, docs/llc_sharing.md): the agents' handshakes, keepalives and
+    /// probes, and data datagrams whose inner packet is small enough to be a
+    /// SYN, a pure ACK, FIN or RST (src/wire_class.rs). Strict priority, not
+    /// preemptive; one drop-tail limit for both classes. Not with CellReplay.
+    #[arg(long)]
+    control_first: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -186,11 +193,23 @@ fn run(cli: &Cli) -> Result<()> {
         )),
         None => None,
     };
+    let pipeline = |dir: Direction| {
+        let p = profile.pipeline(dir, cli.seed, offset);
+        if cli.control_first {
+            p.with_control_first()
+                .context("--control-first: not with a CellReplay profile (no queue to split)")
+        } else {
+            Ok(p)
+        }
+    };
+    // both directions are checked before any thread starts
+    pipeline(Direction::Uplink)?;
+    pipeline(Direction::Downlink)?;
     let mk = |dir: Direction, input: i32, output: i32, pcap| driver::DirectionIo {
         dir,
         input,
         output,
-        pipe: profile.pipeline(dir, cli.seed, offset),
+        pipe: pipeline(dir).expect("checked above"),
         buf_size: cli.mtu.max(1500) as usize + 64,
         spin_ns: cli.spin_us * 1000,
         rt_priority: cli.rt_priority,

@@ -6,6 +6,11 @@
 //! (nothing enters a dead link) and once its release time is known (nothing leaves
 //! a dead link); see `outage.rs`.
 //!
+//! With `--control-first` (rule (d) of issue 41, `priority.rs`) a two-class
+//! strict-priority queue takes the place of rate/queue; a packet's release is
+//! then fixed when the link has served it (a later control packet may overtake
+//! it), so `pop_due` first runs the served packets through the later stages.
+//!
 //! `push` runs a packet through every stage at its arrival and fixes its release
 //! time (each stage's output depends only on earlier packets, so nothing is
 //! gained by deciding later); `pop_due` hands out released packets in order and
@@ -18,8 +23,10 @@ use crate::delay::DelayStage;
 use crate::drx::Drx;
 use crate::loss::Loss;
 use crate::outage::{FaultDrop, Faults};
+use crate::priority::{PriorityQueue, Served};
 use crate::queue::{Admitted, RateQueue};
 use crate::time::Nanos;
+use crate::wire_class::Class;
 use std::collections::VecDeque;
 
 /// Why the pipeline dropped a packet.
@@ -78,6 +85,11 @@ pub struct Pipeline<P> {
     queue: RateQueue,
     /// CellReplay's light/heavy PDO stage, in place of `queue` when set.
     cellreplay: Option<CellReplayLink>,
+    /// Control packets first (`--control-first`), in place of `queue` when set.
+    priority: Option<PriorityQueue<P>>,
+    /// Packets the priority stage served into a dead link (outage), not yet
+    /// counted by the driver ([`Self::take_late_drops`]).
+    late_drops: u64,
     delay: DelayStage,
     drx: Option<Drx>,
     out: VecDeque<Scheduled<P>>,
@@ -93,6 +105,8 @@ impl<P> Pipeline<P> {
             drx,
             faults: None,
             cellreplay: None,
+            priority: None,
+            late_drops: 0,
             out: VecDeque::with_capacity(1024),
         }
     }
@@ -109,20 +123,38 @@ impl<P> Pipeline<P> {
         self
     }
 
-    /// A packet of `size` bytes arrives at `now`. On drop the payload is handed back.
+    /// The same pipeline with control packets served first (`priority.rs`)
+    /// in place of rate/queue, with the same queue limit and rate; refused
+    /// (`None`) over CellReplay's PDO stage, which has no queue to split.
+    pub fn with_control_first(mut self) -> Option<Self> {
+        if self.cellreplay.is_some() {
+            return None;
+        }
+        self.priority = Some(PriorityQueue::new(
+            self.queue.limit(),
+            self.queue.schedule().clone(),
+        ));
+        Some(self)
+    }
+
+    /// Whether control packets are served first (the driver then classifies).
+    pub fn control_first(&self) -> bool {
+        self.priority.is_some()
+    }
+
+    /// A packet of `size` bytes arrives at `now`; its release time and the
+    /// packets queued in front of it. On drop the payload is handed back. The
+    /// FIFO pipeline's entry: with control first use [`push_class`](Self::push_class)
+    /// (this one would bypass the priority queue).
     pub fn push(
         &mut self,
         now: Nanos,
         size: u32,
         payload: P,
     ) -> Result<(Nanos, u32), (DropReason, P)> {
-        if let Some(f) = &mut self.faults {
-            if let Err(why) = f.admit(now) {
-                return Err((why.into(), payload));
-            }
-        }
-        if self.loss.drop_next() {
-            return Err((DropReason::Loss, payload));
+        debug_assert!(self.priority.is_none(), "control first: use push_class");
+        if let Some(why) = self.admit(now) {
+            return Err((why, payload));
         }
         let adm = match &mut self.cellreplay {
             Some(cr) => {
@@ -140,7 +172,52 @@ impl<P> Pipeline<P> {
                 None => return Err((DropReason::Queue, payload)),
             },
         };
-        let mut release = self.delay.release(now, adm.finish);
+        let served = Served {
+            payload,
+            size,
+            arrival: now,
+            finish: adm.finish,
+            depth: adm.depth,
+            class: Class::Bulk,
+        };
+        self.after_link(served).map(|r| (r, adm.depth))
+    }
+
+    /// A packet of `size` bytes and `class` arrives at `now`; `Ok`: the packets
+    /// queued in front of it. The class counts only with control first, where
+    /// the release is fixed once the link has served the packet (`pop_due`).
+    pub fn push_class(
+        &mut self,
+        now: Nanos,
+        size: u32,
+        class: Class,
+        payload: P,
+    ) -> Result<u32, (DropReason, P)> {
+        if self.priority.is_none() {
+            return self.push(now, size, payload).map(|(_, depth)| depth);
+        }
+        if let Some(why) = self.admit(now) {
+            return Err((why, payload));
+        }
+        let q = self.priority.as_mut().expect("control first");
+        q.offer(now, size, class, payload)
+            .map_err(|p| (DropReason::Queue, p))
+    }
+
+    /// The fault and loss stages at entry: why the packet is dropped, if it is.
+    fn admit(&mut self, now: Nanos) -> Option<DropReason> {
+        if let Some(f) = &mut self.faults {
+            if let Err(why) = f.admit(now) {
+                return Some(why.into());
+            }
+        }
+        self.loss.drop_next().then_some(DropReason::Loss)
+    }
+
+    /// The stages after the link (delay, radio sleep, the link dying before
+    /// the packet leaves) for a packet that has left the link: its release.
+    fn after_link(&mut self, s: Served<P>) -> Result<Nanos, (DropReason, P)> {
+        let mut release = self.delay.release(s.arrival, s.finish);
         if let Some(drx) = &mut self.drx {
             // DRX only ever delays, and the delay stage kept releases ordered; the
             // max keeps them ordered after DRX too.
@@ -150,17 +227,33 @@ impl<P> Pipeline<P> {
         if let Some(f) = &self.faults {
             // it took its place in the queue, but the link is dead when it would leave
             if !f.delivers(release) {
-                return Err((DropReason::Outage, payload));
+                return Err((DropReason::Outage, s.payload));
             }
         }
         self.out.push_back(Scheduled {
-            payload,
-            size,
-            arrival: now,
+            payload: s.payload,
+            size: s.size,
+            arrival: s.arrival,
             release,
-            depth: adm.depth,
+            depth: s.depth,
         });
-        Ok((release, adm.depth))
+        Ok(release)
+    }
+
+    /// With control first: runs the packets the link has served by `now`
+    /// through the later stages.
+    fn serve(&mut self, now: Nanos) {
+        while let Some(s) = self.priority.as_mut().and_then(|q| q.poll(now)) {
+            if self.after_link(s).is_err() {
+                self.late_drops += 1;
+            }
+        }
+    }
+
+    /// Packets dropped as [`DropReason::Outage`] after the priority stage
+    /// served them (the link died before they left), since the last call.
+    pub fn take_late_drops(&mut self) -> u64 {
+        std::mem::take(&mut self.late_drops)
     }
 
     /// The one-way delay a packet entering the link at `now` would see (queue
@@ -177,7 +270,10 @@ impl<P> Pipeline<P> {
                 .push(now, PDO_BYTES - TUN_HEADER_BYTES)
                 .release
                 .max(now),
-            None => self.queue.free_at(now),
+            None => match &self.priority {
+                Some(q) => q.free_at(now),
+                None => self.queue.free_at(now),
+            },
         };
         let mut release = self.delay.would_release(now, free);
         if let Some(drx) = &self.drx {
@@ -189,6 +285,9 @@ impl<P> Pipeline<P> {
 
     /// Packets waiting at the link (queued or being serialised) at `now`.
     pub fn queue_depth(&mut self, now: Nanos) -> u32 {
+        if let Some(q) = &mut self.priority {
+            return q.depth(now);
+        }
         match &mut self.cellreplay {
             Some(cr) => cr.depth(now),
             None => self.queue.depth(now),
@@ -209,6 +308,7 @@ impl<P> Pipeline<P> {
 
     /// The next packet whose release time is ≤ `now`, in order.
     pub fn pop_due(&mut self, now: Nanos) -> Option<Scheduled<P>> {
+        self.serve(now);
         if self.out.front()?.release <= now {
             self.out.pop_front()
         } else {
@@ -216,14 +316,22 @@ impl<P> Pipeline<P> {
         }
     }
 
-    /// Release time of the next packet, if any.
+    /// Release time of the next packet, if any; with control first, also when
+    /// the link next finishes serving one (its release is fixed then).
     pub fn next_deadline(&self) -> Option<Nanos> {
-        self.out.front().map(|p| p.release)
+        let served = self.priority.as_ref().and_then(|q| q.next_finish());
+        let next = self.out.front().map(|p| p.release);
+        match (next, served) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Packets scheduled but not yet released.
+    /// Packets scheduled but not yet released (with control first, also those
+    /// still waiting for the link).
     pub fn in_flight(&self) -> usize {
-        self.out.len()
+        let waiting = self.priority.as_ref().map_or(0, |q| q.len());
+        self.out.len() + waiting
     }
 }
 
@@ -265,6 +373,78 @@ mod tests {
     /// 12 Mbit/s (1 ms per 1500 B) + 20 ms one-way, no loss, no DRX.
     fn pipe_12mbit_20ms(limit: QueueLimit) -> Pipeline<u32> {
         pipe(Capacity::Constant(12_000_000), limit, 20 * MS, 0.0, None)
+    }
+
+    /// Every packet [`Pipeline::pop_due`] releases by `now`: (id, release).
+    fn released(p: &mut Pipeline<u32>, now: Nanos) -> Vec<(u32, Nanos)> {
+        std::iter::from_fn(|| p.pop_due(now))
+            .map(|s| (s.payload, s.release))
+            .collect()
+    }
+
+    #[test]
+    fn control_first_lets_an_ack_overtake_queued_bulk_then_adds_the_delay() {
+        // 12 Mbit/s + 20 ms: three 1500 B bulk packets at 0, a 60 B ACK at 0.5 ms.
+        // FIFO: the ACK leaves the link at 3.04 ms -> released at 23.04 ms.
+        let mut fifo = pipe_12mbit_20ms(QueueLimit::Packets(800));
+        for id in 1..=3 {
+            fifo.push_class(0, 1500, Class::Bulk, id).unwrap();
+        }
+        assert_eq!(fifo.push_class(MS / 2, 60, Class::Control, 9), Ok(3));
+        let ack_fifo = 3 * MS + 40_000 + 20 * MS;
+        assert_eq!(released(&mut fifo, 30 * MS).last(), Some(&(9, ack_fifo)));
+        // control first: after #1 (on the wire until 1 ms), 1.04 ms -> 21.04 ms;
+        // the bulk packets each 1 ms later than in FIFO order
+        let mut p = pipe_12mbit_20ms(QueueLimit::Packets(800))
+            .with_control_first()
+            .unwrap();
+        assert!(p.control_first());
+        for id in 1..=3 {
+            assert_eq!(p.push_class(0, 1500, Class::Bulk, id), Ok(id - 1));
+        }
+        assert_eq!(p.push_class(MS / 2, 60, Class::Control, 9), Ok(3));
+        assert_eq!((p.in_flight(), p.queue_depth(MS / 2)), (4, 4));
+        // the driver wakes when the link finishes #1, then at its release
+        assert_eq!(p.next_deadline(), Some(MS));
+        assert_eq!(released(&mut p, MS), vec![]);
+        assert_eq!(p.next_deadline(), Some(MS + 40_000));
+        let ack = MS + 40_000;
+        assert_eq!(
+            released(&mut p, 30 * MS),
+            vec![
+                (1, 21 * MS),
+                (9, ack + 20 * MS),
+                (2, ack + MS + 20 * MS),
+                (3, ack + 2 * MS + 20 * MS)
+            ]
+        );
+        assert_eq!((p.next_deadline(), p.in_flight()), (None, 0));
+    }
+
+    #[test]
+    fn control_first_keeps_the_queue_limit_and_loss() {
+        let mut p = pipe_12mbit_20ms(QueueLimit::Packets(2))
+            .with_control_first()
+            .unwrap();
+        p.push_class(0, 1500, Class::Bulk, 1).unwrap();
+        p.push_class(0, 1500, Class::Bulk, 2).unwrap();
+        assert_eq!(
+            p.push_class(0, 60, Class::Control, 3),
+            Err((DropReason::Queue, 3))
+        );
+        let mut lossy = pipe(
+            Capacity::Unlimited,
+            QueueLimit::Packets(800),
+            5 * MS,
+            1.0,
+            None,
+        )
+        .with_control_first()
+        .unwrap();
+        assert_eq!(
+            lossy.push_class(0, 60, Class::Control, 1),
+            Err((DropReason::Loss, 1))
+        );
     }
 
     #[test]

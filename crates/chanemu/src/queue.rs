@@ -61,6 +61,16 @@ impl RateQueue {
         }
     }
 
+    /// Its drop-tail limit.
+    pub fn limit(&self) -> QueueLimit {
+        self.limit
+    }
+
+    /// Its rate schedule.
+    pub fn schedule(&self) -> &RateSchedule {
+        &self.rate
+    }
+
     /// Packets not yet serialised at `now`.
     pub fn depth(&mut self, now: Nanos) -> u32 {
         self.expire(now);

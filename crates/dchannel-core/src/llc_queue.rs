@@ -44,6 +44,14 @@ impl LlcQueue {
         self.backlog
     }
 
+    /// When the queue will be empty if nothing more is added (the backlog
+    /// over the rate after the last change). One number says the depth at any
+    /// later time, so another thread can follow the queue through a single
+    /// atomic (rule (c) of crate::llc_share).
+    pub fn empty_at(&self) -> Nanos {
+        self.last + (self.backlog / self.rate).round() as Nanos
+    }
+
     /// Adds a packet of `bytes` put on the LLC at `now`.
     pub fn enqueue(&mut self, now: Nanos, bytes: usize) {
         self.drain(now);
@@ -67,6 +75,17 @@ mod tests {
         q.enqueue(10 * MS, 500);
         q.enqueue(10 * MS, 500);
         assert!((q.depth(12 * MS) - 500.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn empty_at_is_when_the_backlog_has_drained() {
+        // 1000 B at 250 B/ms from t=2 ms: empty at 6 ms; empty queue: its last change
+        let mut q = LlcQueue::new(2e6);
+        assert_eq!(q.empty_at(), 0);
+        q.enqueue(2 * MS, 1000);
+        assert_eq!(q.empty_at(), 6 * MS);
+        assert!((q.depth(3 * MS) - 750.0).abs() < 1e-6);
+        assert_eq!(q.empty_at(), 6 * MS);
     }
 
     #[test]

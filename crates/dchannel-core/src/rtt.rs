@@ -93,6 +93,17 @@ pub struct RttStats {
     pub wakes: [u64; 2],
 }
 
+/// An RTT sample taken on the LLC, handed out by
+/// [`RttEstimator::take_llc_sample`] (rule (c) of crate::llc_share learns the
+/// shared LLC's queue from these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LlcSample {
+    /// The probe's id: the D-SYN's (initiator) or the D-SYN-ACK's (responder).
+    pub id: u32,
+    /// The RTT it measured (unfiltered, unpinned).
+    pub rtt: Nanos,
+}
+
 /// One end's probe state machine and RTT filter for one peer (see the module docs).
 pub struct RttEstimator {
     cfg: RttConfig,
@@ -113,6 +124,8 @@ pub struct RttEstimator {
     /// Responder: arrival on the HBC of the first D-SYN round the LLC has not
     /// delivered since its own last D-SYN (cleared by the next LLC D-SYN).
     llc_missing_since: Option<Nanos>,
+    /// The latest LLC sample not yet taken by [`Self::take_llc_sample`].
+    llc_sample: Option<LlcSample>,
     /// Counters.
     pub stats: RttStats,
 }
@@ -132,6 +145,7 @@ impl RttEstimator {
             latest: [None, None],
             syn_seen: [None, None],
             llc_missing_since: None,
+            llc_sample: None,
             stats: RttStats::default(),
         }
     }
@@ -223,7 +237,7 @@ impl RttEstimator {
                 let sent = take(&mut self.syn_sent[i], id);
                 match sent {
                     Some(t0) => {
-                        self.sample(now, ch, now.saturating_sub(t0));
+                        self.sample(now, ch, id, now.saturating_sub(t0));
                         self.stats.probes_sent[i] += 1;
                         Some(ProbeOut {
                             channel: ch,
@@ -239,7 +253,7 @@ impl RttEstimator {
             }
             ProbeKind::DAck => {
                 match take(&mut self.synack_sent[i], id) {
-                    Some(t1) => self.sample(now, ch, now.saturating_sub(t1)),
+                    Some(t1) => self.sample(now, ch, id, now.saturating_sub(t1)),
                     None => self.stats.unmatched[i] += 1,
                 }
                 None
@@ -251,7 +265,16 @@ impl RttEstimator {
         }
     }
 
-    fn sample(&mut self, now: Nanos, ch: Channel, rtt: Nanos) {
+    /// The LLC sample the last [`handle_probe`](Self::handle_probe) took, if
+    /// any (each is handed out once).
+    pub fn take_llc_sample(&mut self) -> Option<LlcSample> {
+        self.llc_sample.take()
+    }
+
+    fn sample(&mut self, now: Nanos, ch: Channel, id: u32, rtt: Nanos) {
+        if ch == Channel::Llc {
+            self.llc_sample = Some(LlcSample { id, rtt });
+        }
         let i = ch.index();
         self.stats.samples[i] += 1;
         self.latest[i] = Some(rtt);
@@ -418,6 +441,44 @@ mod tests {
         assert_eq!(c.measured(Channel::Hbc, MS * 50), Some(40 * MS));
         assert_eq!(c.rtt(Channel::Hbc, MS * 50), Some(20 * MS));
         assert_eq!(c.rtt(Channel::Llc, MS * 50), Some(7 * MS));
+    }
+
+    #[test]
+    fn llc_samples_are_handed_out_once_with_their_probe_id() {
+        let (mut c, mut g) = pair();
+        // round 1: HBC 40 ms, LLC 10 ms; both ends sample the LLC once
+        round(&mut c, &mut g, 0, [40 * MS, 10 * MS]);
+        assert_eq!(
+            c.take_llc_sample(),
+            Some(LlcSample {
+                id: 1,
+                rtt: 10 * MS
+            })
+        );
+        assert_eq!(c.take_llc_sample(), None);
+        assert_eq!(
+            g.take_llc_sample(),
+            Some(LlcSample {
+                id: 1,
+                rtt: 10 * MS
+            })
+        );
+        // an HBC-only sample hands out nothing
+        let mut out = Vec::new();
+        c.poll_probes(500 * MS, &mut out);
+        let hbc = out.iter().find(|p| p.channel == Channel::Hbc).unwrap();
+        g.handle_probe(520 * MS, Channel::Hbc, hbc.kind, hbc.id);
+        c.handle_probe(540 * MS, Channel::Hbc, ProbeKind::DSynAck, hbc.id);
+        assert_eq!(c.take_llc_sample(), None);
+        // the LLC answer of round 2 arrives late: 70 ms, still id 2
+        c.handle_probe(570 * MS, Channel::Llc, ProbeKind::DSynAck, 2);
+        assert_eq!(
+            c.take_llc_sample(),
+            Some(LlcSample {
+                id: 2,
+                rtt: 70 * MS
+            })
+        );
     }
 
     #[test]

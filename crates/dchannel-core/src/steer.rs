@@ -6,9 +6,18 @@
 //! The fallback comes before any bookkeeping, so the virtual LLC queue, the
 //! flow's `prev_c` and the counters describe the send that happens, not the
 //! policy's first wish.
+//!
+//! Sharing the LLC with other devices (crate::llc_share, docs/llc_sharing.md):
+//! with a share configured (rule (b)), a packet the policy put on the LLC is
+//! admitted by this sender's own token bucket or sent on the HBC instead
+//! (`over_share`), after the fallback and before the bookkeeping, so the queue
+//! and `prev_c` again follow the send that happens. Rule (c) reaches the policy
+//! through [`ChannelView::llc_others`]: the other users' queue the receive half
+//! learned from probes, added to this sender's own virtual queue.
 
 use crate::flow_table::FlowTable;
 use crate::llc_queue::LlcQueue;
+use crate::llc_share::{ShareBucket, ShareConfig, ShareStats};
 use crate::packet::{self, FlowKey, PacketInfo};
 use crate::policy::{estimate, Ctx, Decision, Outcome, Policy};
 use crate::{Channel, Direction, Nanos, MS};
@@ -28,6 +37,9 @@ pub struct SteerConfig {
     pub flow_capacity: usize,
     /// A flow unseen this long is forgotten.
     pub flow_idle: Nanos,
+    /// This sender's share of the LLC (rule (b), `--llc-capacity` or
+    /// `--llc-share-rate`); `None`: the policy's LLC packets all go on the LLC.
+    pub llc_share: Option<ShareConfig>,
 }
 
 impl Default for SteerConfig {
@@ -39,6 +51,7 @@ impl Default for SteerConfig {
             llc_bits_per_sec: 2e6,
             flow_capacity: 65536,
             flow_idle: 120_000 * MS,
+            llc_share: None,
         }
     }
 }
@@ -56,6 +69,10 @@ pub struct ChannelView {
     /// A gateway learns a client's endpoints from its datagrams; until then
     /// nothing can be sent on that channel.
     pub reachable: [bool; 2],
+    /// Bytes the other users of a shared LLC are estimated to have queued
+    /// (rule (c), `--llc-share probe`): added to this sender's own virtual
+    /// queue as Algorithm 1's `queue_llc`. 0 without the rule.
+    pub llc_others: f64,
 }
 
 impl ChannelView {
@@ -66,6 +83,7 @@ impl ChannelView {
             llc_owd,
             alive: [true, true],
             reachable: [true, true],
+            llc_others: 0.0,
         }
     }
 
@@ -100,7 +118,8 @@ pub struct Steered {
     pub key: Option<FlowKey>,
     /// The parsed packet, if it could be parsed.
     pub info: Option<PacketInfo>,
-    /// Virtual LLC queue depth (bytes) the policy saw.
+    /// LLC queue depth (bytes) the policy saw: the virtual queue, plus the
+    /// other users' estimated queue under rule (c).
     pub llc_queue: f64,
 }
 
@@ -110,6 +129,8 @@ pub struct Steerer {
     table: FlowTable,
     queue: LlcQueue,
     policy: Box<dyn Policy>,
+    /// This sender's LLC share (rule (b)), if one is configured.
+    share: Option<ShareBucket>,
     /// Decisions per outcome and channel.
     counts: [[u64; 2]; Outcome::COUNT],
     /// Fill in Algorithm 1's estimate for policies that do not compute it
@@ -123,6 +144,7 @@ impl Steerer {
         Steerer {
             table: FlowTable::new(cfg.flow_capacity, cfg.flow_idle),
             queue: LlcQueue::new(cfg.llc_bits_per_sec),
+            share: cfg.llc_share.map(ShareBucket::new),
             cfg,
             policy,
             counts: [[0; 2]; Outcome::COUNT],
@@ -166,11 +188,22 @@ impl Steerer {
         self.queue.depth(now)
     }
 
+    /// When the virtual LLC queue will be empty if nothing more is put on it
+    /// (what the receive half needs for rule (c), [`LlcQueue::empty_at`]).
+    pub fn llc_empty_at(&self) -> Nanos {
+        self.queue.empty_at()
+    }
+
+    /// What the LLC share decided so far (`None`: no share configured).
+    pub fn share_stats(&self) -> Option<ShareStats> {
+        self.share.as_ref().map(|b| b.stats())
+    }
+
     /// Steers one inner packet: picks its channel (policy, then the
     /// [`ChannelView::fallback`] rule), charges the virtual LLC queue if that
     /// channel is the LLC, and numbers it within its flow.
     pub fn steer(&mut self, now: Nanos, pkt: &[u8], view: &ChannelView) -> Steered {
-        let llc_queue = self.queue.depth(now);
+        let llc_queue = self.queue.depth(now) + view.llc_others;
         let info = match packet::parse(pkt) {
             Ok(i) => i,
             Err(_) => {
@@ -202,9 +235,22 @@ impl Steerer {
         let flow = self.table.get_or_insert(key, now);
         let prev_c = flow.prev_c;
         let mut d = self.policy.decide(&info, pkt, flow, &ctx);
-        if let Some(other) = view.fallback(d.channel) {
+        let wire_bytes = info.ip_len + self.cfg.overhead;
+        let instead = match view.fallback(d.channel) {
+            Some(other) => Some((other, Outcome::ChannelDown)),
+            // Over the device's share: the HBC, never a drop (only while the
+            // HBC can be reached; else the packet has no other way out).
+            None if d.channel == Channel::Llc && view.reachable[Channel::Hbc.index()] => self
+                .share
+                .as_mut()
+                .map(|b| b.admit(now, wire_bytes))
+                .filter(|&ch| ch == Channel::Hbc)
+                .map(|ch| (ch, Outcome::OverShare)),
+            None => None,
+        };
+        if let Some((other, outcome)) = instead {
             d.channel = other;
-            d.outcome = Outcome::ChannelDown;
+            d.outcome = outcome;
             // The policy advanced prev_c for the channel it wanted; the flow's
             // previous packet now completes on the other one.
             if let Some(e) = d.estimate {
@@ -292,6 +338,106 @@ mod tests {
             },
             parse_spec(spec, 0.75).unwrap(),
         )
+    }
+
+    /// A 1000-byte UDP packet (IP length) of flow `sport`.
+    fn udp1000(sport: u16) -> Vec<u8> {
+        build::udp4([198, 19, 0, 2], [1, 1, 1, 1], sport, 80, &[0; 972])
+    }
+
+    #[test]
+    fn over_share_llc_packets_go_to_the_hbc_and_leave_the_queue_alone() {
+        // all-llc with a share of 1 Mbit/s (125 B/ms), burst 1500 B, wire
+        // bytes = IP bytes (overhead 0): at t=0 the first 1000 B packet fits
+        // (500 B left), the second does not -> HBC (over_share); at t=4 ms the
+        // bucket holds 500 + 4 x 125 = 1000 B: the third fits.
+        let mut s = Steerer::new(
+            SteerConfig {
+                overhead: 0,
+                llc_share: Some(ShareConfig::new(1_000_000, 1500).unwrap()),
+                ..SteerConfig::default()
+            },
+            parse_spec("all-llc", 0.75).unwrap(),
+        );
+        let a = s.steer(0, &udp1000(1), &view());
+        let b = s.steer(0, &udp1000(2), &view());
+        assert_eq!(outcome(&a), (Channel::Llc, Outcome::Fixed));
+        assert_eq!(outcome(&b), (Channel::Hbc, Outcome::OverShare));
+        // the diverted packet was not charged to the virtual LLC queue
+        assert!((s.llc_queue(0) - 1000.0).abs() < 1e-6);
+        let c = s.steer(4 * MS, &udp1000(3), &view());
+        assert_eq!(outcome(&c), (Channel::Llc, Outcome::Fixed));
+        // with the HBC unreachable, the share cannot divert: the LLC carries it
+        let no_hbc = ChannelView {
+            reachable: [false, true],
+            ..view()
+        };
+        let d = s.steer(4 * MS, &udp1000(4), &no_hbc);
+        assert_eq!(outcome(&d), (Channel::Llc, Outcome::Fixed));
+        assert_eq!(
+            s.share_stats(),
+            Some(ShareStats {
+                llc_packets: 2,
+                llc_bytes: 2000,
+                diverted_packets: 1,
+                diverted_bytes: 1000,
+            })
+        );
+        assert_eq!(s.counts()[Outcome::OverShare as usize], [1, 0]);
+        // no share configured: no stats, everything as before
+        let mut plain = steerer("all-llc");
+        assert_eq!(plain.steer(0, &udp1000(1), &view()).channel, Channel::Llc);
+        assert_eq!(plain.steer(0, &udp1000(2), &view()).channel, Channel::Llc);
+        assert_eq!(plain.share_stats(), None);
+    }
+
+    #[test]
+    fn over_share_moves_prev_c_to_the_hbc_completion() {
+        // dchannel (HBC/LLC one-way 20/5 ms, 250 B/ms): a lone 1000 B packet
+        // goes on the LLC with c_llc = 5 + 4 = 9 ms. A share whose burst (999
+        // B) cannot hold it diverts it: the flow's prev_c is then c_hbc = 20 ms
+        // (as for a channel fallback), not the LLC's 9 ms.
+        let mut s = Steerer::new(
+            SteerConfig {
+                overhead: 0,
+                llc_share: Some(ShareConfig::new(1_000_000, 999).unwrap()),
+                ..SteerConfig::default()
+            },
+            parse_spec("dchannel", 0.75).unwrap(),
+        );
+        let pkt = udp1000(7);
+        let x = s.steer(0, &pkt, &view());
+        assert_eq!(outcome(&x), (Channel::Hbc, Outcome::OverShare));
+        let flow = s.flow_table().get(&x.key.unwrap()).unwrap();
+        assert_eq!(flow.prev_c, (20 * MS) as f64);
+    }
+
+    #[test]
+    fn other_users_queue_is_added_to_queue_llc() {
+        // dchannel, 15 ms gap, 250 B/ms, alpha 0.75: LLC while packet +
+        // queue_llc < 2142.9 B. A lone 1000 B packet goes on the LLC; with
+        // 1200 B of other users' queue (rule c) it is 2200 B: HBC.
+        let mut s = steerer("dchannel");
+        assert_eq!(s.steer(0, &udp1000(1), &view()).channel, Channel::Llc);
+        let mut s = steerer("dchannel");
+        let crowded = ChannelView {
+            llc_others: 1200.0,
+            ..view()
+        };
+        let x = s.steer(0, &udp1000(1), &crowded);
+        assert_eq!(outcome(&x), (Channel::Hbc, Outcome::Reward));
+        assert!((x.llc_queue - 1200.0).abs() < 1e-6);
+        // 1100 B of others: 2100 B < 2142.9 B: still the LLC
+        let mut s = steerer("dchannel");
+        let x = s.steer(
+            0,
+            &udp1000(1),
+            &ChannelView {
+                llc_others: 1100.0,
+                ..view()
+            },
+        );
+        assert_eq!(x.channel, Channel::Llc);
     }
 
     #[test]

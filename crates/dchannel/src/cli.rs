@@ -156,6 +156,8 @@ pub struct Common {
     #[command(flatten)]
     pub rtt: RttArgs,
     #[command(flatten)]
+    pub share: crate::llc_share_config::ShareArgs,
+    #[command(flatten)]
     pub outputs: OutputArgs,
     /// Lab only: no encryption; datagrams carry a plaintext bearer token
     /// (client --token, gateway --client ADDR=TOKEN) that anyone on the path

@@ -373,11 +373,13 @@ fn rtt_config(a: &RttArgs, rtt: &mut RttConfig) -> Result<()> {
 /// header bytes and `auth_overhead` bytes of encryption per datagram, and the
 /// inner (TUN) MTU that follows. The policy's packet sizes and the LLC's
 /// virtual queue count the whole outer packet, encryption included.
+/// `devices`: the configured peers (an LLC capacity is split among them).
 pub fn endpoint(
     common: &Common,
     role: Role,
     outer_ip: usize,
     auth_overhead: usize,
+    devices: usize,
 ) -> Result<(Config, usize)> {
     validate(common)?;
     let overhead = outer_ip + UDP_HEADER + HEADER_LEN + auth_overhead;
@@ -411,5 +413,14 @@ pub fn endpoint(
         ..ReorderConfig::default()
     });
     cfg.estimate_all = common.outputs.decision_log.is_some();
+    let pin_llc = cfg.rtt.pin[dchannel_core::Channel::Llc.index()];
+    crate::llc_share_config::apply(
+        &common.share,
+        &mut cfg,
+        devices,
+        common.llc_mbit,
+        common.outer_mtu,
+        pin_llc,
+    )?;
     Ok((cfg, inner_mtu))
 }

@@ -2,7 +2,9 @@
 //! Prometheus metrics (`dchannel_device_*{peer=...}`): what the reorder buffer
 //! and the sender's flow table hold for each device, and how often the device
 //! hit its own limit or lost state to a gateway-wide cap (docs/reliability.md,
-//! "Isolation between devices"). One list, both outputs.
+//! "Isolation between devices"), and what its LLC share (`--llc-share
+//! token-bucket`, docs/llc_sharing.md) admitted to the LLC and diverted to the
+//! HBC. One list, both outputs.
 
 use dchannel_core::endpoint::DeviceLimitStats;
 use serde_json::{Map, Value};
@@ -88,6 +90,34 @@ pub const DEVICE_METRICS: &[DeviceMetric] = &[
         kind: "counter",
         help: "Sender flows of the device evicted at the gateway-wide limit (--gateway-flows), the device having the most",
         read: |d| d.sender.gateway_evictions,
+    },
+    DeviceMetric {
+        json: "llc_share_packets",
+        prom: "device_llc_share_packets_total",
+        kind: "counter",
+        help: "Packets the policy put on the LLC that the device's LLC share admitted (--llc-share token-bucket)",
+        read: |d| d.llc_share.llc_packets,
+    },
+    DeviceMetric {
+        json: "llc_share_bytes",
+        prom: "device_llc_share_bytes_total",
+        kind: "counter",
+        help: "Outer bytes of the packets the device's LLC share admitted to the LLC",
+        read: |d| d.llc_share.llc_bytes,
+    },
+    DeviceMetric {
+        json: "llc_share_diverted_packets",
+        prom: "device_llc_share_diverted_packets_total",
+        kind: "counter",
+        help: "Packets the policy put on the LLC that were over the device's LLC share and went on the HBC",
+        read: |d| d.llc_share.diverted_packets,
+    },
+    DeviceMetric {
+        json: "llc_share_diverted_bytes",
+        prom: "device_llc_share_diverted_bytes_total",
+        kind: "counter",
+        help: "Outer bytes of the packets over the device's LLC share sent on the HBC",
+        read: |d| d.llc_share.diverted_bytes,
     },
 ];
 

@@ -13,6 +13,7 @@ mod device_limit_metrics;
 mod final_publish;
 mod handshake_log;
 mod keytool;
+mod llc_share_config;
 mod metrics;
 mod net;
 mod oracle;
@@ -217,7 +218,8 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
         auth,
         egress,
     } = agent;
-    let (mut cfg, inner_mtu) = config::endpoint(common, role, outer_ip, auth.overhead())?;
+    let (mut cfg, inner_mtu) =
+        config::endpoint(common, role, outer_ip, auth.overhead(), peers.len())?;
     if egress.is_some() {
         cfg.egress = egress;
     }

@@ -486,6 +486,8 @@ impl Stats {
                     "rtt_ms": rtts(&|ch| p.rtt(ch)),
                     "measured_rtt_ms": rtts(&|ch| p.measured_rtt(ch)),
                     "limits": crate::device_limit_metrics::to_json(&p.limits.get()),
+                    // rule (c), --llc-share probe: the other users' LLC queue (0 without)
+                    "llc_others_bytes": p.llc_others().round(),
                 })
             })
             .collect();
@@ -757,6 +759,8 @@ mod tests {
             assert!(text.contains(&format!("# TYPE dchannel_{} {}", m.prom, m.kind)));
         }
         assert!(json["flow_table"]["gateway_evictions"].is_u64());
+        // rule (c)'s estimate, 0 without --llc-share probe
+        assert_eq!(json["peers"][0]["llc_others_bytes"].as_f64(), Some(0.0));
     }
 
     #[test]

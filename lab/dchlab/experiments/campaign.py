@@ -54,6 +54,8 @@ class Condition:
     # (TestbedConfig.devices, shared_hbc; docs/testbed.md "N devices")
     devices: int = 1
     shared_hbc: bool = False
+    # how they share the LLC: none | token-bucket | probe | priority (dchlab.testbed.llc_share)
+    llc_share: str = "none"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dchlab.experiments.campaign_check import (
 from dchlab.experiments.offsets import MODES
 from dchlab.experiments.workload_kinds import get_kind, workload_kinds
 from dchlab.pages.cdn import CdnSpecError, parse_spec
+from dchlab.testbed import llc_share
 from dchlab.testbed.config import MAX_DEVICES
 
 _TOP_KEYS = {
@@ -44,7 +45,7 @@ _TOP_KEYS = {
 #: gateway only (TestbedConfig.agent_args / client_args / gateway_args).
 _ARG_FIELDS = ("agent_args", "client_args", "gateway_args")
 #: How many devices share the LLC, and whether they share the HBC (a condition's).
-_DEVICE_FIELDS = ("devices", "shared_hbc")
+_DEVICE_FIELDS = ("devices", "shared_hbc", "llc_share")
 
 
 def _agent_flags(v: Validator, d: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
@@ -85,6 +86,10 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
     shared_hbc = v.boolean(d.get("shared_hbc", False), f"{where}.shared_hbc")
     if shared_hbc and devices == 1:
         raise v.err(f"{where}.shared_hbc", "needs devices > 1 (one device has its HBC alone)")
+    try:
+        share = llc_share.check(d.get("llc_share", "none"), f"{where}.llc_share")
+    except ValueError as e:
+        raise v.err(f"{where}.llc_share", str(e).partition(": ")[2]) from e
     return Condition(
         name=v.name(d["name"], f"{where}.name"),
         hbc=hbc,
@@ -95,6 +100,7 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
         x=dict(x),
         devices=devices,
         shared_hbc=shared_hbc,
+        llc_share=share,
     )
 
 

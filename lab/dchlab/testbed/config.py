@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from dchlab.testbed import llc_share
+
 
 @dataclass(frozen=True)
 class TestbedConfig:
@@ -65,6 +67,11 @@ class TestbedConfig:
         agent scheme. The programs of run_ue/popen_ue run on ue1, the measured one.
     shared_hbc: with devices > 1, the devices also share one HBC (an "hbc cell" like
         the LLC's) instead of each having its own emulated HBC link.
+    llc_share: how the devices share the LLC (dchlab.testbed.llc_share,
+        docs/llc_sharing.md): none (default: today's agents, unchanged), token-bucket
+        (a per-device share at the gateway and each client, excess on the HBC), probe
+        (clients learn the shared queue from probes) or priority (the LLC emulator
+        serves control packets first).
     pcap_dir: if set, every emulated link captures what crosses it into this
         directory (created if missing): `<link>-uplink.pcap` (ue→gw) and
         `<link>-downlink.pcap` (gw→ue) for hbc, llc (and srvpath: gw→srv is its
@@ -95,8 +102,10 @@ class TestbedConfig:
     pcap_dir: Path | str | None = None
     devices: int = 1
     shared_hbc: bool = False
+    llc_share: str = "none"
 
     def __post_init__(self) -> None:
+        llc_share.check(self.llc_share)
         if isinstance(self.devices, bool) or not isinstance(self.devices, int):
             raise ValueError(f"devices: expected an integer, got {self.devices!r}")
         if not 1 <= self.devices <= MAX_DEVICES:
@@ -125,6 +134,6 @@ class TestbedConfig:
 #: Fields describe() leaves out: where logs, stats and captures go, and extra hosts.
 _NOT_DESCRIBED = frozenset({"hosts", "stats_path", "keep_logs", "pcap_dir"})
 #: Fields describe() gives only when they differ from their default.
-_DESCRIBED_IF_SET = frozenset({"devices", "shared_hbc"})
+_DESCRIBED_IF_SET = frozenset({"devices", "shared_hbc", "llc_share"})
 #: The most devices a testbed builds (each gets addresses 198.18.x.(1+i), x.255 kept free).
 MAX_DEVICES = 64

@@ -33,7 +33,7 @@ from typing import Any
 
 from dchlab.closing import close_on_failure
 from dchlab.paths import binary
-from dchlab.testbed import devices, runrecord, sh, signals
+from dchlab.testbed import devices, llc_share, runrecord, sh, signals
 from dchlab.testbed.ca import ensure_ca
 from dchlab.testbed.config import TestbedConfig
 from dchlab.testbed.errors import TestbedError, TestbedInterrupted
@@ -237,6 +237,8 @@ class Testbed:
         if os.geteuid() != 0:
             raise TestbedError("the testbed needs root (network namespaces, TUN devices)")
         devices.check(self.cfg, self.scheme.kind)
+        if why := llc_share.refusal(self.cfg.llc_share, self.scheme.kind):
+            raise TestbedError(why)
         names = ["chanemu", "webreplay", *self.scheme.required_binaries()]
         exes = {n: self._binary(n) for n in names}
         if shutil.which("dnsmasq") is None:

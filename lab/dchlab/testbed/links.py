@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from dchlab.testbed import addressing as A
 from dchlab.testbed import channels as ch
+from dchlab.testbed import llc_share
 from dchlab.testbed.errors import TestbedError
 
 if TYPE_CHECKING:
@@ -117,4 +118,5 @@ def spawn_chanemu(
         seed=tb.cfg.seed if seed is None else seed, offset_ms=offset, stats=stats,
         oracle_file=tb.oracle_file if name == "hbc" else None, pcap_prefix=pcap_prefix,
     )  # fmt: skip
+    argv += llc_share.chanemu_args(tb.cfg.llc_share, name)
     tb.spawn(f"link-{name}", argv)

@@ -4,8 +4,11 @@
 //! receive half publishes the reorder side with its other estimates (every
 //! `PUBLISH_PERIOD`), the send half the flow-table side at each flow expiry;
 //! the stats and metrics read them (relaxed atomics: counters, not a snapshot).
+//! The device's LLC share (rule (b) of crate::llc_share) is a limit too: the
+//! send half publishes what its token bucket admitted and diverted.
 
 use crate::flow_table::FlowTableStats;
+use crate::llc_share::ShareStats;
 use crate::reorder::DeviceReorderStats;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -19,6 +22,9 @@ pub struct DeviceLimitStats {
     /// The sender's flow-table counters for this peer (`forced_evictions`:
     /// its own `--flow-capacity`; `gateway_evictions`: `--gateway-flows`).
     pub sender: FlowTableStats,
+    /// The device's LLC share: packets and bytes admitted to the LLC and
+    /// diverted to the HBC (all 0 without `--llc-capacity`/`--llc-share-rate`).
+    pub llc_share: ShareStats,
 }
 
 /// The atomics behind [`DeviceLimitStats`].
@@ -35,6 +41,10 @@ pub struct DeviceLimits {
     sender_idle_evictions: AtomicU64,
     sender_forced_evictions: AtomicU64,
     sender_gateway_evictions: AtomicU64,
+    llc_share_packets: AtomicU64,
+    llc_share_bytes: AtomicU64,
+    llc_share_diverted_packets: AtomicU64,
+    llc_share_diverted_bytes: AtomicU64,
 }
 
 impl DeviceLimits {
@@ -56,6 +66,12 @@ impl DeviceLimits {
                 idle_evictions: l(&self.sender_idle_evictions),
                 forced_evictions: l(&self.sender_forced_evictions),
                 gateway_evictions: l(&self.sender_gateway_evictions),
+            },
+            llc_share: ShareStats {
+                llc_packets: l(&self.llc_share_packets),
+                llc_bytes: l(&self.llc_share_bytes),
+                diverted_packets: l(&self.llc_share_diverted_packets),
+                diverted_bytes: l(&self.llc_share_diverted_bytes),
             },
         }
     }
@@ -82,5 +98,14 @@ impl DeviceLimits {
             .store(s.forced_evictions, Relaxed);
         self.sender_gateway_evictions
             .store(s.gateway_evictions, Relaxed);
+    }
+
+    pub(crate) fn publish_llc_share(&self, s: &ShareStats) {
+        self.llc_share_packets.store(s.llc_packets, Relaxed);
+        self.llc_share_bytes.store(s.llc_bytes, Relaxed);
+        self.llc_share_diverted_packets
+            .store(s.diverted_packets, Relaxed);
+        self.llc_share_diverted_bytes
+            .store(s.diverted_bytes, Relaxed);
     }
 }

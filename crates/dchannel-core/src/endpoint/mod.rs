@@ -50,6 +50,8 @@ mod timers;
 #[cfg(test)]
 mod limits_tests;
 #[cfg(test)]
+mod share_tests;
+#[cfg(test)]
 mod tests;
 
 pub use auth::{AuthTransmit, DatagramAuth, Opened, Outgoing, Shape, Source, TokenAuth};
@@ -61,6 +63,7 @@ pub use shared::{PeerLink, Shared};
 pub use timers::{Timer, TimerTable};
 
 use crate::egress::EgressFilter;
+use crate::llc_share::SharedDelayConfig;
 use crate::policy::Policy;
 use crate::reorder::ReorderConfig;
 use crate::rtt::RttConfig;
@@ -148,6 +151,10 @@ pub struct Config {
     /// Gateway: the destinations device packets may go to (else
     /// [`DropReason::EgressDenied`]); `None`: all (the client).
     pub egress: Option<EgressFilter>,
+    /// Rule (c) of crate::llc_share (`--llc-share probe`): learn the other
+    /// users' LLC queue from the LLC probes and add it to Algorithm 1's
+    /// `queue_llc`; `None`: the sender's own virtual queue only.
+    pub llc_probe_share: Option<SharedDelayConfig>,
 }
 
 impl Config {
@@ -172,6 +179,7 @@ impl Config {
             // adds the host's own addresses.
             egress: (role == Role::Gateway)
                 .then(|| EgressFilter::new(&[], &[], &[]).expect("no operator prefixes")),
+            llc_probe_share: None,
         }
     }
 }

@@ -29,13 +29,14 @@
 //! reorder buffer if need be, and handed back with each delivery or drop so
 //! the driver can reuse them; nothing is copied or allocated per datagram.
 
-use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, Role, Shared};
+use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, PeerLink, Role, Shared};
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
 use crate::egress::EgressFilter;
 use crate::liveness::{Change, Liveness};
+use crate::llc_share::SharedLlcDelay;
 use crate::reorder::{Footprint, ReorderBuffer};
 use crate::rtt::{ProbeOut, RttEstimator};
-use crate::wire::{self, Datagram, HEADER_LEN, PROBE_BODY_LEN};
+use crate::wire::{self, Datagram, ProbeKind, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -154,6 +155,41 @@ struct RecvPeer {
     /// The authoritative endpoints (published to [`Shared`] on change).
     endpoints: [Option<SocketAddr>; 2],
     tunnel_addr: Option<IpAddr>,
+    /// Rule (c) (`--llc-share probe`): the other users' LLC queue, learned
+    /// from the LLC probes, and the sender's own virtual queue depth when
+    /// each outstanding LLC probe was sent, by probe id.
+    shared_delay: Option<SharedDelay>,
+}
+
+/// Rule (c)'s state for one peer (see [`RecvPeer::shared_delay`]).
+struct SharedDelay {
+    estimate: SharedLlcDelay,
+    /// (probe id, own queue bytes at its send), oldest first.
+    sent: VecDeque<(u32, f64)>,
+}
+
+/// LLC probes whose own-queue depth is remembered at most (as many as the
+/// RTT estimator remembers outstanding probes).
+const SHARED_DELAY_OUTSTANDING: usize = 16;
+
+impl SharedDelay {
+    /// An LLC probe `id` leaves now; the own virtual queue holds `depth` bytes.
+    fn sent(&mut self, id: u32, depth: f64) {
+        if self.sent.len() == SHARED_DELAY_OUTSTANDING {
+            self.sent.pop_front();
+        }
+        self.sent.push_back((id, depth));
+    }
+
+    /// LLC probe `id` measured `rtt`: one sample for the estimator, cleared of
+    /// the own queue remembered for it (0 if forgotten).
+    fn answered(&mut self, id: u32, rtt: Nanos) {
+        let own = match self.sent.iter().position(|&(i, _)| i == id) {
+            Some(k) => self.sent.remove(k).map_or(0.0, |(_, d)| d),
+            None => 0.0,
+        };
+        self.estimate.sample(rtt, own);
+    }
 }
 
 /// Datagrams in; deliveries, probes and events out (see the module docs).
@@ -181,6 +217,9 @@ pub struct ReceiveHalf<B, A> {
     timers: TimerTable,
     reorder_expiry_period: Nanos,
     egress: Option<EgressFilter>,
+    /// The virtual LLC queue's drain rate, bytes per ns (rule (c) reads the
+    /// send half's queue through [`PeerLink`]'s `llc_empty_at`).
+    llc_bytes_per_ns: f64,
 }
 
 impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A> {
@@ -216,6 +255,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
                     liveness: Liveness::new(rtt_cfg.interval),
                     endpoints: p.endpoints,
                     tunnel_addr: p.tunnel_addr,
+                    shared_delay: cfg.llc_probe_share.map(|c| SharedDelay {
+                        estimate: SharedLlcDelay::new(c),
+                        sent: VecDeque::new(),
+                    }),
                 })
                 .collect(),
             reorder: cfg
@@ -229,6 +272,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             timers,
             reorder_expiry_period: cfg.reorder_expiry_period,
             egress: cfg.egress.clone(),
+            llc_bytes_per_ns: cfg.steer.llc_bits_per_sec / 8.0 / 1e9,
         }
     }
 
@@ -329,8 +373,14 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         match datagram {
             Datagram::Probe { header, kind, .. } => {
                 let had_sample = p.rtt.measured(ch, now).is_some();
+                let link = &self.shared.peers()[peer];
                 if let Some(reply) = p.rtt.handle_probe(now, ch, kind, header.seq) {
+                    note_llc_probe(p, link, self.llc_bytes_per_ns, now, &reply);
                     self.probes.push_back((peer, reply, from));
+                }
+                if let (Some(s), Some(d)) = (p.rtt.take_llc_sample(), &mut p.shared_delay) {
+                    d.answered(s.id, s.rtt);
+                    link.publish_llc_others(d.estimate.others_queue());
                 }
                 // A channel's first RTT sample is published at once, not at the next
                 // 50 ms publication: until then the send half has no estimate and
@@ -478,7 +528,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
                     continue;
                 }
                 p.rtt.poll_probes(now, &mut self.probe_scratch);
+                let link = &self.shared.peers()[peer];
                 for probe in self.probe_scratch.drain(..) {
+                    note_llc_probe(p, link, self.llc_bytes_per_ns, now, &probe);
                     if let Some(to) = p.endpoints[probe.channel.index()] {
                         self.probes.push_back((peer, probe, to));
                     }
@@ -546,6 +598,25 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     pub fn rtt(&mut self, peer: usize) -> &mut RttEstimator {
         let local = self.local(peer).expect("a peer of this worker");
         &mut self.peers[local].rtt
+    }
+}
+
+/// Rule (c): an LLC probe that will measure an RTT (a D-SYN, or a responder's
+/// D-SYN-ACK) leaves `p` at `now`; remembers the send half's virtual LLC queue
+/// depth then (from `link`'s `llc_empty_at`, draining at `bytes_per_ns`).
+fn note_llc_probe(
+    p: &mut RecvPeer,
+    link: &PeerLink,
+    bytes_per_ns: f64,
+    now: Nanos,
+    probe: &ProbeOut,
+) {
+    let Some(d) = &mut p.shared_delay else {
+        return;
+    };
+    if probe.channel == Channel::Llc && matches!(probe.kind, ProbeKind::DSyn | ProbeKind::DSynAck) {
+        let depth = link.llc_empty_at().saturating_sub(now) as f64 * bytes_per_ns;
+        d.sent(probe.id, depth);
     }
 }
 

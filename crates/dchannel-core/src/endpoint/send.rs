@@ -16,6 +16,10 @@
 //! without end evicts its own, never another's (issue 37). The per-peer
 //! counts sit in an ordered set shared by all send workers (flow_count.rs):
 //! O(log peers) per new flow, nothing per packet of a known flow.
+//!
+//! A device's LLC share (rule (b), docs/llc_sharing.md) is a token bucket in
+//! that peer's own [`Steerer`], behind the same per-peer mutex: it adds no
+//! lock to the data path; its counters go to the peer's `limits`.
 
 use super::flow_count::FlowCount;
 use super::{Config, DatagramAuth, DropReason, Outgoing, ProbeTransmit, Shared, Timer, TimerTable};
@@ -83,6 +87,9 @@ pub struct SendHalf<A> {
     /// The lab's delay oracle, consulted per packet instead of the HBC
     /// estimate (see [`HbcOwdOracle`]); `None` in every real deployment.
     oracle: Option<Box<dyn HbcOwdOracle>>,
+    /// Rule (c) is on: tell the receive half when each peer's virtual LLC
+    /// queue empties, after every LLC packet.
+    publish_llc_queue: bool,
 }
 
 /// A source of the HBC's true current one-way delay in this sender's
@@ -167,6 +174,7 @@ impl<A: DatagramAuth> SendHalf<A> {
             pending_wake: None,
             wakes: 0,
             oracle: None,
+            publish_llc_queue: cfg.llc_probe_share.is_some(),
         }
     }
 
@@ -210,6 +218,12 @@ impl<A: DatagramAuth> SendHalf<A> {
             return Err(DropReason::NoEndpoint);
         }
         let steered = p.steerer.steer(now, pkt, &view);
+        if let Some(share) = p.steerer.share_stats() {
+            link.limits.publish_llc_share(&share);
+        }
+        if self.publish_llc_queue && steered.channel == Channel::Llc {
+            link.publish_llc_empty_at(p.steerer.llc_empty_at());
+        }
         let new_count = p.steerer.flows() != p.counted_flows;
         if new_count {
             self.count_flows(peer, p);

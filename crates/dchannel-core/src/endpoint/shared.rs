@@ -49,6 +49,12 @@ pub struct PeerLink {
     endpoints: Mutex<[Option<SocketAddr>; 2]>,
     /// Per-device limit counters (written by both halves, device_limits.rs).
     pub limits: DeviceLimits,
+    /// Rule (c) of crate::llc_share, written only while it is on: when the
+    /// send half's virtual LLC queue empties (send half, per LLC packet) and
+    /// the other users' queue in bytes, as f64 bits (receive half, per LLC
+    /// probe answer).
+    llc_empty_at: AtomicU64,
+    llc_others: AtomicU64,
 }
 
 impl PeerLink {
@@ -66,6 +72,8 @@ impl PeerLink {
             endpoint_gen: AtomicU64::new(0),
             endpoints: Mutex::new(p.endpoints),
             limits: DeviceLimits::default(),
+            llc_empty_at: AtomicU64::new(0),
+            llc_others: AtomicU64::new(0f64.to_bits()),
         }
     }
 
@@ -123,7 +131,27 @@ impl PeerLink {
             llc_owd: self.owd(Channel::Llc),
             alive: [self.alive(Channel::Hbc), self.alive(Channel::Llc)],
             reachable: [true, true],
+            llc_others: self.llc_others(),
         }
+    }
+
+    /// Bytes the other users of the shared LLC are estimated to have queued
+    /// (rule (c); 0 while it is off).
+    pub fn llc_others(&self) -> f64 {
+        f64::from_bits(self.llc_others.load(Relaxed))
+    }
+
+    pub(crate) fn publish_llc_others(&self, bytes: f64) {
+        self.llc_others.store(bytes.to_bits(), Relaxed);
+    }
+
+    /// When the send half's virtual LLC queue empties (rule (c) only).
+    pub(crate) fn llc_empty_at(&self) -> Nanos {
+        self.llc_empty_at.load(Relaxed)
+    }
+
+    pub(crate) fn publish_llc_empty_at(&self, at: Nanos) {
+        self.llc_empty_at.store(at, Relaxed);
     }
 
     pub(crate) fn publish(

@@ -20,15 +20,19 @@
 //!   queue; the estimate decays when probes show the queue draining.
 //! * **(d) Handshake/control packets prioritised in the shared LLC queue** —
 //!   a property of the shared queue itself, so it belongs to the channel
-//!   emulator (chanemu), not to the agent's core; not built here.
+//!   emulator (`chanemu --control-first`, chanemu's `priority.rs`), not to the
+//!   agent's core.
 //!
-//! Not wired yet: neither the agent nor the policies use (b) or (c) today
-//! (docs/llc_sharing.md says what wiring them takes).
+//! Wiring (docs/llc_sharing.md): (b) is a [`ShareBucket`] in each sender's
+//! [`crate::steer::Steerer`] (`--llc-share token-bucket`); (c) a
+//! [`SharedLlcDelay`] per peer in the endpoint's receive half, whose estimate
+//! reaches the policy as [`crate::steer::ChannelView::llc_others`]
+//! (`--llc-share probe`).
 
 pub mod per_device_share;
 pub mod probe_delay;
 
-pub use per_device_share::{PerDeviceShare, ShareConfig, ShareStats};
+pub use per_device_share::{PerDeviceShare, ShareBucket, ShareConfig, ShareStats};
 pub use probe_delay::{SharedDelayConfig, SharedLlcDelay};
 
 use std::fmt;

@@ -93,14 +93,64 @@ pub struct ShareStats {
     pub diverted_bytes: u64,
 }
 
-/// One device's token bucket.
+/// One device's token bucket (rule (b) for a single device): what the
+/// gateway keeps per client in that client's own send state, so that no lock
+/// is shared between devices on the data path. [`PerDeviceShare`] is a map of
+/// these.
 #[derive(Clone, Debug)]
-struct Bucket {
+pub struct ShareBucket {
+    cfg: ShareConfig,
     /// Credit in units of 1/[`UNITS_PER_BYTE`] byte, at most the burst.
     credit: u128,
-    /// When `credit` was last brought up to date.
-    last: Nanos,
+    /// When `credit` was last brought up to date (`None`: never used, full).
+    last: Option<Nanos>,
     stats: ShareStats,
+}
+
+impl ShareBucket {
+    /// A full bucket of share `cfg`; its clock starts at the first packet.
+    pub fn new(cfg: ShareConfig) -> ShareBucket {
+        ShareBucket {
+            cfg,
+            credit: u128::from(cfg.burst_bytes) * UNITS_PER_BYTE,
+            last: None,
+            stats: ShareStats::default(),
+        }
+    }
+
+    /// Its setting.
+    pub fn config(&self) -> ShareConfig {
+        self.cfg
+    }
+
+    /// A packet of `bytes` that Algorithm 1 put on the LLC at `now`:
+    /// [`Channel::Llc`] if within the budget (which it then uses up), else
+    /// [`Channel::Hbc`]. Time going backwards adds no credit.
+    pub fn admit(&mut self, now: Nanos, bytes: usize) -> Channel {
+        let cap = u128::from(self.cfg.burst_bytes) * UNITS_PER_BYTE;
+        let last = *self.last.get_or_insert(now);
+        if now > last {
+            let added = u128::from(now - last).saturating_mul(u128::from(self.cfg.rate_bps));
+            self.credit = self.credit.saturating_add(added).min(cap);
+            self.last = Some(now);
+        }
+        let cost = (bytes as u128).saturating_mul(UNITS_PER_BYTE);
+        if self.credit >= cost {
+            self.credit -= cost;
+            self.stats.llc_packets += 1;
+            self.stats.llc_bytes += bytes as u64;
+            Channel::Llc
+        } else {
+            self.stats.diverted_packets += 1;
+            self.stats.diverted_bytes += bytes as u64;
+            Channel::Hbc
+        }
+    }
+
+    /// What was decided so far.
+    pub fn stats(&self) -> ShareStats {
+        self.stats
+    }
 }
 
 /// Rule (b) at the gateway: a token bucket per device (see the module docs).
@@ -108,7 +158,7 @@ struct Bucket {
 #[derive(Clone, Debug)]
 pub struct PerDeviceShare<D> {
     cfg: ShareConfig,
-    buckets: HashMap<D, Bucket>,
+    buckets: HashMap<D, ShareBucket>,
 }
 
 impl<D: Eq + Hash + Clone> PerDeviceShare<D> {
@@ -129,32 +179,14 @@ impl<D: Eq + Hash + Clone> PerDeviceShare<D> {
     /// `now`: [`Channel::Llc`] if within the device's budget (which it then
     /// uses up), else [`Channel::Hbc`]. Time going backwards adds no credit.
     pub fn admit(&mut self, now: Nanos, device: &D, bytes: usize) -> Channel {
-        let cap = u128::from(self.cfg.burst_bytes) * UNITS_PER_BYTE;
-        let rate = u128::from(self.cfg.rate_bps);
         let b = match self.buckets.get_mut(device) {
             Some(b) => b,
-            None => self.buckets.entry(device.clone()).or_insert(Bucket {
-                credit: cap,
-                last: now,
-                stats: ShareStats::default(),
-            }),
+            None => self
+                .buckets
+                .entry(device.clone())
+                .or_insert(ShareBucket::new(self.cfg)),
         };
-        if now > b.last {
-            let added = u128::from(now - b.last).saturating_mul(rate);
-            b.credit = b.credit.saturating_add(added).min(cap);
-            b.last = now;
-        }
-        let cost = (bytes as u128).saturating_mul(UNITS_PER_BYTE);
-        if b.credit >= cost {
-            b.credit -= cost;
-            b.stats.llc_packets += 1;
-            b.stats.llc_bytes += bytes as u64;
-            Channel::Llc
-        } else {
-            b.stats.diverted_packets += 1;
-            b.stats.diverted_bytes += bytes as u64;
-            Channel::Hbc
-        }
+        b.admit(now, bytes)
     }
 
     /// What was decided for `device` so far (`None`: never seen).

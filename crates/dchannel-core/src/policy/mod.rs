@@ -155,11 +155,15 @@ pub enum Outcome {
     RtInput,
     /// `realtime`: an RTP packet, steered with its frame.
     RtMedia,
+    /// Put on the LLC by the policy, but over the device's LLC share
+    /// (`--llc-capacity`/`--llc-share-rate`, rule (b) of crate::llc_share):
+    /// sent on the HBC instead.
+    OverShare,
 }
 
 impl Outcome {
     /// Number of outcomes (size of per-outcome counter arrays).
-    pub const COUNT: usize = Outcome::RtMedia as usize + 1;
+    pub const COUNT: usize = Outcome::OverShare as usize + 1;
     /// Every outcome, in counter order.
     pub const ALL: [Outcome; Outcome::COUNT] = [
         Outcome::Reward,
@@ -186,6 +190,7 @@ impl Outcome {
         Outcome::RtRtcp,
         Outcome::RtInput,
         Outcome::RtMedia,
+        Outcome::OverShare,
     ];
 
     /// Stable name (stats keys, decision log).
@@ -215,6 +220,7 @@ impl Outcome {
             Outcome::RtRtcp => "rt_rtcp",
             Outcome::RtInput => "rt_input",
             Outcome::RtMedia => "rt_media",
+            Outcome::OverShare => "over_share",
         }
     }
 }

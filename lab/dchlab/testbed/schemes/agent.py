@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from dchlab.paths import binary
 from dchlab.testbed import addressing as A
-from dchlab.testbed import reward_error, sh
+from dchlab.testbed import llc_share, reward_error, sh
 from dchlab.testbed.channels import nominal_mbit
 from dchlab.testbed.namespaces import device_roles
 from dchlab.testbed.schemes import Scheme, register
@@ -186,6 +186,7 @@ def agent_argv(
                 *(["--hbc-dev", "hbc", "--llc-dev", "llc"] if gateway_devs else []),
                 *auth["gateway"],
                 "--llc-mbit", f"{llc_mbit:g}",
+                *llc_share.agent_args(cfg.llc_share, role, llc_mbit, devices),
                 "--stats-json", str(stats_json),
                 *resolve_oracle([*cfg.agent_args, *cfg.gateway_args], oracle_file)]  # fmt: skip
     if role == "client":
@@ -194,6 +195,7 @@ def agent_argv(
                 "--llc-dev", "llc", "--llc-gateway", f"{A.LLC.far}:{A.AGENT_PORT_LLC}",
                 *auth["client"],
                 "--llc-mbit", f"{llc_mbit:g}",
+                *llc_share.agent_args(cfg.llc_share, role, llc_mbit, devices),
                 "--stats-json", str(stats_json),
                 *resolve_oracle([*cfg.agent_args, *cfg.client_args], oracle_file)]  # fmt: skip
     raise ValueError(f"agent role {role!r}: expected 'client' or 'gateway'")
