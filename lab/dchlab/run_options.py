@@ -91,7 +91,16 @@ def run_config(args: argparse.Namespace, scheme: str, trial: int) -> RunConfig:
         # --speed-index (pageload, session); without it $DCH_SPEED_INDEX decides
         speed_index=True if getattr(args, "speed_index", False) else None,
         protocol=args.protocol,
+        devices=getattr(args, "devices", 1),
+        shared_hbc=getattr(args, "shared_hbc", False),
     )
+
+
+def add_device_args(p: argparse.ArgumentParser) -> None:
+    """--devices and --shared-hbc of a workload command: ue1 is measured, every other
+    device runs a background user (dchlab.workloads.bgusers)."""
+    p.add_argument("--devices", type=int, default=1, metavar="N", help="N devices ue1..ueN sharing one LLC link and queue (each with its own client agent and HBC): the workload runs on ue1, ue2..ueN replay page loads of the corpus as background users with 3GPP2 think times (default 1; docs/testbed.md)")  # fmt: skip
+    p.add_argument("--shared-hbc", action="store_true", help="with --devices N > 1: the devices share one HBC link too")  # fmt: skip
 
 
 def run_configs(args: argparse.Namespace, trial: int) -> list[RunConfig]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 from dchlab.pages.corpus import Corpus, Object, url_key
@@ -105,3 +106,18 @@ def page_requests(corpus: Corpus, page: str) -> list[Request]:
         o = objects[key]
         out.append(Request(o.url, parent.get(key, 0), o.size, o.body.rsplit("/", 1)[-1]))
     return out
+
+
+def plans(corpus: Corpus, pages: list[str]) -> dict[str, Any]:
+    """What a replayer needs, as JSON: {"pages": {page: [Request fields]}, "h1_hosts":
+    the origins that offer no HTTP/2}."""
+    return {
+        "pages": {p: [asdict(r) for r in page_requests(corpus, p)] for p in pages},
+        "h1_hosts": sorted(o.host for o in corpus.origins if "h2" not in o.alpn),
+    }
+
+
+def from_json(doc: dict[str, Any]) -> tuple[dict[str, list[Request]], set[str]]:
+    """`plans()`'s JSON back: ({page: requests}, h1 hosts)."""
+    pages = {p: [Request(**r) for r in reqs] for p, reqs in doc["pages"].items()}
+    return pages, set(doc["h1_hosts"])

@@ -1,9 +1,10 @@
 """The background user: replays page loads at the HTTP level, think times between them.
 
 Runs as its own process on a device (`python -m dchlab.workloads.bgusers.replay`,
-started by dchlab.workloads.bgusers.background inside ueK's namespace, so its traffic
+started by dchlab.workloads.bgusers.background inside ueK's namespace; it prints READY
+once set up, so its traffic
 goes through that device's client agent like a browser's). A page load requests every
-object of the page (dchlab.workloads.bgusers.deps): the entry document first, each
+object of the page (dchlab.workloads.bgusers.deps, precomputed into --plans): the entry document first, each
 object as soon as its parent's response has arrived, over TLS with the testbed's CA,
 HTTP/2 where the origin offers it (one connection per origin, multiplexed) and at most
 6 parallel HTTP/1.1 connections per origin otherwise (Chromium's per-host limit). Each
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import httpx
 import numpy as np
 
 from dchlab.workloads.bgusers import think
@@ -111,8 +113,6 @@ async def _fetch(client: Any, url: str) -> Any:
 
 
 def _client(ca: ssl.SSLContext) -> Any:
-    import httpx
-
     return httpx.AsyncClient(
         http2=True, verify=ca, timeout=httpx.Timeout(60.0), limits=httpx.Limits(max_connections=256)
     )
@@ -169,12 +169,12 @@ async def run_user(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from dchlab.pages import open_corpus
-    from dchlab.workloads.bgusers.deps import page_requests
+    from dchlab.workloads.bgusers.deps import from_json
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--corpus", required=True, help="corpus directory or synthetic[:SEED]")
-    p.add_argument("--pages", required=True, help="comma-separated page names to draw from")
+    p.add_argument(
+        "--plans", type=Path, required=True, help="the pages' requests (deps.plans JSON)"
+    )
     p.add_argument("--seed", type=int, default=1, help="seeds page choice and think times")
     p.add_argument("--think", default=think.DEFAULT, help=f"think time (default {think.DEFAULT})")
     p.add_argument("--log", type=Path, required=True, help="JSON lines, one per page")
@@ -182,11 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-first-think", action="store_true", help="load the first page at once")
     p.add_argument("--ca", default=None, help="CA file (default: $SSL_CERT_FILE)")
     a = p.parse_args(argv)
-    corpus = open_corpus(a.corpus)
-    names = [n for n in a.pages.split(",") if n]
-    plans = {n: page_requests(corpus, n) for n in names}
-    h1 = {o.host for o in corpus.origins if "h2" not in o.alpn}
+    plans, h1 = from_json(json.loads(a.plans.read_text()))
     ctx = ssl.create_default_context(cafile=a.ca) if a.ca else ssl.create_default_context()
+    print("READY", flush=True)  # set up: what follows is the user's traffic
     with a.log.open("a") as log:
         n = asyncio.run(run_user(plans, h1, think.parse(a.think, "--think"), np.random.default_rng(a.seed),
                                  log, max_pages=a.max_pages, first_think=not a.no_first_think,
