@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dchlab import protocol
 from dchlab.run_config import RunConfig
 from dchlab.traces.faults import Fault, parse_burst, parse_outage, with_faults
+from dchlab.workloads.bgusers import think
 
 
 def add_testbed_args(p: argparse.ArgumentParser, *, several_schemes: bool = False) -> None:
@@ -93,7 +94,17 @@ def run_config(args: argparse.Namespace, scheme: str, trial: int) -> RunConfig:
         protocol=args.protocol,
         devices=getattr(args, "devices", 1),
         shared_hbc=getattr(args, "shared_hbc", False),
+        bg_think=getattr(args, "bg_think", think.DEFAULT),
     )
+
+
+def _bg_think(text: str) -> str:
+    if text != "idle":
+        try:
+            think.parse(text, "--bg-think")
+        except ValueError as exc:  # argparse shows this message, not "invalid value"
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def add_device_args(p: argparse.ArgumentParser) -> None:
@@ -101,6 +112,7 @@ def add_device_args(p: argparse.ArgumentParser) -> None:
     device runs a background user (dchlab.workloads.bgusers)."""
     p.add_argument("--devices", type=int, default=1, metavar="N", help="N devices ue1..ueN sharing one LLC link and queue (each with its own client agent and HBC): the workload runs on ue1, ue2..ueN replay page loads of the corpus as background users with 3GPP2 think times (default 1; docs/testbed.md)")  # fmt: skip
     p.add_argument("--shared-hbc", action="store_true", help="with --devices N > 1: the devices share one HBC link too")  # fmt: skip
+    p.add_argument("--bg-think", default=think.DEFAULT, type=_bg_think, metavar="SPEC", help="with --devices N > 1: the background users' think time between pages, exp:MEAN_S, lognormal:MEDIAN_S,SIGMA or fixed:S, or `idle` (no background user: N-1 idle devices); default %(default)s (3GPP2 C.R1002-0 §4.1.1)")  # fmt: skip
 
 
 def run_configs(args: argparse.Namespace, trial: int) -> list[RunConfig]:

@@ -198,3 +198,12 @@ def test_run_user_thinks_then_loads_pages_drawn_with_its_seed(
     for _ in range(5):
         want.append(["p1", "p2", "p3"][int(rng.integers(3))])
     assert [ln["page"] for ln in lines] == want == [ln["page"] for ln in run(3)]
+
+
+def test_bg_think_is_checked_where_it_is_given() -> None:
+    from dchlab.run_config import RunConfig
+
+    assert RunConfig("dchannel", "MM-S", "urllc", devices=4).bg_think == "exp:30"
+    assert RunConfig("dchannel", "MM-S", "urllc", devices=4, bg_think="idle").bg_think == "idle"
+    with pytest.raises(ValueError, match="bg_think: expected exp:MEAN_S"):
+        RunConfig("dchannel", "MM-S", "urllc", bg_think="exp")

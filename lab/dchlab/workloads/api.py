@@ -112,7 +112,7 @@ def load_one(
         users: dict[str, Any] = {}  # background users' summary (devices > 1)
 
         def body(tb: Any) -> None:
-            with background_users(tb, corpus, users):
+            with background_users(tb, corpus, spec.bg_think, users):
                 browser.update(load(tb, lease, entry.entry_url, timeout_s, spec.speed_index, pool, timing))  # fmt: skip
 
         try:
@@ -144,16 +144,24 @@ def load_one(
 
 
 @contextlib.contextmanager
-def background_users(tb: Any, corpus: Any, summary: dict[str, Any]) -> Iterator[None]:
+def background_users(
+    tb: Any, corpus: Any, think_time: str, summary: dict[str, Any]
+) -> Iterator[None]:
     """With several devices: background users on ue2..ueN (drawing from every page of
-    `corpus`, seeded with the testbed's paired seed) for the duration of the block;
-    their summary lands in `summary` (dchlab.workloads.bgusers.background.stop)."""
+    `corpus`, thinking `think_time` between pages, seeded with the testbed's paired
+    seed) for the duration of the block; their summary lands in `summary`
+    (dchlab.workloads.bgusers.background.stop). `idle`: none (summary says so)."""
     if tb.cfg.devices == 1:
+        yield
+        return
+    if think_time == "idle":
+        summary.update(users=0, think="idle")
         yield
         return
     from dchlab.workloads.bgusers import background
 
-    users = background.Users(corpus, tuple(p.name for p in corpus.pages), seed=tb.cfg.seed)
+    pages = tuple(p.name for p in corpus.pages)
+    users = background.Users(corpus, pages, think_time, seed=tb.cfg.seed)
     running = background.start(tb, users)
     try:
         yield
