@@ -117,7 +117,7 @@ def test_load_page_requests_each_object_after_its_parent() -> None:
     reqs = _reqs(bodies, parents)
     events: list[tuple[str, str]] = []
 
-    async def fetch(_client: Any, url: str) -> _Resp:
+    async def fetch(_client: Any, url: str, _headers: dict[str, str]) -> _Resp:
         name = url.rsplit("/", 1)[1]
         events.append(("start", name))
         await asyncio.sleep(0.01)
@@ -147,7 +147,7 @@ def test_http1_origins_get_at_most_six_parallel_requests() -> None:
     parents = {u: (-1 if i == 0 else 0) for i, u in enumerate(bodies)}
     live, peak = 0, 0
 
-    async def fetch(_client: Any, url: str) -> _Resp:
+    async def fetch(_client: Any, url: str, _headers: dict[str, str]) -> _Resp:
         nonlocal live, peak
         live += 1
         peak = max(peak, live)
@@ -170,7 +170,7 @@ def test_run_user_thinks_then_loads_pages_drawn_with_its_seed(
     plans = {n: _reqs({f"https://h.test/{n}": n.encode()}, {f"https://h.test/{n}": -1})
              for n in ("p1", "p2", "p3")}  # fmt: skip
 
-    async def fetch(_client: Any, url: str) -> _Resp:
+    async def fetch(_client: Any, url: str, _headers: dict[str, str]) -> _Resp:
         return _Resp(url.rsplit("/", 1)[1].encode())
 
     class _Client:
@@ -207,3 +207,27 @@ def test_bg_think_is_checked_where_it_is_given() -> None:
     assert RunConfig("dchannel", "MM-S", "urllc", devices=4, bg_think="idle").bg_think == "idle"
     with pytest.raises(ValueError, match="bg_think: expected exp:MEAN_S"):
         RunConfig("dchannel", "MM-S", "urllc", bg_think="exp")
+
+
+def test_request_headers_are_chromiums_per_kind() -> None:
+    from dchlab.workloads.bgusers.headers import request_headers
+
+    entry = "https://www.x.test/"
+    doc = request_headers(entry, entry)
+    assert (doc["sec-fetch-mode"], doc["sec-fetch-dest"], doc["sec-fetch-site"]) == (
+        "navigate", "document", "none")  # fmt: skip
+    css = request_headers("https://www.x.test/a.css", entry)
+    assert (css["sec-fetch-dest"], css["sec-fetch-site"], css["referer"]) == (
+        "style",
+        "same-origin",
+        entry,
+    )
+    img = request_headers("https://img.x.test/i.png?v=1", entry)
+    assert (img["sec-fetch-dest"], img["sec-fetch-site"]) == ("image", "same-site")
+    api = request_headers("https://api.other.test/data", entry)
+    assert (api["sec-fetch-dest"], api["sec-fetch-mode"], api["sec-fetch-site"]) == (
+        "empty",
+        "cors",
+        "cross-site",
+    )
+    assert api["origin"] == "https://www.x.test" and api["referer"] == entry

@@ -1,15 +1,16 @@
 """The background user: replays page loads at the HTTP level, think times between them.
 
 Runs as its own process on a device (`python -m dchlab.workloads.bgusers.replay`,
-started by dchlab.workloads.bgusers.background inside ueK's namespace; it prints READY
-once set up, so its traffic
-goes through that device's client agent like a browser's). A page load requests every
-object of the page (dchlab.workloads.bgusers.deps, precomputed into --plans): the entry document first, each
-object as soon as its parent's response has arrived, over TLS with the testbed's CA,
-HTTP/2 where the origin offers it (one connection per origin, multiplexed) and at most
-6 parallel HTTP/1.1 connections per origin otherwise (Chromium's per-host limit). Each
-page load starts cold (new connections, as the measured Chromium load does). Each
-response body is hashed and compared with the corpus's (content-addressed) body.
+started by dchlab.workloads.bgusers.background inside ueK's namespace, so its traffic
+goes through that device's client agent like a browser's); it prints READY once set
+up. A page load requests every object of the page (dchlab.workloads.bgusers.deps,
+precomputed into --plans): the entry document first, each object as soon as its
+parent's response has arrived, over TLS with the testbed's CA, with Chromium's request
+headers (dchlab.workloads.bgusers.headers), HTTP/2 where the origin offers it (one
+connection per origin, multiplexed) and at most 6 parallel HTTP/1.1 connections per
+origin otherwise (Chromium's per-host limit). Each page load starts cold (new
+connections, as the measured Chromium load does). Each response body is hashed and
+compared with the corpus's (content-addressed) body.
 
 One JSON line per finished page goes to --log: page, start (s since the user started),
 plt_ms (first request to last response), requests, failed, mismatched, bytes (response
@@ -36,19 +37,10 @@ import numpy as np
 
 from dchlab.workloads.bgusers import think
 from dchlab.workloads.bgusers.deps import Request
+from dchlab.workloads.bgusers.headers import request_headers
 
 #: Chromium's parallel connections per host over HTTP/1.1.
 H1_PER_HOST = 6
-
-#: Request headers as a desktop Chromium sends them (their size is part of the uplink).
-HEADERS = {
-    "user-agent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
-    "Chrome/120.0.0.0 Safari/537.36",
-    "accept": "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,"
-    "image/webp,image/apng,*/*;q=0.8",
-    "accept-language": "en-US,en;q=0.9",
-    "accept-encoding": "gzip, deflate, br",
-}
 
 
 @dataclass
@@ -71,7 +63,7 @@ async def load_page(
     client: Any,
     requests: list[Request],
     h1_hosts: set[str],
-    fetch: Callable[[Any, str], Any] | None = None,
+    fetch: Callable[[Any, str, dict[str, str]], Any] | None = None,
 ) -> tuple[int, int, int]:
     """Request every one of `requests`, each once its parent has answered. A request
     whose transport fails counts as failed with all its descendants (never requested:
@@ -80,6 +72,7 @@ async def load_page(
     for i, r in enumerate(requests):
         children.setdefault(r.parent, []).append(i)
     limits: dict[str, asyncio.Semaphore] = {}
+    entry = requests[0].url
     counts = {"failed": 0, "mismatched": 0, "bytes": 0}
 
     async def get(i: int) -> None:
@@ -88,7 +81,7 @@ async def load_page(
         sem = limits.setdefault(host, asyncio.Semaphore(H1_PER_HOST)) if host in h1_hosts else None
         try:
             async with sem or contextlib.nullcontext():
-                resp = await (fetch or _fetch)(client, r.url)
+                resp = await (fetch or _fetch)(client, r.url, request_headers(r.url, entry))
             body = resp.content
             counts["bytes"] += len(body)
             if resp.status_code >= 400:
@@ -108,8 +101,8 @@ def _descendants(children: dict[int, list[int]], i: int) -> int:
     return sum(1 + _descendants(children, c) for c in children.get(i, []))
 
 
-async def _fetch(client: Any, url: str) -> Any:
-    return await client.get(url, headers=HEADERS)
+async def _fetch(client: Any, url: str, headers: dict[str, str]) -> Any:
+    return await client.get(url, headers=headers)
 
 
 def _client(ca: ssl.SSLContext) -> Any:
