@@ -3,14 +3,16 @@ dchannel, the users on ue2 and ue3 load whole pages through their own client age
 every response byte-exact (each body's sha256 equals the corpus's content address),
 their bytes on their own devices' links and the shared LLC, none on ue1's; closing the
 testbed while they run leaves nothing behind (no namespace, run record, /etc/netns
-entry or replayer process)."""
+entry or replayer process); and against Chromium on the same page and seed (`dch
+bgusers-validate`), the replayer's downlink bytes are within 10 % (docs/bgusers.md has
+the full comparison, uplink included)."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
-from conftest import processes_naming, require_binaries, require_root
+from conftest import needs_testbed, processes_naming, require_binaries, require_root
 
 from dchlab.pages import open_corpus
 from dchlab.testbed import Testbed, TestbedConfig
@@ -74,3 +76,20 @@ def test_closing_the_testbed_stops_running_background_users() -> None:
     while (left := _leftovers(tb.prefix)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert left == []
+
+
+@pytest.mark.chromium
+@needs_testbed("dchannel")
+def test_replayed_downlink_bytes_are_within_10_percent_of_chromiums() -> None:
+    """all-hbc (every byte on the HBC), one page, the same seed for both clients: the
+    HBC's downlink bytes (TLS records, headers, TCP/IP and the agents' framing) agree
+    within validate.TOLERANCE; the replayed load itself is valid (every body hashed)."""
+    from dchlab.run_config import RunConfig
+    from dchlab.workloads.bgusers import validate
+
+    corpus = open_corpus("synthetic:1:2")
+    spec = RunConfig("all-hbc", "fixed:40ms/200mbit", "urllc")
+    res = validate.run(spec, corpus, [corpus.pages[0].name])
+    assert res["pairs"] == 1, res["invalid"]
+    down = next(m for m in res["metrics"] if m["metric"] == "hbc down bytes")
+    assert down["chromium"] > 500_000 and down["within"], down
