@@ -231,3 +231,22 @@ def test_request_headers_are_chromiums_per_kind() -> None:
         "cross-site",
     )
     assert api["origin"] == "https://www.x.test" and api["referer"] == entry
+
+
+def test_a_campaign_condition_may_set_bg_think(tmp_path: Path) -> None:
+    from dchlab.experiments.campaign import CampaignError, load_campaign
+
+    text = """name: x
+schemes: [all-hbc, dchannel]
+conditions:
+  - {name: a, hbc: embb, llc: urllc, devices: 4, bg_think: BG}
+workload: {kind: pageload, corpus: synthetic:1, pages: [p1]}
+"""
+    p = tmp_path / "c.yaml"
+    p.write_text(text.replace("BG", "idle"))
+    assert load_campaign(p, check_channels=False).conditions[0].bg_think == "idle"
+    p.write_text(text.replace("BG", "'lognormal:5'"))
+    with pytest.raises(CampaignError, match=r"conditions\[0\]\.bg_think: expected exp:MEAN_S"):
+        load_campaign(p, check_channels=False)
+    p.write_text(text.replace(", bg_think: BG", ""))
+    assert load_campaign(p, check_channels=False).conditions[0].bg_think == think.DEFAULT

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dchlab.experiments.campaign_check import NAME_RE, CampaignError, parse_size  # noqa: F401
 from dchlab.experiments.offsets import MODES
 from dchlab.pages.cdn import CdnSpec
+from dchlab.workloads.bgusers import think
 
 if TYPE_CHECKING:
     from dchlab.experiments.workload_kinds import WorkloadKind
@@ -54,6 +55,8 @@ class Condition:
     # (TestbedConfig.devices, shared_hbc; docs/testbed.md "N devices")
     devices: int = 1
     shared_hbc: bool = False
+    # with devices > 1: the background users' think time or `idle` (RunConfig.bg_think)
+    bg_think: str = think.DEFAULT
 
 
 @dataclass(frozen=True)

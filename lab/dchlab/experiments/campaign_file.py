@@ -22,6 +22,7 @@ from dchlab.experiments.offsets import MODES
 from dchlab.experiments.workload_kinds import get_kind, workload_kinds
 from dchlab.pages.cdn import CdnSpecError, parse_spec
 from dchlab.testbed.config import MAX_DEVICES
+from dchlab.workloads.bgusers import think
 
 _TOP_KEYS = {
     "name",
@@ -44,7 +45,7 @@ _TOP_KEYS = {
 #: gateway only (TestbedConfig.agent_args / client_args / gateway_args).
 _ARG_FIELDS = ("agent_args", "client_args", "gateway_args")
 #: How many devices share the LLC, and whether they share the HBC (a condition's).
-_DEVICE_FIELDS = ("devices", "shared_hbc")
+_DEVICE_FIELDS = ("devices", "shared_hbc", "bg_think")
 
 
 def _agent_flags(v: Validator, d: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
@@ -85,6 +86,12 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
     shared_hbc = v.boolean(d.get("shared_hbc", False), f"{where}.shared_hbc")
     if shared_hbc and devices == 1:
         raise v.err(f"{where}.shared_hbc", "needs devices > 1 (one device has its HBC alone)")
+    bg_think = v.string(d.get("bg_think", think.DEFAULT), f"{where}.bg_think")
+    if bg_think != "idle":
+        try:
+            think.parse(bg_think, f"{where}.bg_think")
+        except ValueError as exc:
+            raise v.err(f"{where}.bg_think", str(exc).split(": ", 1)[1]) from None
     return Condition(
         name=v.name(d["name"], f"{where}.name"),
         hbc=hbc,
@@ -95,6 +102,7 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
         x=dict(x),
         devices=devices,
         shared_hbc=shared_hbc,
+        bg_think=bg_think,
     )
 
 

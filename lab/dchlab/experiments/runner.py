@@ -180,6 +180,7 @@ def cell_config(c: Campaign, g: Group) -> RunConfig:
         server_delay_ms=g.condition.server_delay_ms,
         devices=g.condition.devices,
         shared_hbc=g.condition.shared_hbc,
+        bg_think=g.condition.bg_think,
         agent_args=tuple(g.scheme.agent_args) + tuple(g.condition.agent_args),
         client_args=tuple(g.scheme.client_args) + tuple(g.condition.client_args),
         gateway_args=tuple(g.scheme.gateway_args) + tuple(g.condition.gateway_args),
