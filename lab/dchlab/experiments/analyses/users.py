@@ -5,8 +5,9 @@ Each condition says `x: {sweep: devices, value: N, llc_mbit: C, scenario: S, rul
 (rule: the LLC sharing rule; N = 1 conditions are every rule's single-device
 reference). After the gain table: per scheme, scenario, rule and C the gain at each N
 with N / C users per Mbit/s and the share of the N = 1 gain it keeps; then where the
-gain falls to half of the N = 1 gain: the smallest measured N / C whose mean gain is at
-most half (not reached: the largest N / C measured, marked ">").
+gain falls to half of the N = 1 gain: the smallest measured N / C whose gain's 95 % CI
+lies at or below half the N = 1 mean gain (a mean below half with a CI above it is
+noise, not a halving; not reached: the largest N / C measured, marked ">").
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def users_tables(c: Campaign, gains: dict[tuple[str, str], an.Gain]) -> list[Tab
                 per.rows.append([arm, s, rule, f"{mb:g}", str(n), f"{n / mb:.2f}",
                                  g.gain_pct.fmt(1, "%"),
                                  "—" if kept is None else f"{100 * kept:.0f}%"])  # fmt: skip
-                if reached is None and base and base > 0 and g.gain_pct.mean <= base / 2:
+                if reached is None and base and base > 0 and g.gain_pct.hi <= base / 2:
                     reached = n / mb
             top = max(n for n, _ in series) / mb
             shown = ("—" if not base or base <= 0 else f"{reached:.2f}" if reached is not None
