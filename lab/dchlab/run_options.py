@@ -98,7 +98,8 @@ def run_config(args: argparse.Namespace, scheme: str, trial: int) -> RunConfig:
     )
 
 
-def _bg_think(text: str) -> str:
+def bg_think_value(text: str) -> str:
+    """argparse type of --bg-think: a think-time spec (dchlab.workloads.bgusers.think) or idle."""
     if text != "idle":
         try:
             think.parse(text, "--bg-think")
@@ -112,7 +113,7 @@ def add_device_args(p: argparse.ArgumentParser) -> None:
     device runs a background user (dchlab.workloads.bgusers)."""
     p.add_argument("--devices", type=int, default=1, metavar="N", help="N devices ue1..ueN sharing one LLC link and queue (each with its own client agent and HBC): the workload runs on ue1, ue2..ueN replay page loads of the corpus as background users with 3GPP2 think times (default 1; docs/testbed.md)")  # fmt: skip
     p.add_argument("--shared-hbc", action="store_true", help="with --devices N > 1: the devices share one HBC link too")  # fmt: skip
-    p.add_argument("--bg-think", default=think.DEFAULT, type=_bg_think, metavar="SPEC", help="with --devices N > 1: the background users' think time between pages, exp:MEAN_S, lognormal:MEDIAN_S,SIGMA or fixed:S, or `idle` (no background user: N-1 idle devices); default %(default)s (3GPP2 C.R1002-0 §4.1.1)")  # fmt: skip
+    p.add_argument("--bg-think", default=think.DEFAULT, type=bg_think_value, metavar="SPEC", help="with --devices N > 1: the background users' think time between pages, exp:MEAN_S, lognormal:MEDIAN_S,SIGMA or fixed:S, or `idle` (no background user: N-1 idle devices); default %(default)s (3GPP2 C.R1002-0 §4.1.1)")  # fmt: skip
 
 
 def run_configs(args: argparse.Namespace, trial: int) -> list[RunConfig]:

@@ -250,3 +250,43 @@ workload: {kind: pageload, corpus: synthetic:1, pages: [p1]}
         load_campaign(p, check_channels=False)
     p.write_text(text.replace(", bg_think: BG", ""))
     assert load_campaign(p, check_channels=False).conditions[0].bg_think == think.DEFAULT
+
+
+def test_validation_compares_per_channel_and_direction() -> None:
+    """Bytes summed over the pages; mean packet size = bytes / packets; 10 % tolerance."""
+    from dchlab.workloads.bgusers import validate
+
+    def row(hbc: tuple[int, int, int, int], llc: tuple[int, int, int, int]) -> dict[str, Any]:
+        def side(c: tuple[int, int, int, int]) -> dict[str, int]:
+            return dict(zip(("rx_bytes", "rx_packets", "tx_bytes", "tx_packets"), c, strict=True))
+
+        return {"stats": {"interfaces": {"ue": {"hbc": side(hbc), "llc": side(llc)}}}}
+
+    chromium = [
+        row((1000, 10, 200, 4), (300, 3, 100, 2)),
+        row((1000, 10, 200, 4), (300, 3, 100, 2)),
+    ]
+    replayed = [row((2100, 20, 200, 8), (600, 4, 150, 2))]
+    got = {m["metric"]: (m["chromium"], m["replay"], round(m["diff"], 4), m["within"])
+           for m in validate.compare(chromium, replayed)}  # fmt: skip
+    assert got["hbc down bytes"] == (2000, 2100, 0.05, True)
+    assert got["hbc down mean packet size"] == (100.0, 105.0, 0.05, True)
+    assert got["hbc up mean packet size"] == (50.0, 25.0, -0.5, False)
+    assert got["llc down mean packet size"] == (100.0, 150.0, 0.5, False)
+    assert got["llc both bytes"] == (800, 750, -0.0625, True)
+
+
+def test_idle_background_starts_no_user() -> None:
+    from types import SimpleNamespace
+
+    from dchlab.workloads.api import background_users
+
+    tb = SimpleNamespace(cfg=SimpleNamespace(devices=4))  # no namespaces: nothing may start
+    summary: dict[str, Any] = {}
+    with background_users(tb, None, "idle", summary):
+        pass
+    assert summary == {"users": 0, "think": "idle"}
+    one: dict[str, Any] = {}
+    with background_users(SimpleNamespace(cfg=SimpleNamespace(devices=1)), None, "exp:30", one):
+        pass
+    assert one == {}

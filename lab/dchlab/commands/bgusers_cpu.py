@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from dchlab import run_options
 from dchlab.commands import add_command
-from dchlab.workloads import cli_common
+from dchlab.commands.bgusers_validate import add_run_args
 
 
 def cmd_bgusers_cpu(args: argparse.Namespace) -> int:
@@ -34,17 +34,14 @@ def cmd_bgusers_cpu(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = add_command(sub, __doc__, cmd_bgusers_cpu)
-    run_options.add_testbed_args(p)
-    cli_common.add_corpus_arg(
-        p, synthetic="synthetic[:SEED[:PAGES]]", default=" = seed 1, 20 pages"
-    )
+    add_run_args(p)
     p.add_argument(
         "--devices",
         dest="device_counts",
+        metavar="N,...",
         default="1,2,4,8,16",
         help="comma-separated N (default %(default)s)",
     )
     p.add_argument("--seconds", type=float, default=30.0, help="measuring window (default 30)")
-    p.add_argument(
-        "--bg-think", default="exp:30", help="background users' think time (default exp:30)"
-    )
+    p.add_argument("--bg-think", default="exp:30", type=run_options.bg_think_value,
+                   help="background users' think time (default exp:30)")  # fmt: skip

@@ -38,12 +38,17 @@ def cmd_bgusers_validate(args: argparse.Namespace) -> int:
     return 0 if res["pairs"] and all(m["within"] for m in res["metrics"]) else 1
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, __doc__, cmd_bgusers_validate)
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """The testbed options and --corpus of the bgusers commands."""
     run_options.add_testbed_args(p)
     cli_common.add_corpus_arg(
         p, synthetic="synthetic[:SEED[:PAGES]]", default=" = seed 1, 20 pages"
     )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = add_command(sub, __doc__, cmd_bgusers_validate)
+    add_run_args(p)
     p.add_argument(
         "--pages", default="5", help="first K pages, or comma-separated page names (default 5)"
     )
