@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dchlab import protocol
 from dchlab.testbed.config import TestbedConfig
+from dchlab.workloads.bgusers import think
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,16 @@ class RunConfig:
     # how the devices share the LLC: none | token-bucket | probe | priority
     # (TestbedConfig.llc_share, dchlab.testbed.llc_share)
     llc_share: str = "none"
+    # with devices > 1: the background users' think time between pages
+    # (dchlab.workloads.bgusers.think), or `idle` (devices 2..N start no user at all)
+    bg_think: str = think.DEFAULT
     # page-load protocol: h2 (TCP, today's behaviour), h3 (QUIC for every origin) or
     # recorded (dchlab.protocol); a scheme that cannot carry it is refused here
     protocol: str = "h2"
 
     def __post_init__(self) -> None:
+        if self.bg_think != "idle":
+            think.parse(self.bg_think, "bg_think")
         protocol.check(self.protocol, "protocol")
         protocol.refuse(self.scheme, self.protocol, "protocol")
 

@@ -15,6 +15,7 @@ from dchlab import protocol
 from dchlab.run_config import RunConfig
 from dchlab.testbed import llc_share
 from dchlab.traces.faults import Fault, parse_burst, parse_outage, with_faults
+from dchlab.workloads.bgusers import think
 
 
 def add_testbed_args(p: argparse.ArgumentParser, *, several_schemes: bool = False) -> None:
@@ -102,7 +103,28 @@ def run_config(args: argparse.Namespace, scheme: str, trial: int) -> RunConfig:
         speed_index=True if getattr(args, "speed_index", False) else None,
         protocol=args.protocol,
         llc_share=getattr(args, "llc_share", "none"),
+        devices=getattr(args, "devices", 1),
+        shared_hbc=getattr(args, "shared_hbc", False),
+        bg_think=getattr(args, "bg_think", think.DEFAULT),
     )
+
+
+def bg_think_value(text: str) -> str:
+    """argparse type of --bg-think: a think-time spec (dchlab.workloads.bgusers.think) or idle."""
+    if text != "idle":
+        try:
+            think.parse(text, "--bg-think")
+        except ValueError as exc:  # argparse shows this message, not "invalid value"
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_device_args(p: argparse.ArgumentParser) -> None:
+    """--devices and --shared-hbc of a workload command: ue1 is measured, every other
+    device runs a background user (dchlab.workloads.bgusers)."""
+    p.add_argument("--devices", type=int, default=1, metavar="N", help="N devices ue1..ueN sharing one LLC link and queue (each with its own client agent and HBC): the workload runs on ue1, ue2..ueN replay page loads of the corpus as background users with 3GPP2 think times (default 1; docs/testbed.md)")  # fmt: skip
+    p.add_argument("--shared-hbc", action="store_true", help="with --devices N > 1: the devices share one HBC link too")  # fmt: skip
+    p.add_argument("--bg-think", default=think.DEFAULT, type=bg_think_value, metavar="SPEC", help="with --devices N > 1: the background users' think time between pages, exp:MEAN_S, lognormal:MEDIAN_S,SIGMA or fixed:S, or `idle` (no background user: N-1 idle devices); default %(default)s (3GPP2 C.R1002-0 §4.1.1)")  # fmt: skip
 
 
 def run_configs(args: argparse.Namespace, trial: int) -> list[RunConfig]:

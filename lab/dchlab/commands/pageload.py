@@ -2,7 +2,8 @@
 
 Load pages of a corpus in a fresh headless Chromium on ue, once per page, trial and
 scheme, each in a fresh testbed. PLT = loadEventEnd - navigationStart. For a page and
-trial every scheme sees the same trace offset. A load is invalid when a request fails
+trial every scheme sees the same trace offset. With --devices N the page loads on ue1
+while ue2..ueN run background users (dchlab.workloads.bgusers). A load is invalid when a request fails
 that the page's record (missing_urls) does not list, or on a certificate error or
 timeout.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from dchlab import run_options
 from dchlab.commands import add_command
 from dchlab.workloads import cli_common
 
@@ -53,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p, synthetic="synthetic[:SEED[:PAGES]]", default=" = seed 1, 20 pages"
     )
     p.add_argument("--pages", help="first K pages, or comma-separated page names (default: all)")
+    run_options.add_device_args(p)
     cli_common.add_browser_args(
         p,
         timeout_per="load",

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dchlab.experiments.campaign_check import NAME_RE, CampaignError, parse_size  # noqa: F401
 from dchlab.experiments.offsets import MODES
 from dchlab.pages.cdn import CdnSpec
+from dchlab.workloads.bgusers import think
 
 if TYPE_CHECKING:
     from dchlab.experiments.workload_kinds import WorkloadKind
@@ -56,6 +57,8 @@ class Condition:
     shared_hbc: bool = False
     # how they share the LLC: none | token-bucket | probe | priority (dchlab.testbed.llc_share)
     llc_share: str = "none"
+    # with devices > 1: the background users' think time or `idle` (RunConfig.bg_think)
+    bg_think: str = think.DEFAULT
 
 
 @dataclass(frozen=True)

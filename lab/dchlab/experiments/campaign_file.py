@@ -23,6 +23,7 @@ from dchlab.experiments.workload_kinds import get_kind, workload_kinds
 from dchlab.pages.cdn import CdnSpecError, parse_spec
 from dchlab.testbed import llc_share
 from dchlab.testbed.config import MAX_DEVICES
+from dchlab.workloads.bgusers import think
 
 _TOP_KEYS = {
     "name",
@@ -45,7 +46,7 @@ _TOP_KEYS = {
 #: gateway only (TestbedConfig.agent_args / client_args / gateway_args).
 _ARG_FIELDS = ("agent_args", "client_args", "gateway_args")
 #: How many devices share the LLC, and whether they share the HBC (a condition's).
-_DEVICE_FIELDS = ("devices", "shared_hbc", "llc_share")
+_DEVICE_FIELDS = ("devices", "shared_hbc", "llc_share", "bg_think")
 
 
 def _agent_flags(v: Validator, d: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
@@ -90,6 +91,12 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
         share = llc_share.check(d.get("llc_share", "none"), f"{where}.llc_share")
     except ValueError as e:
         raise v.err(f"{where}.llc_share", str(e).partition(": ")[2]) from e
+    bg_think = v.string(d.get("bg_think", think.DEFAULT), f"{where}.bg_think")
+    if bg_think != "idle":
+        try:
+            think.parse(bg_think, f"{where}.bg_think")
+        except ValueError as exc:
+            raise v.err(f"{where}.bg_think", str(exc).split(": ", 1)[1]) from None
     return Condition(
         name=v.name(d["name"], f"{where}.name"),
         hbc=hbc,
@@ -101,6 +108,7 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
         devices=devices,
         shared_hbc=shared_hbc,
         llc_share=share,
+        bg_think=bg_think,
     )
 
 

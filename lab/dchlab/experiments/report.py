@@ -328,6 +328,7 @@ _PLOTTERS = {
     "reorder": plot_gain_bars,
     "plt": plot_plt_bars,
     "sweep": plot_sweep,
+    "users": plot_sweep,
     "phases": plot_phases,
     "bulk": plot_bulk,
     "reward-error": plot_cdf,

@@ -17,6 +17,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -108,9 +109,11 @@ def load_one(
         lease = pool.take(testbed_config(spec, page, corpus.root))
         timing: dict[str, float] = {}
         browser: dict[str, Any] = {}  # the driver's result (browser.LoadResult as a dict)
+        users: dict[str, Any] = {}  # background users' summary (devices > 1)
 
         def body(tb: Any) -> None:
-            browser.update(load(tb, lease, entry.entry_url, timeout_s, spec.speed_index, pool, timing))  # fmt: skip
+            with background_users(tb, corpus, spec.bg_think, users):
+                browser.update(load(tb, lease, entry.entry_url, timeout_s, spec.speed_index, pool, timing))  # fmt: skip
 
         try:
             frame = in_testbed(lease.testbed, body)
@@ -126,6 +129,8 @@ def load_one(
     row = make_row(spec, "pageload", page, frame.judged(measured))
     timing.update(lease.timing)
     row["stats"] = {**row["stats"], "browser": browser}
+    if users:
+        row["stats"]["background"] = users
     timing["total"] = _ms(time.monotonic() - t_start)
     timing["outside_plt"] = round(timing["total"] - (row.get("plt_ms") or 0.0), 1)
     # Where the load's wall time went (ms): testbed setup/teardown phases, the browser
@@ -136,6 +141,32 @@ def load_one(
         "load": timing,
     }
     return row
+
+
+@contextlib.contextmanager
+def background_users(
+    tb: Any, corpus: Any, think_time: str, summary: dict[str, Any]
+) -> Iterator[None]:
+    """With several devices: background users on ue2..ueN (drawing from every page of
+    `corpus`, thinking `think_time` between pages, seeded with the testbed's paired
+    seed) for the duration of the block; their summary lands in `summary`
+    (dchlab.workloads.bgusers.background.stop). `idle`: none (summary says so)."""
+    if tb.cfg.devices == 1:
+        yield
+        return
+    if think_time == "idle":
+        summary.update(users=0, think="idle")
+        yield
+        return
+    from dchlab.workloads.bgusers import background
+
+    pages = tuple(p.name for p in corpus.pages)
+    users = background.Users(corpus, pages, think_time, seed=tb.cfg.seed)
+    running = background.start(tb, users)
+    try:
+        yield
+    finally:
+        summary.update(background.stop(running), think=users.think)
 
 
 def load(

@@ -29,7 +29,7 @@ from typing import Any
 from dchlab.run_config import RunConfig
 
 #: Configuration columns of every workload row, in row order.
-RUN_COLUMNS = ("scheme", "hbc", "llc", "cc", "seed", "trial", "protocol")
+RUN_COLUMNS = ("scheme", "hbc", "llc", "cc", "seed", "trial", "protocol", "devices")
 #: Configuration columns a campaign cell's rows add (lists as the agents get them).
 CELL_RUN_COLUMNS = ("agent_args", "client_args", "gateway_args", "server_delay_ms")
 

@@ -1,0 +1,75 @@
+"""Analysis kind `users`: the paired gains of `sweep` over conditions that vary the
+number of devices sharing one URLLC channel (issue 41), read per Mbit/s of URLLC.
+
+Each condition says `x: {sweep: devices, value: N, llc_mbit: C, scenario: S, rule: R}`
+(rule: the LLC sharing rule; N = 1 conditions are every rule's single-device
+reference). After the gain table: per scheme, scenario, rule and C the gain at each N
+with N / C users per Mbit/s and the share of the N = 1 gain it keeps; then where the
+gain falls to half of the N = 1 gain: the smallest measured N / C whose gain's 95 % CI
+lies at or below half the N = 1 mean gain (a mean below half with a CI above it is
+noise, not a halving; not reached: the largest N / C measured, marked ">").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dchlab.experiments import analysis as an
+from dchlab.experiments.analyses import register
+from dchlab.experiments.analyses.sweep import Sweep
+from dchlab.experiments.campaign import Campaign
+from dchlab.experiments.tables import Table, compared_arms
+
+Rows = list[dict[str, Any]]
+
+
+def _coords(x: dict[str, Any]) -> tuple[str, float, int, str] | None:
+    try:
+        return str(x["scenario"]), float(x["llc_mbit"]), int(x["value"]), str(x.get("rule", "none"))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def users_tables(c: Campaign, gains: dict[tuple[str, str], an.Gain]) -> list[Table]:
+    """The gain-per-users table and the halving table (module doc)."""
+    per = Table("Gain against users per Mbit/s of URLLC (N devices share C Mbit/s)",
+                ["scheme", "scenario", "rule", "C Mbit/s", "N", "users per Mbit/s",
+                 "gain % [CI]", "of the N = 1 gain"])  # fmt: skip
+    half = Table("Users per Mbit/s at which the gain falls to half of one device's",
+                 ["scheme", "scenario", "rule", "C Mbit/s", "N = 1 gain %", "half reached at",
+                  "N measured"])  # fmt: skip
+    conds = [(cond.name, xy) for cond in c.conditions if (xy := _coords(cond.x)) is not None]
+    for arm in compared_arms(c, c.analysis.get("baseline", "all-hbc")):
+        single = {(s, mb): gains[(name, arm)] for name, (s, mb, n, _) in conds
+                  if n == 1 and (name, arm) in gains}  # fmt: skip
+        groups: dict[tuple[str, str, float], list[tuple[int, an.Gain]]] = {}
+        for name, (s, mb, n, rule) in conds:
+            if (name, arm) in gains and n > 1:
+                groups.setdefault((s, rule, mb), []).append((n, gains[(name, arm)]))
+        for (s, rule, mb), points in sorted(groups.items()):
+            ref = single.get((s, mb))
+            series = ([(1, ref)] if ref else []) + sorted(points, key=lambda p: p[0])
+            base = ref.gain_pct.mean if ref else None
+            reached = None
+            for n, g in series:
+                kept = g.gain_pct.mean / base if base else None
+                per.rows.append([arm, s, rule, f"{mb:g}", str(n), f"{n / mb:.2f}",
+                                 g.gain_pct.fmt(1, "%"),
+                                 "—" if kept is None else f"{100 * kept:.0f}%"])  # fmt: skip
+                if reached is None and base and base > 0 and g.gain_pct.hi <= base / 2:
+                    reached = n / mb
+            top = max(n for n, _ in series) / mb
+            shown = ("—" if not base or base <= 0 else f"{reached:.2f}" if reached is not None
+                     else f"> {top:.2f} (not reached)")  # fmt: skip
+            half.rows.append([arm, s, rule, f"{mb:g}", "—" if base is None else f"{base:.1f}",
+                              shown, ", ".join(str(n) for n, _ in series)])  # fmt: skip
+    return [per, half]
+
+
+@register("users", help="paired PLT gains over N devices sharing one URLLC channel, per Mbit/s")
+class Users(Sweep):
+    """The sweep's tables and plot, then the users-per-Mbit/s tables."""
+
+    def around_gains(self, c: Campaign, rows: Rows, metric: str) -> tuple[list[Table], list[Table]]:
+        gains = an.paired_gains(rows, metric=metric, baseline=c.analysis.get("baseline", "all-hbc"))
+        return [], users_tables(c, gains)

@@ -1,0 +1,51 @@
+"""Analysis kind `users` (issue 41): the gain per users per Mbit/s of URLLC and where
+it falls to half of one device's, from hand-made rows."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from dchlab.experiments.analyses import get_analysis
+from dchlab.experiments.campaign import load_campaign
+
+YAML = """
+name: u
+schemes: [all-hbc, dchannel]
+conditions:
+  - {name: A-C2-N1, hbc: embb, llc: urllc, x: {sweep: devices, value: 1, scenario: A, llc_mbit: 2, rule: none}}
+  - {name: A-C2-N2, hbc: embb, llc: urllc, devices: 2, x: {sweep: devices, value: 2, scenario: A, llc_mbit: 2, rule: none}}
+  - {name: A-C2-N4, hbc: embb, llc: urllc, devices: 4, x: {sweep: devices, value: 4, scenario: A, llc_mbit: 2, rule: none}}
+  - {name: A-C10-N1, hbc: embb, llc: "fixed:5ms/10mbit", x: {sweep: devices, value: 1, scenario: A, llc_mbit: 10, rule: none}}
+  - {name: A-C10-N4, hbc: embb, llc: "fixed:5ms/10mbit", devices: 4, x: {sweep: devices, value: 4, scenario: A, llc_mbit: 10, rule: none}}
+workload: {kind: pageload, corpus: synthetic:1, pages: [p1, p2]}
+analysis: {kind: users, baseline: all-hbc}
+"""
+
+#: dchannel's PLT per condition and page (p1, p2); all-hbc's is 1000 ms everywhere:
+#: gains 20, 10 (0 and 20 per page: its CI [0, 20] reaches above half of 20), 5 % at
+#: C = 2 (half first at N = 4: 4 / 2 = 2.00 users per Mbit/s) and 20, 15 % at C = 10
+#: (never half: > 4 / 10 = 0.40).
+DCHANNEL = {"A-C2-N1": (800, 800), "A-C2-N2": (1000, 800), "A-C2-N4": (950, 950),
+            "A-C10-N1": (800, 800), "A-C10-N4": (850, 850)}  # fmt: skip
+
+
+def test_users_tables_read_the_gain_per_mbit_and_its_halving(tmp_path: Path) -> None:
+    p = tmp_path / "u.yaml"
+    p.write_text(textwrap.dedent(YAML))
+    c = load_campaign(p, check_channels=False)
+    rows = [
+        {"condition": cond, "arm": arm, "item": page, "trial": 0, "valid": True,
+         "plt_ms": float(1000 if arm == "all-hbc" else plt[k]), "cell": f"{cond}{arm}{page}"}
+        for cond, plt in DCHANNEL.items() for arm in ("all-hbc", "dchannel")
+        for k, page in enumerate(("p1", "p2"))
+    ]  # fmt: skip
+    tables = get_analysis("users").analyze(c, rows, {}).tables
+    per, half = tables[-2], tables[-1]
+    got = [(r[3], r[4], r[5], r[7]) for r in per.rows]
+    assert got == [("2", "1", "0.50", "100%"), ("2", "2", "1.00", "50%"), ("2", "4", "2.00", "25%"),
+                   ("10", "1", "0.10", "100%"), ("10", "4", "0.40", "75%")]  # fmt: skip
+    assert [(r[3], r[4], r[5], r[6]) for r in half.rows] == [
+        ("2", "20.0", "2.00", "1, 2, 4"),
+        ("10", "20.0", "> 0.40 (not reached)", "1, 4"),
+    ]
