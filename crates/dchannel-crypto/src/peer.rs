@@ -53,6 +53,8 @@ pub struct Peer {
     /// When a datagram from this peer last authenticated (transport or
     /// handshake response); `Limits::stale_after` counts from it.
     pub(crate) last_heard: Option<Nanos>,
+    /// The slot of a removed peer ([`crate::Peers::remove_peer`]), free for reuse.
+    pub(crate) removed: bool,
 }
 
 impl Peer {
@@ -67,6 +69,7 @@ impl Peer {
             pending: None,
             want_handshake: false,
             last_heard: None,
+            removed: false,
             last_stamp: 0,
             scheduled: None,
         }

@@ -197,8 +197,9 @@ fn halves<A: DatagramAuth + Clone>(
     } else {
         "--devices"
     };
-    endpoint::new(cfg, peers, auth, || {
-        parse_spec(&common.policy, common.alpha).expect("validated before")
+    let (spec, alpha) = (common.policy.clone(), common.alpha);
+    endpoint::new(cfg, peers, auth, move || {
+        parse_spec(&spec, alpha).expect("validated before")
     })
     .map_err(|e: ConfigError| anyhow!("{flag} {e}"))
 }

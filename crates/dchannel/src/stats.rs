@@ -566,7 +566,12 @@ impl Stats {
                 rows,
             );
             let peers = self.endpoint.peers().len();
-            let sessions = (0..peers).filter(|&p| c.has_session(p)).count();
+            let sessions = self
+                .endpoint
+                .peers()
+                .iter()
+                .filter(|p| c.has_session(p.slot()))
+                .count();
             metric(
                 "sessions",
                 "Peers with an established session now",
@@ -578,9 +583,8 @@ impl Stats {
                 .endpoint
                 .peers()
                 .iter()
-                .enumerate()
-                .filter_map(|(i, p)| {
-                    let created = c.session_created(i)?;
+                .filter_map(|p| {
+                    let created = c.session_created(p.slot())?;
                     let age = now.saturating_sub(created) as f64 / 1e9;
                     Some((format!(",peer=\"{}\"", p.name()), age.to_string()))
                 })
