@@ -9,6 +9,7 @@ mod cli;
 mod config;
 mod csv_log;
 mod decision_log;
+mod device_plan;
 mod final_publish;
 mod handshake_log;
 mod keytool;
