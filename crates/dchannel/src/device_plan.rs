@@ -140,8 +140,9 @@ pub fn with_set(
         .map_err(|e| format!("{e} (device {name:?})"))?;
     let address = address
         .map(|a| {
-            a.parse::<IpAddr>()
-                .map_err(|_| format!("--address {a:?} (device {name:?}): not an IPv4 or IPv6 address"))
+            a.parse::<IpAddr>().map_err(|_| {
+                format!("--address {a:?} (device {name:?}): not an IPv4 or IPv6 address")
+            })
         })
         .transpose()?;
     let mut devices = current.to_vec();
@@ -151,9 +152,8 @@ pub fn with_set(
             d.address = address.or(d.address);
         }
         None => {
-            let public_key = key.ok_or_else(|| {
-                format!("--public-key is required: {name:?} is a new device")
-            })?;
+            let public_key =
+                key.ok_or_else(|| format!("--public-key is required: {name:?} is a new device"))?;
             if address.is_none() {
                 return Err(format!("--address is required: {name:?} is a new device"));
             }
@@ -377,11 +377,26 @@ mod tests {
         assert_eq!(rekeyed[0], dev("a", 9, "198.19.0.2"));
         assert_eq!(without(&current(), "b").unwrap().len(), 3);
         let cases = [
-            (with_set(&current(), "e", None, Some("198.19.0.6")), "--public-key is required: \"e\" is a new device"),
-            (with_set(&current(), "e", Some(&k9), None), "--address is required"),
-            (with_set(&current(), "e", Some("short"), Some("198.19.0.6")), "--public-key"),
-            (with_set(&current(), "e", Some(&k9), Some("198.19.0.300")), "--address \"198.19.0.300\" (device \"e\"): not an IPv4"),
-            (with_set(&current(), " ", Some(&k9), None), "--device: the name must not be empty"),
+            (
+                with_set(&current(), "e", None, Some("198.19.0.6")),
+                "--public-key is required: \"e\" is a new device",
+            ),
+            (
+                with_set(&current(), "e", Some(&k9), None),
+                "--address is required",
+            ),
+            (
+                with_set(&current(), "e", Some("short"), Some("198.19.0.6")),
+                "--public-key",
+            ),
+            (
+                with_set(&current(), "e", Some(&k9), Some("198.19.0.300")),
+                "--address \"198.19.0.300\" (device \"e\"): not an IPv4",
+            ),
+            (
+                with_set(&current(), " ", Some(&k9), None),
+                "--device: the name must not be empty",
+            ),
             (without(&current(), "zz"), "--remove \"zz\": no such device"),
         ];
         for (r, says) in cases {
@@ -430,13 +445,25 @@ mod tests {
              tunnel's prefixes (198.19.0.1/32, 198.19.0.0/24)"
         );
         // the file's own checks (duplicates, keys) come from the parser, with lines
-        let dup = format!("{text}[[device]]\nname = \"a\"\npublic_key = \"{}\"\n", key(10).to_base64());
+        let dup = format!(
+            "{text}[[device]]\nname = \"a\"\npublic_key = \"{}\"\n",
+            key(10).to_base64()
+        );
         let e = from_file(&dup, "new.toml").map(|_| ()).unwrap_err();
-        assert!(e.starts_with("new.toml: line 27: device \"a\": field `name`"), "{e}");
+        assert!(
+            e.starts_with("new.toml: line 27: device \"a\": field `name`"),
+            "{e}"
+        );
         // no address: refused at the gateway
-        let text = format!("[[device]]\nname = \"z\"\npublic_key = \"{}\"\n", key(10).to_base64());
+        let text = format!(
+            "[[device]]\nname = \"z\"\npublic_key = \"{}\"\n",
+            key(10).to_base64()
+        );
         let (proposed, origin) = from_file(&text, "new.toml").unwrap();
         let e = plan(&current(), &proposed, &origin, &prefixes()).unwrap_err();
-        assert!(e.starts_with("new.toml: line 2: device \"z\": field `address`: required"), "{e}");
+        assert!(
+            e.starts_with("new.toml: line 2: device \"z\": field `address`: required"),
+            "{e}"
+        );
     }
 }

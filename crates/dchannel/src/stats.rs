@@ -456,14 +456,15 @@ impl Stats {
                 })
             })
             .collect();
-        let first = &self.endpoint.peers()[0];
+        // a gateway may have no device left (all removed while it runs)
+        let first = self.endpoint.peers().into_iter().next();
         json!({
             "role": self.role,
             "policy": self.policy,
             "channels": channels,
             "decisions": decisions,
             "reorder": reorder,
-            "rtt_ms": rtts(&|ch| first.rtt(ch)),
+            "rtt_ms": rtts(&|ch| first.as_ref().and_then(|p| p.rtt(ch))),
             "peers": peers,
             "malformed": malformed,
             "crypto": self.crypto_json(),
