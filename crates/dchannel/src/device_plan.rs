@@ -283,23 +283,32 @@ pub fn plan(
     Ok(p)
 }
 
+/// Devices for the tests here and in live_devices.rs.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use dchannel_crypto::devices::format_devices;
-    use dchannel_crypto::PrivateKey;
+pub(crate) mod testing {
+    use dchannel_crypto::devices::Device;
+    use dchannel_crypto::{PrivateKey, PublicKey};
 
-    fn key(i: u8) -> PublicKey {
+    /// The public key of private key `[i; 32]`.
+    pub fn key(i: u8) -> PublicKey {
         PrivateKey::from_bytes([i; 32]).public_key()
     }
 
-    fn dev(name: &str, k: u8, addr: &str) -> Device {
+    /// Device `name` with [`key`]`(k)` at `addr`.
+    pub fn dev(name: &str, k: u8, addr: &str) -> Device {
         Device {
             name: name.into(),
             public_key: key(k),
             address: Some(addr.parse().unwrap()),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{dev, key};
+    use super::*;
+    use dchannel_crypto::devices::format_devices;
 
     fn prefixes() -> TunnelPrefixes {
         TunnelPrefixes::new("198.19.0.1/32", &["198.19.0.0/24".into()]).unwrap()

@@ -182,22 +182,11 @@ impl LiveDevices {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device_plan::testing::{dev, key};
     use dchannel_core::endpoint::{self, Config, Role};
     use dchannel_core::policy::parse_spec;
     use dchannel_crypto::devices::format_devices;
     use dchannel_crypto::{PrivateKey, PublicKey};
-
-    fn key(i: u8) -> PublicKey {
-        PrivateKey::from_bytes([i; 32]).public_key()
-    }
-
-    fn dev(name: &str, k: u8, addr: &str) -> Device {
-        Device {
-            name: name.into(),
-            public_key: key(k),
-            address: Some(addr.parse().unwrap()),
-        }
-    }
 
     /// A gateway's tables for `devices`, as main.rs builds them.
     fn live(devices: Vec<Device>) -> LiveDevices {

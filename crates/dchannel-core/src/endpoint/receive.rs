@@ -30,6 +30,7 @@
 //! are picked up at the next datagram or timeout (the table's generation is
 //! one atomic load); peers that did not change keep their estimates.
 
+use super::shared::follow_table;
 use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerLink, Role, Shared};
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
 use crate::liveness::{Change, Liveness};
@@ -215,23 +216,19 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>, A: DatagramAuth> ReceiveHalf<B, A> {
             return;
         }
         let (generation, table) = self.shared.table();
-        self.peers.truncate(table.len());
-        self.peers.resize_with(table.len(), || None);
-        for (mine, theirs) in self.peers.iter_mut().zip(table.iter()) {
-            match theirs {
-                None => *mine = None,
-                Some(link) if mine.as_ref().is_some_and(|m| Arc::ptr_eq(&m.link, link)) => {}
-                Some(link) => {
-                    *mine = Some(RecvPeer {
-                        link: Arc::clone(link),
-                        rtt: RttEstimator::new(self.rtt_cfg.clone()),
-                        liveness: Liveness::new(self.rtt_cfg.interval),
-                        endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
-                        tunnel_addr: link.tunnel_addr(),
-                    })
-                }
-            }
-        }
+        let cfg = &self.rtt_cfg;
+        follow_table(
+            &mut self.peers,
+            &table,
+            |p| &p.link,
+            |link| RecvPeer {
+                link: Arc::clone(link),
+                rtt: RttEstimator::new(cfg.clone()),
+                liveness: Liveness::new(cfg.interval),
+                endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
+                tunnel_addr: link.tunnel_addr(),
+            },
+        );
         self.table_generation = generation;
     }
 

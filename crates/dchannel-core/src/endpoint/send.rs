@@ -14,6 +14,7 @@
 //! generation with the one it last saw (one atomic load) and only then
 //! rebuilds what changed; peers that did not change keep their flows.
 
+use super::shared::follow_table;
 use super::{Config, DatagramAuth, DropReason, Outgoing, ProbeTransmit, Shared, Timer, TimerTable};
 use super::{PeerLink, PolicyFactory, Role};
 use crate::flow_table::FlowTableStats;
@@ -123,24 +124,22 @@ impl<A: DatagramAuth> SendHalf<A> {
             return;
         }
         let (generation, table) = self.shared.table();
-        self.peers.truncate(table.len());
-        self.peers.resize_with(table.len(), || None);
-        for (mine, theirs) in self.peers.iter_mut().zip(table.iter()) {
-            match theirs {
-                None => *mine = None,
-                Some(link) if mine.as_ref().is_some_and(|m| Arc::ptr_eq(&m.link, link)) => {}
-                Some(link) => {
-                    let mut steerer = Steerer::new(self.steer.clone(), (self.policy)());
-                    steerer.estimate_all = self.estimate_all;
-                    *mine = Some(SendPeer {
-                        link: Arc::clone(link),
-                        steerer,
-                        endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
-                        endpoint_gen: 0,
-                    });
+        let (steer, estimate_all, policy) = (&self.steer, self.estimate_all, &mut self.policy);
+        follow_table(
+            &mut self.peers,
+            &table,
+            |p| &p.link,
+            |link| {
+                let mut steerer = Steerer::new(steer.clone(), policy());
+                steerer.estimate_all = estimate_all;
+                SendPeer {
+                    link: Arc::clone(link),
+                    steerer,
+                    endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
+                    endpoint_gen: 0,
                 }
-            }
-        }
+            },
+        );
         self.by_tunnel_addr.clear();
         if self.role == Role::Gateway {
             for link in table.iter().flatten() {

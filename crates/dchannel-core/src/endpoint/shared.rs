@@ -241,6 +241,26 @@ impl PeerLink {
 /// may take the slot again).
 pub type PeerTable = Vec<Option<Arc<PeerLink>>>;
 
+/// Brings a half's per-slot state `mine` in line with `table`: a slot whose
+/// peer is new (another `Arc<PeerLink>` than the one `link_of` finds in
+/// `mine`) gets `new(link)`, a removed one `None`; the others keep theirs.
+pub(crate) fn follow_table<T>(
+    mine: &mut Vec<Option<T>>,
+    table: &PeerTable,
+    link_of: impl Fn(&T) -> &Arc<PeerLink>,
+    mut new: impl FnMut(&Arc<PeerLink>) -> T,
+) {
+    mine.truncate(table.len());
+    mine.resize_with(table.len(), || None);
+    for (m, theirs) in mine.iter_mut().zip(table.iter()) {
+        match theirs {
+            None => *m = None,
+            Some(link) if m.as_ref().is_some_and(|x| Arc::ptr_eq(link_of(x), link)) => {}
+            Some(link) => *m = Some(new(link)),
+        }
+    }
+}
+
 /// The state shared by the two halves of one endpoint.
 pub struct Shared {
     role: Role,
