@@ -215,6 +215,8 @@ pub struct Peers {
     local_public: PublicKey,
     params: snow::params::NoiseParams,
     peers: Vec<Peer>,
+    /// Slots of removed peers, reused by [`Peers::add_peer`] (ids stay dense).
+    free: Vec<PeerId>,
     by_key: HashMap<PublicKey, PeerId>,
     by_index: IndexMap,
     limiter: Limiter,
@@ -240,6 +242,7 @@ impl Peers {
             local,
             params: handshake::params(),
             peers: Vec::new(),
+            free: Vec::new(),
             by_key: HashMap::new(),
             by_index: IndexMap::default(),
             limiter: Limiter::new(cfg.rate_limit, 0),
@@ -273,20 +276,55 @@ impl Peers {
         self.by_key.reserve(n);
     }
 
-    /// Adds a peer. `initiates`: this side starts handshakes with it.
+    /// Adds a peer. `initiates`: this side starts handshakes with it. Its id
+    /// is the slot of the latest removed peer if there is one, else the next.
     pub fn add_peer(
         &mut self,
         public_key: PublicKey,
         name: impl Into<String>,
         initiates: bool,
     ) -> Result<PeerId, DuplicatePeer> {
-        let id = PeerId(self.peers.len() as u32);
-        if self.by_key.insert(public_key, id).is_some() {
+        if self.by_key.contains_key(&public_key) {
             return Err(DuplicatePeer(public_key));
         }
-        self.peers
-            .push(Peer::new(public_key, name.into(), initiates));
+        let peer = Peer::new(public_key, name.into(), initiates);
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.peers[id.0 as usize] = peer;
+                id
+            }
+            None => {
+                self.peers.push(peer);
+                PeerId(self.peers.len() as u32 - 1)
+            }
+        };
+        self.by_key.insert(public_key, id);
         Ok(id)
+    }
+
+    /// Removes a peer at once (a revoked or re-keyed device): its sessions
+    /// and handshake are forgotten, so its next datagram is refused
+    /// (`unknown_index`, or `unknown_peer` for a handshake) and nothing more
+    /// is sealed for it. Other peers are untouched. Returns its static key;
+    /// `None` if there is no such peer.
+    pub fn remove_peer(&mut self, id: PeerId) -> Option<PublicKey> {
+        let p = self.peers.get_mut(id.0 as usize).filter(|p| !p.removed)?;
+        let key = p.public_key;
+        let indices = [
+            p.current.as_ref().map(|s| s.local_index),
+            p.previous.as_ref().map(|(s, _)| s.local_index),
+            p.next.as_ref().map(|s| s.local_index),
+            p.pending.as_ref().map(|x| x.hs.local_index),
+        ];
+        *p = Peer::new(key, String::new(), false);
+        p.removed = true; // its stale timer entries find `scheduled` None: skipped
+        for i in indices.into_iter().flatten() {
+            self.by_index.remove(&i);
+        }
+        self.by_key.remove(&key);
+        self.queue.retain(|q| q.peer != Some(id));
+        self.free.push(id);
+        Some(key)
     }
 
     /// Our static public key.
@@ -299,19 +337,19 @@ impl Peers {
         &self.cfg
     }
 
-    /// Number of peers.
+    /// Number of peers (removed ones not counted).
     pub fn len(&self) -> usize {
-        self.peers.len()
+        self.peers.len() - self.free.len()
     }
 
     /// Whether the table has no peers.
     pub fn is_empty(&self) -> bool {
-        self.peers.is_empty()
+        self.len() == 0
     }
 
-    /// A peer by id.
+    /// A peer by id (`None` once removed).
     pub fn peer(&self, id: PeerId) -> Option<&Peer> {
-        self.peers.get(id.0 as usize)
+        self.peers.get(id.0 as usize).filter(|p| !p.removed)
     }
 
     /// The peer with this static key.

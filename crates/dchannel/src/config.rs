@@ -106,6 +106,21 @@ pub struct Agent {
     /// The gateway's egress rule (its own addresses found at start); `None`
     /// at the client.
     pub egress: Option<EgressFilter>,
+    /// An encrypted gateway's devices, changeable while it runs.
+    pub live: Option<LiveSetup>,
+}
+
+/// What an encrypted gateway needs to change its devices while it runs
+/// (live_devices.rs, control.rs).
+pub struct LiveSetup {
+    /// The devices as read at start (peer `i` is device `i`).
+    pub devices: Vec<dchannel_crypto::devices::Device>,
+    /// `--devices` (read again on SIGHUP).
+    pub path: std::path::PathBuf,
+    /// The control socket and whether it was asked for by name
+    /// (`--control-socket`; then failing to create it is fatal).
+    pub socket: std::path::PathBuf,
+    pub socket_explicit: bool,
 }
 
 /// The client: one peer, the gateway, at its configured endpoints.
@@ -160,14 +175,24 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
         outer_ip: ip_header(&a.hbc_gateway).max(ip_header(&a.llc_gateway)),
         auth,
         egress: None,
+        live: None,
     })
 }
 
 /// The gateway: one peer per device of `--devices` (or per `--client` with
 /// `--insecure`), endpoints learned when heard.
 pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
-    let (peers, auth) = gateway_peers(a)?;
+    let (peers, auth, devices) = gateway_peers(a)?;
     let egress = egress(a)?;
+    let live = devices.map(|(devices, path)| LiveSetup {
+        devices,
+        path,
+        socket: a
+            .control_socket
+            .clone()
+            .unwrap_or_else(|| crate::control::default_path(&a.common.tun)),
+        socket_explicit: a.control_socket.is_some(),
+    });
     let hbc = net::channel_socket(a.listen_hbc, a.hbc_dev.as_deref(), "HBC socket")?;
     let llc = net::channel_socket(a.listen_llc, a.llc_dev.as_deref(), "LLC socket")?;
     Ok(Agent {
@@ -177,6 +202,7 @@ pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
         outer_ip: ip_header(&a.listen_hbc).max(ip_header(&a.listen_llc)),
         auth,
         egress: Some(egress),
+        live,
     })
 }
 
@@ -208,11 +234,17 @@ fn egress(a: &GatewayArgs) -> Result<EgressFilter> {
     Ok(rule)
 }
 
+/// The devices file's devices and its path (encrypted gateways).
+type DevicesRead = Option<(Vec<dchannel_crypto::devices::Device>, std::path::PathBuf)>;
+
 /// The gateway's peers and keys (no system access besides reading the files).
-fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
+fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth, DevicesRead)> {
     if a.common.insecure {
         if a.key.is_some() || a.devices.is_some() {
             bail!("--key/--devices: not with --insecure (the plaintext mode uses --client)");
+        }
+        if a.control_socket.is_some() {
+            bail!("--control-socket: not with --insecure (live configuration is for encrypted gateways, --devices FILE)");
         }
         if a.clients.is_empty() {
             bail!("--insecure needs at least one --client ADDRESS=HEXTOKEN");
@@ -226,7 +258,7 @@ fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
                 endpoints: [None, None],
             });
         }
-        return Ok((peers, Auth::Insecure));
+        return Ok((peers, Auth::Insecure, None));
     }
     if !a.clients.is_empty() {
         bail!("--client: only with --insecure (encrypted gateways take --devices FILE)");
@@ -259,7 +291,7 @@ fn gateway_peers(a: &GatewayArgs) -> Result<(Vec<PeerConfig>, Auth)> {
     }
     let auth = AeadAuth::gateway(key, &devices, crypto_config(a.common.probe_interval_ms))
         .with_context(|| format!("{}", path.display()))?;
-    Ok((peers, Auth::Aead(auth)))
+    Ok((peers, Auth::Aead(auth), Some((devices, path.to_path_buf()))))
 }
 
 /// `--stats-json` is written only at exit: a directory that does not exist (or

@@ -61,6 +61,7 @@ pub fn serve_on(
                     let _ = c.write_all(
                         b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
                     );
+                    close_after_answer(c);
                     continue;
                 }
                 let (render, served) = (Arc::clone(&render), Arc::clone(&active));
@@ -78,6 +79,25 @@ pub fn serve_on(
             }
         })?;
     Ok(())
+}
+
+/// Closes a connection answered without reading its request: the answer
+/// ends with a FIN, and the request bytes already there are read, so the
+/// close is not a reset that could cost the client the answer (a socket
+/// closed with unread data sends RST; the client's read then fails with
+/// ECONNRESET). Waits at most 10 ms per read for a request still on its
+/// way (the acceptor thread does this, so 40 ms at most).
+fn close_after_answer(mut c: TcpStream) {
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    let _ = c.set_read_timeout(Some(Duration::from_millis(10)));
+    let mut sink = [0u8; 1024];
+    // A request head fits in 1 KiB (`answer`); 4 reads at most, so a client
+    // that keeps sending cannot hold the acceptor.
+    for _ in 0..4 {
+        if !matches!(c.read(&mut sink), Ok(k) if k > 0) {
+            break;
+        }
+    }
 }
 
 /// Reads the request head (until its blank line, 1 KiB, or the client's

@@ -56,7 +56,7 @@ pub use device_limits::{DeviceLimitStats, DeviceLimits};
 pub use drop_reason::DropReason;
 pub use receive::{Arrival, Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
 pub use send::{HbcOwdOracle, SendHalf, Transmit};
-pub use shared::{PeerLink, Shared};
+pub use shared::{PeerLink, PeerTable, PeerTraffic, Shared};
 pub use timers::{Timer, TimerTable};
 
 use crate::egress::EgressFilter;
@@ -207,15 +207,19 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Makes a policy for each peer (a new one for each peer added later).
+pub type PolicyFactory = Box<dyn FnMut() -> Box<dyn Policy> + Send>;
+
 /// The two halves of one endpoint over `peers`, with `auth` checking and
 /// sealing datagrams (each half gets its own clone) and `policy` called once
-/// per peer for that peer's steering policy.
+/// per peer for that peer's steering policy (also for peers added later with
+/// [`Shared::change_peers`]).
 #[allow(clippy::type_complexity)]
 pub fn new<B, A>(
     cfg: Config,
     peers: Vec<PeerConfig>,
     auth: A,
-    mut policy: impl FnMut() -> Box<dyn Policy>,
+    policy: impl FnMut() -> Box<dyn Policy> + Send + 'static,
 ) -> Result<(SendHalf<A>, ReceiveHalf<B, A>), ConfigError>
 where
     B: AsRef<[u8]> + AsMut<[u8]> + crate::reorder::Footprint,
@@ -239,15 +243,8 @@ where
             _ => {}
         }
     }
-    let shared = Arc::new(Shared::new(&peers));
-    let policies = peers.iter().map(|_| policy()).collect();
-    let tx = SendHalf::new(
-        &cfg,
-        Arc::clone(&shared),
-        by_tunnel_addr,
-        policies,
-        auth.clone(),
-    );
-    let rx = ReceiveHalf::new(&cfg, shared, &peers, auth);
+    let shared = Arc::new(Shared::new(cfg.role, &peers));
+    let tx = SendHalf::new(&cfg, Arc::clone(&shared), Box::new(policy), auth.clone());
+    let rx = ReceiveHalf::new(&cfg, shared, auth);
     Ok((tx, rx))
 }

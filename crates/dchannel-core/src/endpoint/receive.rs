@@ -28,13 +28,18 @@
 //! Buffers are the driver's (`B`, e.g. `Vec<u8>`): moved in, held by the
 //! reorder buffer if need be, and handed back with each delivery or drop so
 //! the driver can reuse them; nothing is copied or allocated per datagram.
+//!
+//! Peers added or removed while the endpoint runs ([`Shared::change_peers`])
+//! are picked up at the next datagram or timeout (the table's generation is
+//! one atomic load); peers that did not change keep their estimates.
 
-use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, Role, Shared};
+use super::shared::follow_table;
+use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerLink, Role, Shared};
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
 use crate::egress::EgressFilter;
 use crate::liveness::{Change, Liveness};
 use crate::reorder::{Footprint, ReorderBuffer};
-use crate::rtt::{ProbeOut, RttEstimator};
+use crate::rtt::{ProbeOut, RttConfig, RttEstimator};
 use crate::wire::{self, Datagram, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
 use std::collections::VecDeque;
@@ -148,6 +153,8 @@ pub enum Event {
 
 /// The receive half's state per peer.
 struct RecvPeer {
+    /// The peer's shared state (estimates, endpoints, counters).
+    link: Arc<PeerLink>,
     rtt: RttEstimator,
     /// What the logs and metrics report of each channel.
     liveness: Liveness,
@@ -161,7 +168,12 @@ pub struct ReceiveHalf<B, A> {
     role: Role,
     shared: Arc<Shared>,
     auth: A,
-    peers: Vec<RecvPeer>,
+    /// Per slot of the peer table (`None`: no peer there).
+    peers: Vec<Option<RecvPeer>>,
+    /// The generation of the peer table `peers` follows.
+    table_generation: u64,
+    /// For the estimators of peers added later.
+    rtt_cfg: RttConfig,
     reorder: Option<ReorderBuffer<(usize, u16), Deliver<B>>>,
     deliveries: Vec<Deliver<B>>,
     probes: VecDeque<(usize, ProbeOut, SocketAddr)>,
@@ -173,7 +185,7 @@ pub struct ReceiveHalf<B, A> {
 }
 
 impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A> {
-    pub(super) fn new(cfg: &Config, shared: Arc<Shared>, peers: &[PeerConfig], auth: A) -> Self {
+    pub(super) fn new(cfg: &Config, shared: Arc<Shared>, auth: A) -> Self {
         let rtt_cfg = crate::rtt::RttConfig {
             initiator: cfg.role == Role::Client,
             ..cfg.rtt.clone()
@@ -183,19 +195,13 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         if cfg.reorder.is_some() {
             timers.set(Timer::ReorderExpiry, 0);
         }
-        ReceiveHalf {
+        let mut rx = ReceiveHalf {
             role: cfg.role,
             shared,
             auth,
-            peers: peers
-                .iter()
-                .map(|p| RecvPeer {
-                    rtt: RttEstimator::new(rtt_cfg.clone()),
-                    liveness: Liveness::new(rtt_cfg.interval),
-                    endpoints: p.endpoints,
-                    tunnel_addr: p.tunnel_addr,
-                })
-                .collect(),
+            peers: Vec::new(),
+            table_generation: u64::MAX,
+            rtt_cfg,
             reorder: cfg.reorder.clone().map(ReorderBuffer::new),
             deliveries: Vec::new(),
             probes: VecDeque::new(),
@@ -204,7 +210,44 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             timers,
             reorder_expiry_period: cfg.reorder_expiry_period,
             egress: cfg.egress.clone(),
+        };
+        rx.follow_peer_table();
+        rx
+    }
+
+    /// Catches up with the peer table if it changed since last time: new
+    /// peers get a fresh estimator, removed ones are forgotten (with their
+    /// reorder state), the others keep theirs.
+    fn follow_peer_table(&mut self) {
+        if self.shared.generation() == self.table_generation {
+            return;
         }
+        let (generation, table) = self.shared.table();
+        if let Some(r) = &mut self.reorder {
+            // A removed or replaced peer's reorder state goes with it (a new
+            // peer in its slot starts at zero); what it held is delivered.
+            for (slot, mine) in self.peers.iter().enumerate() {
+                let Some(mine) = mine else { continue };
+                let theirs = table.get(slot).and_then(Option::as_ref);
+                if !theirs.is_some_and(|l| Arc::ptr_eq(l, &mine.link)) {
+                    r.forget_device(slot, &mut self.deliveries);
+                }
+            }
+        }
+        let cfg = &self.rtt_cfg;
+        follow_table(
+            &mut self.peers,
+            &table,
+            |p| &p.link,
+            |link| RecvPeer {
+                link: Arc::clone(link),
+                rtt: RttEstimator::new(cfg.clone()),
+                liveness: Liveness::new(cfg.interval),
+                endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
+                tunnel_addr: link.tunnel_addr(),
+            },
+        );
+        self.table_generation = generation;
     }
 
     /// Admits (or drops) one datagram, whole in `buf`, that arrived on `channel` from `from`.
@@ -215,6 +258,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         from: SocketAddr,
         mut buf: B,
     ) -> Received<B> {
+        self.follow_peer_table();
         match self.admit(
             now,
             Source {
@@ -270,15 +314,30 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             channel: ch,
             addr: from,
         } = source;
-        let datagram = wire::decode_body(header, &dg[body.clone()])?;
-        let p = &mut self.peers[peer];
+        if !matches!(self.peers.get(peer), Some(Some(_))) {
+            // added to the authentication layer after our last look
+            self.follow_peer_table();
+        }
+        let Some(p) = self.peers.get_mut(peer).and_then(Option::as_mut) else {
+            return Err(DropReason::NoSession);
+        };
+        let datagram = match wire::decode_body(header, &dg[body.clone()]) {
+            Ok(d) => d,
+            Err(e) => {
+                p.link.count_drop();
+                return Err(e.into());
+            }
+        };
         let known = p.endpoints[ch.index()];
         if known != Some(from) {
             match self.role {
-                Role::Client => return Err(DropReason::ForeignSource),
+                Role::Client => {
+                    p.link.count_drop();
+                    return Err(DropReason::ForeignSource);
+                }
                 Role::Gateway => {
                     p.endpoints[ch.index()] = Some(from);
-                    self.shared.peers()[peer].set_endpoints(p.endpoints);
+                    p.link.set_endpoints(p.endpoints);
                     self.events.push_back(Event::EndpointMoved {
                         peer,
                         channel: ch,
@@ -306,17 +365,23 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             }
             Datagram::Data { header, inner } => {
                 if let Some(addr) = p.tunnel_addr {
-                    match packet::src_addr(inner) {
-                        None => return Err(DropReason::BadInner),
-                        Some(src) if src != addr => return Err(DropReason::SpoofedSource),
-                        Some(_) => {}
+                    let refused = match packet::src_addr(inner) {
+                        None => Some(DropReason::BadInner),
+                        Some(src) if src != addr => Some(DropReason::SpoofedSource),
+                        Some(_) => None,
+                    };
+                    if let Some(reason) = refused {
+                        p.link.count_drop();
+                        return Err(reason);
                     }
                 }
                 if let (Some(rule), Some(dst)) = (&self.egress, packet::dst_addr(inner)) {
                     if !rule.allows(dst) {
+                        p.link.count_drop();
                         return Err(DropReason::EgressDenied);
                     }
                 }
+                p.link.count_rx(ch, dg.len());
                 Ok(Admitted::Data {
                     peer,
                     flow_id: header.flow_id,
@@ -347,8 +412,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             len,
         }) = self.auth.poll_transmit(now, buf)
         {
-            let known = peer.and_then(|p| self.peers[p].endpoints[channel.index()]);
-            if let Some(destination) = to.or(known) {
+            let known = peer
+                .and_then(|p| self.peers.get(p))
+                .and_then(Option::as_ref);
+            if let Some(destination) = to.or(known.and_then(|p| p.endpoints[channel.index()])) {
                 return Some(ProbeTransmit {
                     peer,
                     channel,
@@ -394,6 +461,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             .peers
             .iter()
             .enumerate()
+            .filter_map(|(i, p)| Some((i, p.as_ref()?)))
             .filter(|(i, p)| self.probes_may_run(*i, p))
             .filter_map(|(_, p)| p.rtt.next_deadline());
         let reorder = self.reorder.as_ref().and_then(|r| r.poll_timeout());
@@ -415,10 +483,12 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     /// forgetting idle reorder flows, publishing estimates to [`Shared`].
     /// Cheap when nothing is due; drivers may call it on every wake-up.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        self.follow_peer_table();
         if self.auth.poll_timeout().is_some_and(|t| t <= now) {
             self.auth.handle_timeout(now);
         }
         for (peer, p) in self.peers.iter_mut().enumerate() {
+            let Some(p) = p else { continue };
             if p.rtt.config().initiator && !self.auth.can_seal(peer) {
                 continue;
             }
@@ -451,7 +521,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     }
 
     fn publish(&mut self, now: Nanos) {
-        for (peer, (p, link)) in self.peers.iter_mut().zip(self.shared.peers()).enumerate() {
+        for (peer, p) in self.peers.iter_mut().enumerate() {
+            let Some(p) = p else { continue };
+            let link = &p.link;
             for ch in Channel::ALL {
                 let heard = p.rtt.last_heard(ch);
                 if let Some(change) = p.liveness.update(ch, now, heard) {
@@ -472,8 +544,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         }
         if let Some(r) = &mut self.reorder {
             self.shared.publish_reorder(r.stats(now));
-            for (peer, link) in self.shared.peers().iter().enumerate() {
-                link.limits.publish_reorder(&r.device_stats(peer));
+            for (peer, p) in self.peers.iter().enumerate() {
+                if let Some(p) = p {
+                    p.link.limits.publish_reorder(&r.device_stats(peer));
+                }
             }
         }
     }
@@ -484,8 +558,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     }
 
     /// The RTT estimator of peer `peer` (for inspection).
+    /// Panics if there is no such peer.
     pub fn rtt(&mut self, peer: usize) -> &mut RttEstimator {
-        &mut self.peers[peer].rtt
+        self.follow_peer_table();
+        &mut self.peers[peer].as_mut().expect("a live peer").rtt
     }
 }
 

@@ -15,12 +15,20 @@
 //! on a tie) loses its least recently seen flow, so a device opening flows
 //! without end evicts its own, never another's (issue 37). The per-peer
 //! counts sit in an ordered set: O(log peers) per new flow, nothing per packet
-//! of a known flow.
+//! of a known flow. A removed peer's flows leave the count with it, and a
+//! peer added in a reused slot starts at none.
+//!
+//! Peers added or removed while the endpoint runs ([`Shared::change_peers`])
+//! are picked up at the next packet: the half compares the table's
+//! generation with the one it last saw (one atomic load) and only then
+//! rebuilds what changed; peers that did not change keep their flows.
 
+use super::shared::follow_table;
 use super::{Config, DatagramAuth, DropReason, Outgoing, ProbeTransmit, Shared, Timer, TimerTable};
+use super::{PeerLink, PolicyFactory, Role};
 use crate::flow_table::FlowTableStats;
-use crate::policy::{Outcome, Policy};
-use crate::steer::{Steered, Steerer};
+use crate::policy::Outcome;
+use crate::steer::{SteerConfig, Steered, Steerer};
 use crate::wire::{self, channel_flags, Header, MsgType, ProbeKind, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
 use std::collections::{BTreeSet, HashMap};
@@ -45,6 +53,8 @@ pub struct Transmit {
 
 /// The send half's state per peer.
 struct SendPeer {
+    /// The peer's shared state (estimates, endpoints, counters).
+    link: Arc<PeerLink>,
     steerer: Steerer,
     /// The peer's endpoints as last seen in [`Shared`], and their generation.
     endpoints: [Option<SocketAddr>; 2],
@@ -55,10 +65,18 @@ struct SendPeer {
 
 /// Inner packets in, datagrams out (see the module docs).
 pub struct SendHalf<A> {
+    role: Role,
     shared: Arc<Shared>,
-    peers: Vec<SendPeer>,
+    /// Per slot of the peer table (`None`: no peer there).
+    peers: Vec<Option<SendPeer>>,
+    /// The generation of the peer table `peers` follows.
+    table_generation: u64,
     /// Peer per tunnel address (gateway role); empty for a client.
     by_tunnel_addr: HashMap<IpAddr, usize>,
+    /// For the steerers of peers added later.
+    steer: SteerConfig,
+    estimate_all: bool,
+    policy: PolicyFactory,
     auth: A,
     timers: TimerTable,
     flow_expiry_period: Nanos,
@@ -89,34 +107,20 @@ impl<A: DatagramAuth> SendHalf<A> {
     pub(super) fn new(
         cfg: &Config,
         shared: Arc<Shared>,
-        by_tunnel_addr: HashMap<IpAddr, usize>,
-        policies: Vec<Box<dyn Policy>>,
+        policy: PolicyFactory,
         auth: A,
     ) -> SendHalf<A> {
-        let peers = policies
-            .into_iter()
-            .zip(shared.peers())
-            .map(|(policy, link)| {
-                let mut steerer = Steerer::new(cfg.steer.clone(), policy);
-                steerer.estimate_all = cfg.estimate_all;
-                SendPeer {
-                    steerer,
-                    endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
-                    endpoint_gen: 0,
-                    counted_flows: 0,
-                }
-            })
-            .collect();
         let mut timers = TimerTable::default();
         timers.set(Timer::FlowExpiry, 0);
-        SendHalf {
+        let mut tx = SendHalf {
+            role: cfg.role,
             shared,
-            peers,
-            by_tunnel_addr: if cfg.role == super::Role::Gateway {
-                by_tunnel_addr
-            } else {
-                HashMap::new()
-            },
+            peers: Vec::new(),
+            table_generation: u64::MAX,
+            by_tunnel_addr: HashMap::new(),
+            steer: cfg.steer.clone(),
+            estimate_all: cfg.estimate_all,
+            policy,
             auth,
             timers,
             flow_expiry_period: cfg.flow_expiry_period,
@@ -126,6 +130,62 @@ impl<A: DatagramAuth> SendHalf<A> {
             pending_wake: None,
             wakes: 0,
             oracle: None,
+        };
+        tx.follow_peer_table();
+        tx
+    }
+
+    /// Catches up with the peer table if it changed since last time: new
+    /// peers get a fresh steerer, removed ones are forgotten, the others keep
+    /// theirs.
+    fn follow_peer_table(&mut self) {
+        if self.shared.generation() == self.table_generation {
+            return;
+        }
+        let (generation, table) = self.shared.table();
+        let (steer, estimate_all, policy) = (&self.steer, self.estimate_all, &mut self.policy);
+        follow_table(
+            &mut self.peers,
+            &table,
+            |p| &p.link,
+            |link| {
+                let mut steerer = Steerer::new(steer.clone(), policy());
+                steerer.estimate_all = estimate_all;
+                SendPeer {
+                    link: Arc::clone(link),
+                    steerer,
+                    endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
+                    endpoint_gen: 0,
+                    counted_flows: 0,
+                }
+            },
+        );
+        self.recount_flows();
+        self.by_tunnel_addr.clear();
+        if self.role == Role::Gateway {
+            for link in table.iter().flatten() {
+                if let Some(a) = link.tunnel_addr() {
+                    self.by_tunnel_addr.insert(a, link.slot());
+                }
+            }
+        }
+        self.table_generation = generation;
+    }
+
+    /// Counts `by_flows` and `total_flows` again from the peers there are
+    /// now (after a change of the peer table: a removed peer's flows leave
+    /// the count, a new peer in a reused slot has none). O(peers), only when
+    /// the table changed.
+    fn recount_flows(&mut self) {
+        self.by_flows.clear();
+        self.total_flows = 0;
+        for (slot, p) in self.peers.iter_mut().enumerate() {
+            let Some(p) = p else { continue };
+            p.counted_flows = p.steerer.flows();
+            if p.counted_flows > 0 {
+                self.by_flows.insert((p.counted_flows, slot));
+            }
+            self.total_flows += p.counted_flows;
         }
     }
 
@@ -144,17 +204,22 @@ impl<A: DatagramAuth> SendHalf<A> {
         buf: &mut [u8],
         len: usize,
     ) -> Result<Transmit, DropReason> {
+        self.follow_peer_table();
         let headroom = self.headroom();
         let pkt = &buf[headroom..headroom + len];
-        let peer = if self.by_tunnel_addr.is_empty() {
+        let peer = if self.role == Role::Client {
             0
         } else {
             packet::dst_addr(pkt)
                 .and_then(|a| self.by_tunnel_addr.get(&a).copied())
                 .ok_or(DropReason::NoClient)?
         };
-        let link = &self.shared.peers()[peer];
-        let p = &mut self.peers[peer];
+        let p = self
+            .peers
+            .get_mut(peer)
+            .and_then(Option::as_mut)
+            .ok_or(DropReason::NoClient)?;
+        let link = &p.link;
         if let Some((gen, endpoints)) = link.endpoints_since(p.endpoint_gen) {
             p.endpoint_gen = gen;
             p.endpoints = endpoints;
@@ -165,6 +230,7 @@ impl<A: DatagramAuth> SendHalf<A> {
         }
         view.reachable = p.endpoints.map(|e| e.is_some());
         if view.reachable == [false, false] {
+            link.count_drop();
             return Err(DropReason::NoEndpoint);
         }
         let steered = p.steerer.steer(now, pkt, &view);
@@ -172,7 +238,7 @@ impl<A: DatagramAuth> SendHalf<A> {
             self.count_flows(peer);
             self.enforce_flow_cap(peer);
         }
-        let p = &mut self.peers[peer];
+        let p = self.peers[peer].as_mut().expect("a live peer");
         let channel = steered.channel;
         if steered.decision.wake_hbc
             && channel == Channel::Llc
@@ -196,7 +262,12 @@ impl<A: DatagramAuth> SendHalf<A> {
             header,
             body_len: len,
         };
-        let len = self.auth.seal(now, out, buf)?;
+        let link = Arc::clone(&p.link);
+        let len = self
+            .auth
+            .seal(now, out, buf)
+            .inspect_err(|_| link.count_drop())?;
+        link.count_tx(channel, len);
         Ok(Transmit {
             peer,
             channel,
@@ -213,7 +284,7 @@ impl<A: DatagramAuth> SendHalf<A> {
     /// be sealed (no session yet).
     pub fn poll_wake(&mut self, now: Nanos, buf: &mut [u8]) -> Option<ProbeTransmit> {
         let peer = self.pending_wake.take()?;
-        let destination = self.peers[peer].endpoints[Channel::Hbc.index()]?;
+        let destination = self.peers.get(peer)?.as_ref()?.endpoints[Channel::Hbc.index()]?;
         let body_at = self.auth.headroom() + HEADER_LEN;
         wire::encode_probe_body(&mut buf[body_at..], ProbeKind::Wake, Channel::Hbc);
         let out = Outgoing::probe(peer, 0, Channel::Hbc);
@@ -257,14 +328,16 @@ impl<A: DatagramAuth> SendHalf<A> {
     /// Evicts idle flows when due.
     pub fn handle_timeout(&mut self, now: Nanos) {
         if self.timers.is_due(Timer::FlowExpiry, now) {
-            for peer in 0..self.peers.len() {
-                self.peers[peer].steerer.expire(now);
-                self.count_flows(peer);
-                let stats = self.peers[peer].steerer.flow_table().stats;
-                let flows = self.peers[peer].counted_flows;
-                self.shared.peers()[peer]
+            for slot in 0..self.peers.len() {
+                let Some(p) = self.peers[slot].as_mut() else {
+                    continue;
+                };
+                p.steerer.expire(now);
+                self.count_flows(slot);
+                let p = self.live(slot);
+                p.link
                     .limits
-                    .publish_flows(flows, &stats);
+                    .publish_flows(p.counted_flows, &p.steerer.flow_table().stats);
             }
             self.timers
                 .set(Timer::FlowExpiry, now + self.flow_expiry_period);
@@ -273,7 +346,7 @@ impl<A: DatagramAuth> SendHalf<A> {
 
     /// Brings `by_flows` and `total_flows` up to date with peer `peer`'s table.
     fn count_flows(&mut self, peer: usize) {
-        let p = &mut self.peers[peer];
+        let p = self.live_mut(peer);
         let n = p.steerer.flows();
         let old = std::mem::replace(&mut p.counted_flows, n);
         if old == n {
@@ -295,12 +368,12 @@ impl<A: DatagramAuth> SendHalf<A> {
             let Some(&(most, largest)) = self.by_flows.last() else {
                 return;
             };
-            let victim = if self.peers[peer].counted_flows >= most {
+            let victim = if self.live(peer).counted_flows >= most {
                 peer
             } else {
                 largest
             };
-            if !self.peers[victim].steerer.evict_for_gateway() {
+            if !self.live_mut(victim).steerer.evict_for_gateway() {
                 return;
             }
             self.count_flows(victim);
@@ -309,25 +382,36 @@ impl<A: DatagramAuth> SendHalf<A> {
 
     /// Flows in the flow tables of all peers.
     pub fn flows(&self) -> usize {
-        self.peers.iter().map(|p| p.steerer.flows()).sum()
+        self.peers.iter().flatten().map(|p| p.steerer.flows()).sum()
     }
 
     /// Flows created and evicted, over the flow tables of all peers.
     pub fn flow_table_stats(&self) -> FlowTableStats {
         self.peers
             .iter()
+            .flatten()
             .map(|p| p.steerer.flow_table().stats)
             .fold(FlowTableStats::default(), |a, b| a + b)
     }
 
     /// Decisions of peer `peer` per (outcome, channel actually used).
+    /// Panics if there is no such peer.
     pub fn decisions(&self, peer: usize) -> &[[u64; 2]; Outcome::COUNT] {
-        self.peers[peer].steerer.counts()
+        self.live(peer).steerer.counts()
     }
 
-    /// The steerer of peer `peer` (for inspection).
+    /// The steerer of peer `peer` (for inspection). Panics if there is no such peer.
     pub fn steerer(&mut self, peer: usize) -> &mut Steerer {
-        &mut self.peers[peer].steerer
+        self.follow_peer_table();
+        &mut self.peers[peer].as_mut().expect("a live peer").steerer
+    }
+
+    fn live(&self, peer: usize) -> &SendPeer {
+        self.peers[peer].as_ref().expect("a live peer")
+    }
+
+    fn live_mut(&mut self, peer: usize) -> &mut SendPeer {
+        self.peers[peer].as_mut().expect("a live peer")
     }
 
     /// The state shared with the receive half.
