@@ -99,6 +99,20 @@ impl AeadAuth {
             .is_some_and(|p| p.has_session())
     }
 
+    /// Runs `f` on the peer table under its lock, so no datagram is sealed or
+    /// opened meanwhile: the gateway's live configuration adds, removes and
+    /// re-keys devices with [`Peers::add_peer`] and [`Peers::remove_peer`]
+    /// (endpoint peer `i` stays [`PeerId`]`(i)`), and publishes the matching
+    /// endpoint peers inside `f`, before any datagram can name the new ids.
+    pub fn with_peers<R>(&self, f: impl FnOnce(&mut Peers) -> R) -> R {
+        f(&mut self.lock())
+    }
+
+    /// The static key of endpoint peer `peer`, if it exists.
+    pub fn public_key(&self, peer: usize) -> Option<PublicKey> {
+        self.peers.peer(PeerId(peer as u32)).map(|p| p.public_key)
+    }
+
     /// When the current session with endpoint peer `peer` was established
     /// (the agent's clock), if there is one.
     pub fn session_created(&self, peer: usize) -> Option<Nanos> {

@@ -253,6 +253,9 @@ pub struct Peers {
     local_public: PublicKey,
     params: snow::params::NoiseParams,
     peers: Vec<Mutex<Peer>>,
+    /// Slots of removed peers, reused by [`Peers::add_peer`] (ids stay dense;
+    /// a reused id keeps its worker: its indices are ≡ id mod index_shards).
+    free: Vec<PeerId>,
     by_key: HashMap<PublicKey, PeerId>,
     /// Session index → peer, in [`Config::index_shards`] shards (index mod
     /// shards): with a gateway's workers, each reads only its own shard's lock.
@@ -295,6 +298,7 @@ impl Peers {
             local,
             params: handshake::params(),
             peers: Vec::new(),
+            free: Vec::new(),
             by_key: HashMap::new(),
             by_index: (0..cfg.index_shards.max(1))
                 .map(|_| RwLock::new(IndexMap::default()))
@@ -334,20 +338,66 @@ impl Peers {
         self.by_key.reserve(n);
     }
 
-    /// Adds a peer. `initiates`: this side starts handshakes with it.
+    /// Adds a peer. `initiates`: this side starts handshakes with it. Its id
+    /// is the slot of the latest removed peer if there is one, else the next.
     pub fn add_peer(
         &mut self,
         public_key: PublicKey,
         name: impl Into<String>,
         initiates: bool,
     ) -> Result<PeerId, DuplicatePeer> {
-        let id = PeerId(self.peers.len() as u32);
-        if self.by_key.insert(public_key, id).is_some() {
+        if self.by_key.contains_key(&public_key) {
             return Err(DuplicatePeer(public_key));
         }
-        self.peers
-            .push(Mutex::new(Peer::new(public_key, name.into(), initiates)));
+        let peer = Peer::new(public_key, name.into(), initiates);
+        let id = match self.free.pop() {
+            Some(id) => {
+                *self.peers[id.0 as usize]
+                    .get_mut()
+                    .unwrap_or_else(|e| e.into_inner()) = peer;
+                id
+            }
+            None => {
+                self.peers.push(Mutex::new(peer));
+                PeerId(self.peers.len() as u32 - 1)
+            }
+        };
+        self.by_key.insert(public_key, id);
         Ok(id)
+    }
+
+    /// Removes a peer at once (a revoked or re-keyed device): its sessions
+    /// and handshake are forgotten, so its next datagram is refused
+    /// (`unknown_index`, or `unknown_peer` for a handshake) and nothing more
+    /// is sealed for it. Other peers are untouched. Returns its static key;
+    /// `None` if there is no such peer.
+    pub fn remove_peer(&mut self, id: PeerId) -> Option<PublicKey> {
+        let p = self
+            .peers
+            .get_mut(id.0 as usize)?
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner());
+        if p.removed {
+            return None;
+        }
+        let key = p.public_key;
+        let indices = [
+            p.current.as_ref().map(|s| s.local_index),
+            p.previous.as_ref().map(|(s, _)| s.local_index),
+            p.next.as_ref().map(|s| s.local_index),
+            p.pending.as_ref().map(|x| x.hs.local_index),
+        ];
+        *p = Peer::new(key, String::new(), false);
+        p.removed = true; // its stale timer entries find `scheduled` None: skipped
+        self.unregister(&indices);
+        self.by_key.remove(&key);
+        {
+            let mut queue = lock(&self.queue);
+            queue.retain(|q| q.peer != Some(id));
+            self.queued.store(queue.len(), Ordering::Release);
+        }
+        self.free.push(id);
+        Some(key)
     }
 
     /// Our static public key.
@@ -360,20 +410,23 @@ impl Peers {
         &self.cfg
     }
 
-    /// Number of peers.
+    /// Number of peers (removed ones not counted).
     pub fn len(&self) -> usize {
-        self.peers.len()
+        self.peers.len() - self.free.len()
     }
 
     /// Whether the table has no peers.
     pub fn is_empty(&self) -> bool {
-        self.peers.is_empty()
+        self.len() == 0
     }
 
-    /// A peer by id, locked: hold the guard briefly (every datagram of that
-    /// peer waits for it).
+    /// A peer by id, locked (`None` once removed): hold the guard briefly
+    /// (every datagram of that peer waits for it).
     pub fn peer(&self, id: PeerId) -> Option<MutexGuard<'_, Peer>> {
-        self.peers.get(id.0 as usize).map(lock)
+        self.peers
+            .get(id.0 as usize)
+            .map(lock)
+            .filter(|p| !p.removed)
     }
 
     /// The peer with this static key.

@@ -38,7 +38,8 @@ fn halves(role: Role, policy: &str, peers: Vec<PeerConfig>) -> Halves {
     let mut cfg = Config::new(role);
     cfg.steer.overhead = 0; // sizes in the tests are the queue's bytes
     let auth = TokenAuth::new(&peers).unwrap();
-    new(cfg, peers, auth, || parse_spec(policy, 0.75).unwrap()).unwrap()
+    let policy = policy.to_string();
+    new(cfg, peers, auth, move || parse_spec(&policy, 0.75).unwrap()).unwrap()
 }
 
 fn client(policy: &str) -> Halves {
@@ -743,4 +744,100 @@ fn every_worker_applies_the_egress_rule() {
         assert!(matches!(r, Received::Data(_)), "worker {k}: {r:?}");
         assert_eq!(delivered(rx), vec![ok], "worker {k}");
     }
+}
+
+// ---- live peer table (Shared::change_peers) -------------------------------
+
+fn device(name: &str, addr: &str) -> PeerConfig {
+    PeerConfig {
+        name: name.into(),
+        token: 0,
+        tunnel_addr: Some(addr.parse().unwrap()),
+        endpoints: [None, None],
+    }
+}
+
+#[test]
+fn peers_changed_live_leave_the_others_untouched() {
+    let (mut tx, mut rx) = gateway("all-hbc");
+    let other_hbc = addr("198.18.1.3:50000");
+    let from_3 = build::udp4([198, 19, 0, 3], [198, 18, 3, 2], 7, 53, b"query");
+    assert!(matches!(
+        hear(&mut rx, 0, Channel::Hbc, ue_hbc(), 1, 0, &uplink(1000)),
+        Received::Data(_)
+    ));
+    let r = rx.handle_datagram(0, Channel::Hbc, other_hbc, data(OTHER_TOKEN, 1, 0, &from_3));
+    assert!(matches!(r, Received::Data(Arrival { peer: 1, .. })));
+    for (dst, peer) in [([198, 19, 0, 2], 0), ([198, 19, 0, 3], 1)] {
+        assert_eq!(send(&mut tx, MS, &downlink(dst, 100)).unwrap().0.peer, peer);
+    }
+    assert_eq!(tx.flows(), 2);
+    let shared = Arc::clone(tx.shared());
+    let link0 = shared.peer(0).unwrap();
+    let generation = shared.generation();
+
+    // Refused, all or nothing: the removal of peer 1 is not applied either.
+    assert_eq!(
+        shared.change_peers(&[(1, None), (2, Some(device("c", "198.19.0.2")))]),
+        Err(ConfigError::DuplicateTunnelAddr(
+            "198.19.0.2".parse().unwrap()
+        ))
+    );
+    let mut no_addr = device("d", "198.19.0.9");
+    no_addr.tunnel_addr = None;
+    assert_eq!(
+        shared.change_peers(&[(2, Some(no_addr))]),
+        Err(ConfigError::NoTunnelAddr("d".into()))
+    );
+    assert_eq!(shared.generation(), generation);
+    assert_eq!(shared.peers().len(), 2);
+
+    // Peer 1 removed, a new peer in slot 2 at 198.19.0.4.
+    shared
+        .change_peers(&[(1, None), (2, Some(device("c", "198.19.0.4")))])
+        .unwrap();
+    assert_eq!(shared.generation(), generation + 1);
+    let names: Vec<(usize, String)> = shared
+        .peers()
+        .iter()
+        .map(|p| (p.slot(), p.name().to_string()))
+        .collect();
+    assert_eq!(names, [(0, "198.19.0.2".into()), (2, "c".into())]);
+    // downlink to the removed peer: no client; to the new one: not heard yet
+    assert_eq!(
+        send(&mut tx, 2 * MS, &downlink([198, 19, 0, 3], 100)).unwrap_err(),
+        DropReason::NoClient
+    );
+    assert_eq!(
+        send(&mut tx, 2 * MS, &downlink([198, 19, 0, 4], 100)).unwrap_err(),
+        DropReason::NoEndpoint
+    );
+    assert_eq!(shared.peer(2).unwrap().traffic().drops, 1);
+    // the removed peer's datagram (its token still authenticates): dropped
+    let r = rx.handle_datagram(
+        3 * MS,
+        Channel::Hbc,
+        other_hbc,
+        data(OTHER_TOKEN, 1, 1, &from_3),
+    );
+    assert_eq!(dropped(r), DropReason::NoSession);
+    // peer 0 untouched: same shared state, its learned endpoint, its flow
+    assert!(Arc::ptr_eq(&link0, &shared.peer(0).unwrap()));
+    assert_eq!(link0.endpoint(Channel::Hbc), Some(ue_hbc()));
+    assert_eq!(tx.flows(), 1);
+    let (t, _) = send(&mut tx, 4 * MS, &downlink([198, 19, 0, 2], 100)).unwrap();
+    assert_eq!((t.peer, t.destination), (0, ue_hbc()));
+    assert_eq!(tx.flows(), 1, "the same flow as before the change");
+    assert!(matches!(
+        hear(&mut rx, 5 * MS, Channel::Hbc, ue_hbc(), 1, 1, &uplink(1000)),
+        Received::Data(Arrival { peer: 0, .. })
+    ));
+    // per-peer traffic: 2 datagrams sent (100-byte packet + 16-byte header),
+    // 2 received (uplink()'s packet + 16-byte header), all on the HBC
+    let t = link0.traffic();
+    assert_eq!(t.tx_packets, [2, 0]);
+    assert_eq!(t.tx_bytes, [2 * 116, 0]);
+    assert_eq!(t.rx_packets, [2, 0]);
+    assert_eq!(t.rx_bytes, [2 * (uplink(1000).len() as u64 + 16), 0]);
+    assert_eq!(t.drops, 0);
 }
