@@ -29,8 +29,8 @@ struct Pair {
 fn pair_with(cfg: Config) -> Pair {
     let dev_key = PrivateKey::generate();
     let gw_key = PrivateKey::generate();
-    let mut dev = Peers::new(dev_key.clone(), cfg);
-    let mut gw = Peers::new(gw_key.clone(), cfg);
+    let dev = Peers::new(dev_key.clone(), cfg);
+    let gw = Peers::new(gw_key.clone(), cfg);
     let gw_id = dev.add_peer(gw_key.public_key(), "gateway", true).unwrap();
     let dev_id = gw.add_peer(dev_key.public_key(), "phone", false).unwrap();
     Pair {
@@ -277,7 +277,7 @@ fn replayed_truncated_forged_and_misdirected_datagrams_are_dropped_silently() {
     );
     // wrong key: a second device's datagram pointed at the first device's session
     let other = PrivateKey::generate();
-    let mut dev2 = Peers::new(other.clone(), Config::default());
+    let dev2 = Peers::new(other.clone(), Config::default());
     let gw2 = dev2.add_peer(p.gw.public_key(), "gw", true).unwrap();
     let dev2_id = p.gw.add_peer(other.public_key(), "phone2", false).unwrap();
     let mut p2 = Pair {
@@ -757,10 +757,10 @@ fn a_device_handshakes_again_once_its_restarted_gateway_goes_silent() {
     };
     let dev_key = PrivateKey::generate();
     let gw_key = PrivateKey::generate();
-    let mut dev = Peers::new(dev_key.clone(), cfg);
+    let dev = Peers::new(dev_key.clone(), cfg);
     let gw_id = dev.add_peer(gw_key.public_key(), "gateway", true).unwrap();
     let new_gw = |key: &PrivateKey| {
-        let mut gw = Peers::new(key.clone(), cfg);
+        let gw = Peers::new(key.clone(), cfg);
         let id = gw.add_peer(dev_key.public_key(), "phone", false).unwrap();
         (gw, id)
     };
@@ -878,10 +878,10 @@ fn removed_peer_is_refused_at_once_and_its_slot_reused() {
         Err(CryptoDrop::UnknownIndex)
     );
     assert_eq!(p.gw.drops().get(CryptoDrop::UnknownIndex), 1);
-    // nothing is sealed for it any more
+    // nothing is sealed for it any more: its id names no peer
     assert_eq!(
         p.gw.seal(MS, p.dev_id, Channel::Hbc, &mut buf, 10),
-        Err(SealError::NoSession)
+        Err(SealError::UnknownPeer)
     );
     // its new handshake: unknown key
     let init = initiation(p.dev_key.clone(), p.gw.public_key());
