@@ -841,3 +841,107 @@ fn peers_changed_live_leave_the_others_untouched() {
     assert_eq!(t.rx_bytes, [2 * (uplink(1000).len() as u64 + 16), 0]);
     assert_eq!(t.drops, 0);
 }
+
+/// Issue 37 item 4 with `--threads`: at a gateway with two workers, peers
+/// added live land on the worker their slot is ≡ to (the crypto layer gives
+/// slot i session indices ≡ i (mod 2), which the kernel steers to worker
+/// i mod 2): receive half 0 serves new slot 2, half 1 new slot 3, each
+/// refusing the other's as `OtherWorker`; either send half reaches them; a
+/// removed peer's flows leave the gateway-wide count; a removed slot reused
+/// by another device stays with its worker and starts afresh.
+#[test]
+fn peers_added_live_land_on_the_worker_of_their_slot() {
+    let mut cfg = Config::new(Role::Gateway);
+    cfg.max_flows_total = 3;
+    let with_token = |name: &str, addr: &str, token| PeerConfig {
+        token,
+        ..device(name, addr)
+    };
+    let (t2, t3) = (0x0a02, 0x0a03); // the tokens of slots 2 and 3
+    let later = [
+        with_token("d4", "198.19.0.4", t2),
+        with_token("d5", "198.19.0.5", t3),
+    ];
+    // The authentication layer knows slots 2 and 3 before the endpoint does
+    // (the crypto table changes first).
+    let auth = TokenAuth::new(&[gateway_peers(), later.to_vec()].concat()).unwrap();
+    let mut w = new_workers(
+        cfg,
+        gateway_peers(),
+        auth,
+        || parse_spec("all-hbc", 0.75).unwrap(),
+        2,
+    )
+    .unwrap();
+    let ep = |i: u8| addr(&format!("198.18.1.{i}:50000"));
+    let from = |i: u8| build::udp4([198, 19, 0, i], [198, 18, 3, 2], 7, 53, b"q");
+    let hear_at = |w: &mut Vec<Halves>, k: usize, now: Nanos, token: u64, i: u8| {
+        w[k].1
+            .handle_datagram(now, Channel::Hbc, ep(i), data(token, 1, 0, &from(i)))
+    };
+    assert_eq!(dropped(hear_at(&mut w, 0, 0, t2, 4)), DropReason::NoSession);
+    let shared = Arc::clone(w[0].1.shared());
+    shared
+        .change_peers(&[(2, Some(later[0].clone())), (3, Some(later[1].clone()))])
+        .unwrap();
+    for (slot, token, i) in [(2, t2, 4), (3, t3, 5)] {
+        let own = slot % 2;
+        let r = hear_at(&mut w, 1 - own, MS, token, i);
+        assert_eq!(dropped(r), DropReason::OtherWorker, "slot {slot}");
+        let r = hear_at(&mut w, own, MS, token, i);
+        assert!(
+            matches!(r, Received::Data(Arrival { peer, .. }) if peer == slot),
+            "slot {slot}: {r:?}"
+        );
+    }
+    for (tx, _) in &mut w {
+        for (i, slot) in [(4, 2), (5, 3)] {
+            let (t, _) = send(tx, 2 * MS, &downlink([198, 19, 0, i], 100)).unwrap();
+            assert_eq!((t.peer, t.destination), (slot, ep(i)));
+        }
+    }
+    // 3 flows (the cap): .4's, .5's and now .2's (endpoint known once heard)
+    assert!(matches!(
+        hear(
+            &mut w[0].1,
+            3 * MS,
+            Channel::Hbc,
+            ue_hbc(),
+            1,
+            0,
+            &uplink(5)
+        ),
+        Received::Data(Arrival { peer: 0, .. })
+    ));
+    send(&mut w[1].0, 3 * MS, &downlink([198, 19, 0, 2], 100)).unwrap();
+    assert_eq!(w[1].0.flows(), 3);
+    // .4 removed: its flow leaves the count, so .5's second flow fits
+    shared.change_peers(&[(2, None)]).unwrap();
+    let second = build::udp4([198, 18, 3, 2], [198, 19, 0, 5], 54, 40000, &[0; 72]);
+    for (k, (tx, _)) in w.iter_mut().enumerate() {
+        send(tx, 4 * MS, &second).unwrap();
+        assert_eq!(tx.flows(), 3, "worker {k}");
+        assert_eq!(tx.flow_table_stats().gateway_evictions, 0, "worker {k}");
+    }
+    assert_eq!(
+        send(&mut w[0].0, 4 * MS, &downlink([198, 19, 0, 4], 100)).unwrap_err(),
+        DropReason::NoClient
+    );
+    // slot 2 reused by another device (its token: t2): still worker 0's, a
+    // fresh peer (its endpoint learned anew, its counters from zero)
+    shared
+        .change_peers(&[(2, Some(with_token("d6", "198.19.0.6", t2)))])
+        .unwrap();
+    let r = hear_at(&mut w, 1, 5 * MS, t2, 6);
+    assert_eq!(dropped(r), DropReason::OtherWorker);
+    let r = hear_at(&mut w, 0, 5 * MS, t2, 6);
+    assert!(
+        matches!(r, Received::Data(Arrival { peer: 2, .. })),
+        "{r:?}"
+    );
+    let d6 = shared.peer(2).unwrap();
+    assert_eq!((d6.name(), d6.endpoint(Channel::Hbc)), ("d6", Some(ep(6))));
+    assert_eq!(d6.traffic().rx_packets, [1, 0]);
+    let (t, _) = send(&mut w[1].0, 6 * MS, &downlink([198, 19, 0, 6], 100)).unwrap();
+    assert_eq!((t.peer, t.destination), (2, ep(6)));
+}
