@@ -3,7 +3,8 @@
 //! transfers, and that transfer goes on byte-exact on its untouched session;
 //! a revoked device's next datagram is refused (and counted) within 1 s;
 //! SIGHUP reloads the devices file and the device it adds connects and
-//! transfers; `dchannel show` lists both devices with their bytes.
+//! transfers; `dchannel show` lists both devices with their bytes; with
+//! `--threads 2`, devices added and re-keyed live reach their slot's worker.
 //!
 //! The second device is a second client agent in the same `ue` namespace,
 //! on the same two links (its own sockets, TUN `d4V..`, tunnel address
@@ -38,8 +39,14 @@ fn gateway_extra(t: &Topo) -> Vec<String> {
 
 /// Starts the gateway (with [`gateway_extra`]) and the first client.
 fn start(t: &Topo) -> Agents {
+    start_with(t, &[])
+}
+
+/// [`start`] with more gateway flags (`--threads 2`).
+fn start_with(t: &Topo, more: &[&str]) -> Agents {
     let extra = gateway_extra(t);
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    extra.extend_from_slice(more);
     t.start_argv(
         &t.gateway_argv("dchannel", &extra),
         &t.client_argv("dchannel", &[]),
@@ -73,6 +80,26 @@ fn new_key(t: &Topo, name: &str) -> (String, String) {
 /// The second device's client: the first one's command line with its own
 /// TUN, tunnel address, key and output files; and its source route.
 fn start_second_client(t: &Topo, key: &str) -> Child {
+    let child = second_client(t, key);
+    sh(&[
+        "ip",
+        "-n",
+        &t.ue,
+        "rule",
+        "add",
+        "from",
+        "198.19.0.3",
+        "lookup",
+        "103",
+        "priority",
+        "100",
+    ]);
+    child
+}
+
+/// [`start_second_client`] without the source rule (there from a previous
+/// second client: the rule outlives the TUN, its route does not).
+fn second_client(t: &Topo, key: &str) -> Child {
     let mut argv = t.client_argv("dchannel", &[]);
     let tun = format!("d4V{}", t.tag);
     let outputs = |f: &str| t.path(f).display().to_string();
@@ -91,19 +118,6 @@ fn start_second_client(t: &Topo, key: &str) -> Child {
     let ue = &t.ue;
     sh(&[
         "ip", "-n", ue, "route", "add", "default", "dev", &tun, "table", "103",
-    ]);
-    sh(&[
-        "ip",
-        "-n",
-        ue,
-        "rule",
-        "add",
-        "from",
-        "198.19.0.3",
-        "lookup",
-        "103",
-        "priority",
-        "100",
     ]);
     child
 }
@@ -325,6 +339,59 @@ fn sighup_reload_adds_a_device_and_show_lists_both_with_bytes() {
     agents.stop();
 }
 
+/// Live changes with `--threads 2` (docs/agent.md "Workers"): a device
+/// added live takes slot 1 and so worker 1 (ue, slot 0, is worker 0's), and
+/// re-keyed it takes slot 1 again; each time both devices transfer
+/// byte-exact and no datagram reaches a worker that does not serve its
+/// device (the kernel steers by session index, ≡ slot (mod 2): a datagram at
+/// the wrong worker is dropped as `malformed.other_worker` and the transfer
+/// would stall).
+fn with_two_workers_added_and_rekeyed_devices_reach_their_slots_worker() {
+    let t = Topo::new();
+    let mut agents = start_with(&t, &["--threads", "2"]);
+    let both_transfer = |round: u16| {
+        for (from, port) in [("198.19.0.2", 7401), ("198.19.0.3", 7402)] {
+            let port = port + 10 * round;
+            let data = pattern(256 << 10, port as u64);
+            let got = paced_download(&t, from, port, data.clone(), Duration::ZERO);
+            assert!(got == data, "round {round}, {from}: not byte-exact");
+        }
+    };
+    let (key2, public2) = new_key(&t, "ue2");
+    let (ok, text) = ctl(
+        &t,
+        &[
+            "set",
+            "--device",
+            "ue2",
+            "--public-key",
+            &public2,
+            "--address",
+            "198.19.0.3",
+        ],
+    );
+    assert!(ok, "{text}");
+    let mut second = start_second_client(&t, &key2);
+    both_transfer(0);
+    let (key3, public3) = new_key(&t, "ue2-new");
+    let (ok, text) = ctl(&t, &["set", "--device", "ue2", "--public-key", &public3]);
+    assert!(ok, "{text}");
+    assert_eq!(text, "added: -; removed: -; re-keyed: ue2; re-addressed: -");
+    assert!(terminate(&mut second).success());
+    let mut second = second_client(&t, &key3);
+    both_transfer(1);
+    let names: Vec<String> = show_json(&t)["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["ue", "ue2"]);
+    assert!(terminate(&mut second).success());
+    let (_, gw) = agents.stop();
+    assert_eq!(gw["malformed"]["other_worker"], 0, "{gw}");
+}
+
 dchannel_base::test_main! {
     tun: true,
     plain: [],
@@ -332,5 +399,6 @@ dchannel_base::test_main! {
         adding_a_device_while_another_transfers_leaves_the_transfer_whole,
         a_revoked_device_is_dropped_within_a_second,
         sighup_reload_adds_a_device_and_show_lists_both_with_bytes,
+        with_two_workers_added_and_rekeyed_devices_reach_their_slots_worker,
     ],
 }
