@@ -1,7 +1,8 @@
 //! The devices a running gateway serves, changed without a restart: a
 //! proposed list (device_plan.rs checks it and says what changes) is applied
-//! to the encryption layer's peer table and to the endpoint's in one step,
-//! under the peer table's lock. A removed or re-keyed device's sessions end
+//! to the encryption layer's peer table, then to the endpoint's, one change
+//! at a time (`AeadAuth::with_peers`), while every other device's datagrams
+//! go on (no lock they take is held). A removed or re-keyed device's sessions end
 //! at once (its next datagram is refused and counted under
 //! `crypto.drops.unknown_index`); devices the change does not name keep their
 //! sessions, endpoints, flows and estimates. The control socket (control.rs)
@@ -158,8 +159,9 @@ impl LiveDevices {
                     .map_or([None, None], |p| Channel::ALL.map(|ch| p.endpoint(ch)));
                 changes.push((slot, Some(peer_config(d, endpoints))));
             }
-            // Published before the lock is released: no datagram can name a
-            // new peer id before the endpoint has it.
+            // Published before the next change can start. A new peer's
+            // handshake answered before this line is answered all the same
+            // (AeadAuth::with_peers); its data finds the endpoint's slot.
             shared
                 .change_peers(&changes)
                 .expect("checked: tunnel addresses are unique and present");
