@@ -1100,7 +1100,24 @@ mod tests {
     /// on), and stays random otherwise (20 handshakes per peer: all distinct).
     #[test]
     fn session_indices_of_peer_i_are_congruent_to_i() {
-        let gw_key = PrivateKey::generate();
+        let gw = three_shards();
+        let keys: Vec<PrivateKey> = (0..5).map(|_| PrivateKey::generate()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            gw.add_peer(k.public_key(), format!("d{i}"), false).unwrap();
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, k) in keys.iter().enumerate() {
+            for round in 0..20u64 {
+                let index = answered_index(&gw, k, PeerId(i as u32), round * SECOND);
+                assert_eq!(index % 3, i as u32 % 3, "peer {i}, index {index:#x}");
+                assert!(seen.insert(index), "index {index:#x} twice");
+            }
+        }
+    }
+
+    /// A gateway's table whose session indices are ≡ peer id (mod 3), with
+    /// room for many handshakes from one source address.
+    fn three_shards() -> Peers {
         let cfg = Config {
             index_shards: 3,
             rate_limit: crate::ratelimit::RateLimit {
@@ -1109,36 +1126,7 @@ mod tests {
             },
             ..Config::default()
         };
-        let keys: Vec<PrivateKey> = (0..5).map(|_| PrivateKey::generate()).collect();
-        let gw = Peers::new(gw_key.clone(), cfg);
-        for (i, k) in keys.iter().enumerate() {
-            gw.add_peer(k.public_key(), format!("d{i}"), false).unwrap();
-        }
-        let mut seen = std::collections::HashSet::new();
-        for (i, k) in keys.iter().enumerate() {
-            let dev = Peers::new(k.clone(), Config::default());
-            dev.add_peer(gw_key.public_key(), "gw", true).unwrap();
-            for round in 0..20u64 {
-                let mut buf = [0u8; MAX_HANDSHAKE_LEN];
-                dev.connect(round * SECOND, PeerId(0));
-                dev.handle_timeout(round * SECOND);
-                let t = dev.poll_transmit(&mut buf).unwrap();
-                let r = gw.open(round, t.channel, addr(1), &mut buf[..t.len]);
-                assert!(r.is_ok(), "{r:?}");
-                gw.poll_transmit(&mut buf).unwrap();
-                // the device's own round is abandoned: start the next one afresh
-                dev.peer(PeerId(0)).unwrap().pending = None;
-                let index = gw
-                    .peer(PeerId(i as u32))
-                    .unwrap()
-                    .next
-                    .as_ref()
-                    .unwrap()
-                    .local_index;
-                assert_eq!(index % 3, i as u32 % 3, "peer {i}, index {index:#x}");
-                assert!(seen.insert(index), "index {index:#x} twice");
-            }
-        }
+        Peers::new(PrivateKey::generate(), cfg)
     }
 
     /// The index a gateway `gw` picks answering one fresh initiation of the
@@ -1171,16 +1159,7 @@ mod tests {
     /// is gone from the index map at once.
     #[test]
     fn a_reused_slot_keeps_its_indices_congruent_to_its_id() {
-        let gw_key = PrivateKey::generate();
-        let cfg = Config {
-            index_shards: 3,
-            rate_limit: crate::ratelimit::RateLimit {
-                per_source_burst: 1000,
-                ..Default::default()
-            },
-            ..Config::default()
-        };
-        let gw = Peers::new(gw_key, cfg);
+        let gw = three_shards();
         let keys: Vec<PrivateKey> = (0..5).map(|_| PrivateKey::generate()).collect();
         for (i, k) in keys.iter().enumerate() {
             let id = gw.add_peer(k.public_key(), format!("d{i}"), false);

@@ -69,6 +69,22 @@ fn ctl(t: &Topo, args: &[&str]) -> (bool, String) {
     (o.status.success(), text.trim().to_string())
 }
 
+/// `dchannel set` adds device ue2 (`public` key) at 198.19.0.3.
+fn add_ue2(t: &Topo, public: &str) -> (bool, String) {
+    ctl(
+        t,
+        &[
+            "set",
+            "--device",
+            "ue2",
+            "--public-key",
+            public,
+            "--address",
+            "198.19.0.3",
+        ],
+    )
+}
+
 /// A new key pair in the topology's directory: (key file, public key).
 fn new_key(t: &Topo, name: &str) -> (String, String) {
     let key = t.path(&format!("{name}.key")).display().to_string();
@@ -169,18 +185,7 @@ fn adding_a_device_while_another_transfers_leaves_the_transfer_whole() {
             let (ok, text) = ctl(&t, &[&["set", "--device", "ue2"][..], &args].concat());
             assert!(!ok && text.contains(says), "{says:?} not in {text}");
         }
-        let (ok, text) = ctl(
-            &t,
-            &[
-                "set",
-                "--device",
-                "ue2",
-                "--public-key",
-                &public2,
-                "--address",
-                "198.19.0.3",
-            ],
-        );
+        let (ok, text) = add_ue2(&t, &public2);
         assert!(ok, "{text}");
         assert_eq!(text, "added: ue2; removed: -; re-keyed: -; re-addressed: -");
         assert!(
@@ -358,18 +363,7 @@ fn with_two_workers_added_and_rekeyed_devices_reach_their_slots_worker() {
         }
     };
     let (key2, public2) = new_key(&t, "ue2");
-    let (ok, text) = ctl(
-        &t,
-        &[
-            "set",
-            "--device",
-            "ue2",
-            "--public-key",
-            &public2,
-            "--address",
-            "198.19.0.3",
-        ],
-    );
+    let (ok, text) = add_ue2(&t, &public2);
     assert!(ok, "{text}");
     let mut second = start_second_client(&t, &key2);
     both_transfer(0);
