@@ -340,6 +340,12 @@ pub struct ClientArgs {
     /// at the gateway.
     #[arg(long)]
     pub token: Option<String>,
+    /// Tests only (issue 37's flood check: many devices rekeying every few
+    /// seconds): handshake again once the session is this old, instead of
+    /// WireGuard's 120 s (Rekey-After-Time). 1..=120.
+    #[arg(long, value_name = "SECS", hide = true,
+          value_parser = clap::value_parser!(u64).range(1..=120))]
+    pub rekey_after_secs: Option<u64>,
 }
 
 #[derive(Args, Debug)]

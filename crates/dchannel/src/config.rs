@@ -131,6 +131,9 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
         if a.key.is_some() || a.gateway_key.is_some() {
             bail!("--key/--gateway-key: not with --insecure (the plaintext mode uses --token)");
         }
+        if a.rekey_after_secs.is_some() {
+            bail!("--rekey-after-secs: not with --insecure (it has no sessions to rekey)");
+        }
         let t = a
             .token
             .as_deref()
@@ -146,14 +149,11 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
             .as_deref()
             .context("--gateway-key BASE64 is required: the gateway's public key")?;
         let gw = PublicKey::from_base64(gw, "--gateway-key")?;
-        (
-            0,
-            Auth::Aead(AeadAuth::client(
-                key,
-                gw,
-                crypto_config(a.common.probe_interval_ms),
-            )),
-        )
+        let mut cfg = crypto_config(a.common.probe_interval_ms);
+        if let Some(secs) = a.rekey_after_secs {
+            cfg.limits.rekey_after_time = secs * dchannel_crypto::SECOND;
+        }
+        (0, Auth::Aead(AeadAuth::client(key, gw, cfg)))
     };
     let any = |gw: &SocketAddr| -> SocketAddr {
         if gw.is_ipv4() {
