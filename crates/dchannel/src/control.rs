@@ -113,7 +113,8 @@ pub fn start(
         }
         Err(e) if !setup.socket_explicit => {
             tracing::warn!(
-                "no control socket: {e:#}; devices change only by SIGHUP (or pass                  --control-socket PATH)"
+                "no control socket: {e:#}; devices change only by SIGHUP (or pass \
+                 --control-socket PATH)"
             );
             Ok(None)
         }

@@ -343,6 +343,11 @@ fn serve<A: DatagramAuth + 'static>(
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
     tun::route(&common.tun, &common.tun_routes)?;
+    // Before any thread starts: every thread but main blocks SIGINT/SIGTERM,
+    // so they wait for main's sigwait. (A thread that did not block them
+    // would take a SIGTERM sent before main waits, and the default action
+    // would end the agent without its stats.)
+    let sigs = block_signals();
     if let Some(addr) = common.outputs.metrics_addr {
         metrics::serve(addr, Arc::clone(&stats))?;
     }
@@ -351,7 +356,6 @@ fn serve<A: DatagramAuth + 'static>(
         Some((setup, devices)) => control::start(setup, devices, epoch)?,
         None => None,
     };
-    let sigs = block_signals();
     let mut ios = Vec::with_capacity(workers);
     for (k, ((socks, tun), (tx, rx))) in socks.into_iter().zip(tuns).zip(halves).enumerate() {
         let io = Arc::new(agent::Io {
