@@ -61,14 +61,55 @@ fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// Line numbers of increasing offsets, counting only the newlines between
+/// one and the next (a file's devices come in order: linear, not quadratic).
+struct LineCursor<'a> {
+    text: &'a str,
+    at: usize,
+    line: usize,
+}
+
+impl LineCursor<'_> {
+    fn line(&mut self, offset: usize) -> usize {
+        if offset < self.at {
+            return line_of(self.text, offset);
+        }
+        let end = offset.min(self.text.len());
+        self.line += self.text.as_bytes()[self.at..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        self.at = end;
+        self.line
+    }
+}
+
 /// Parses a device file's text; `origin` (usually the path) names it in errors.
 pub fn parse_devices(text: &str, origin: &str) -> Result<Vec<Device>, DevicesError> {
+    Ok(parse_devices_with_lines(text, origin)?
+        .into_iter()
+        .map(|(d, _)| d)
+        .collect())
+}
+
+/// [`parse_devices`], with the line of each device's `name`: for messages
+/// about a device that is valid here but refused later (the gateway's live
+/// configuration checks its address against the tunnel's prefixes).
+pub fn parse_devices_with_lines(
+    text: &str,
+    origin: &str,
+) -> Result<Vec<(Device, usize)>, DevicesError> {
     let raw: RawFile = toml::from_str(text).map_err(|e| DevicesError(format!("{origin}: {e}")))?;
     // byte offsets of first occurrences; turned into line numbers only on error
     let mut by_key: HashMap<PublicKey, usize> = HashMap::with_capacity(raw.device.len());
     let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(raw.device.len());
     let mut by_addr: HashMap<IpAddr, usize> = HashMap::with_capacity(raw.device.len());
     let mut out = Vec::with_capacity(raw.device.len());
+    let mut lines = LineCursor {
+        text,
+        at: 0,
+        line: 1,
+    };
     for d in &raw.device {
         let at = |s: &Spanned<String>| line_of(text, s.span().start);
         let name = d.name.get_ref().as_str();
@@ -126,11 +167,12 @@ pub fn parse_devices(text: &str, origin: &str) -> Result<Vec<Device>, DevicesErr
                 ));
             }
         }
-        out.push(Device {
+        let device = Device {
             name: name.to_string(),
             public_key: key,
             address,
-        });
+        };
+        out.push((device, lines.line(d.name.span().start)));
     }
     Ok(out)
 }

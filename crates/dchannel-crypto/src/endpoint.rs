@@ -30,7 +30,7 @@ use dchannel_core::endpoint::{
     self, AuthTransmit, DatagramAuth, DropReason, Outgoing, Shape, Source,
 };
 use dchannel_core::wire::{Header, HEADER_LEN};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// The counter of a refused datagram in the endpoint's terms: one
 /// `unauthentic` counter; the layer counts `d` itself (`crypto.drops`).
@@ -45,6 +45,9 @@ pub struct AeadAuth {
     peers: Arc<Peers>,
     /// Peers this side starts handshakes with (the client's gateway).
     initiators: Arc<[PeerId]>,
+    /// Held by [`AeadAuth::with_peers`]: one change of the table (and of the
+    /// endpoint's peers that follow it) at a time.
+    changes: Arc<Mutex<()>>,
 }
 
 impl AeadAuth {
@@ -52,7 +55,7 @@ impl AeadAuth {
     /// which a handshake is started at once (at the first
     /// `handle_timeout`). `cfg.header_len` is set to the dchannel header's.
     pub fn client(local: PrivateKey, gateway: PublicKey, cfg: Config) -> AeadAuth {
-        let mut peers = Peers::new(local, with_header(cfg));
+        let peers = Peers::new(local, with_header(cfg));
         let id = peers
             .add_peer(gateway, "gateway", true)
             .expect("an empty table has no duplicate");
@@ -60,6 +63,7 @@ impl AeadAuth {
         AeadAuth {
             peers: Arc::new(peers),
             initiators: Arc::from([id]),
+            changes: Arc::default(),
         }
     }
 
@@ -74,6 +78,7 @@ impl AeadAuth {
         Ok(AeadAuth {
             peers: Arc::new(peers),
             initiators: Arc::from([]),
+            changes: Arc::default(),
         })
     }
 
@@ -97,6 +102,26 @@ impl AeadAuth {
         self.peers
             .peer(PeerId(peer as u32))
             .is_some_and(|p| p.has_session())
+    }
+
+    /// Runs `f` on the peer table with every other change to it held off:
+    /// the gateway's live configuration adds, removes and re-keys devices
+    /// with [`Peers::add_peer`] and [`Peers::remove_peer`] (endpoint peer `i`
+    /// stays [`PeerId`]`(i)`) and publishes the matching endpoint peers inside
+    /// `f`. Datagrams are not held off: other peers' go on meanwhile, a
+    /// removed peer's are refused from its `remove_peer` on, and a new peer's
+    /// initiation answered before the endpoint has its slot is answered all
+    /// the same (the response goes to the initiation's source); the
+    /// endpoint's receive half picks the new slot up at the peer's first
+    /// authenticated datagram.
+    pub fn with_peers<R>(&self, f: impl FnOnce(&Peers) -> R) -> R {
+        let _one_change_at_a_time = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        f(&self.peers)
+    }
+
+    /// The static key of endpoint peer `peer`, if it exists.
+    pub fn public_key(&self, peer: usize) -> Option<PublicKey> {
+        self.peers.peer(PeerId(peer as u32)).map(|p| p.public_key)
     }
 
     /// When the current session with endpoint peer `peer` was established

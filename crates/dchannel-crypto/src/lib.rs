@@ -89,6 +89,7 @@ pub mod peers;
 pub mod ratelimit;
 pub mod replay;
 pub mod session;
+mod slots;
 
 pub use aead::Cipher;
 pub use drop::{CryptoDrop, DropCounts, SealError};

@@ -59,6 +59,8 @@ pub struct Peer {
     /// proves one address. Boxed: only an initiator ever gets one, and a
     /// gateway holds thousands of peers.
     cookies: Option<Box<[Option<Cookie>; 2]>>,
+    /// The slot of a removed peer ([`crate::Peers::remove_peer`]), free for reuse.
+    pub(crate) removed: bool,
 }
 
 impl Peer {
@@ -73,6 +75,7 @@ impl Peer {
             pending: None,
             want_handshake: false,
             last_heard: None,
+            removed: false,
             last_stamp: 0,
             scheduled: None,
             cookies: None,

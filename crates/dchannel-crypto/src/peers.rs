@@ -24,6 +24,7 @@ use crate::keys::{PrivateKey, PublicKey};
 use crate::peer::{Peer, Pending};
 use crate::ratelimit::{Limiter, RateLimit};
 use crate::session::Session;
+use crate::slots::Slots;
 use crate::{Channel, CryptoDrop, DropCounts, Nanos, SealError, SECOND};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -239,6 +240,11 @@ const NO_TIMER: u64 = u64::MAX;
 ///   the response computed with no lock held, and the new session installed
 ///   under the peer's mutex again (dropped if a newer initiation from the
 ///   same peer was claimed meanwhile);
+/// - the directory (static key → peer, free slots) has its own mutex, taken
+///   by a handshake's key look-up and by [`Peers::add_peer`] and
+///   [`Peers::remove_peer`] (which take one peer's mutex inside it), never by
+///   a transport datagram: peers are added and removed while the others'
+///   datagrams go on;
 /// - the rest (rate limiter with its load meter, cookie secret, answer
 ///   queue, timer heap, handshake counters) are leaf locks taken briefly on
 ///   the handshake and timer paths, never before a peer's mutex and never
@@ -252,8 +258,12 @@ pub struct Peers {
     local: PrivateKey,
     local_public: PublicKey,
     params: snow::params::NoiseParams,
-    peers: Vec<Mutex<Peer>>,
-    by_key: HashMap<PublicKey, PeerId>,
+    /// Each peer's state under its own mutex, by id (slots.rs: found with
+    /// no lock shared between peers, grown at run time).
+    peers: Slots,
+    /// Static keys and free slots: taken only by handshakes (the key look-up)
+    /// and by changes to the table, never by a transport datagram.
+    directory: Mutex<Directory>,
     /// Session index → peer, in [`Config::index_shards`] shards (index mod
     /// shards): with a gateway's workers, each reads only its own shard's lock.
     by_index: Box<[RwLock<IndexMap>]>,
@@ -275,6 +285,17 @@ pub struct Peers {
     dh_hook: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
+/// Which peer has which static key, and which slots are free.
+#[derive(Default)]
+struct Directory {
+    by_key: HashMap<PublicKey, PeerId>,
+    /// Slots of removed peers, reused by [`Peers::add_peer`] (ids stay dense;
+    /// a reused id keeps its worker: its indices are ≡ id mod index_shards).
+    free: Vec<PeerId>,
+    /// Slots handed out so far (ids below it were used once at least).
+    used: u32,
+}
+
 /// A static key added twice to a [`Peers`] table.
 #[derive(Debug, thiserror::Error)]
 #[error("peer {0} is already in the table")]
@@ -294,8 +315,8 @@ impl Peers {
             cookies: CookieChecker::new(&local.public_key()),
             local,
             params: handshake::params(),
-            peers: Vec::new(),
-            by_key: HashMap::new(),
+            peers: Slots::new(),
+            directory: Mutex::new(Directory::default()),
             by_index: (0..cfg.index_shards.max(1))
                 .map(|_| RwLock::new(IndexMap::default()))
                 .collect(),
@@ -320,7 +341,7 @@ impl Peers {
         cfg: Config,
         devices: &[crate::devices::Device],
     ) -> Result<Peers, DuplicatePeer> {
-        let mut p = Peers::new(local, cfg);
+        let p = Peers::new(local, cfg);
         p.reserve(devices.len());
         for d in devices {
             p.add_peer(d.public_key, d.name.clone(), false)?;
@@ -329,25 +350,83 @@ impl Peers {
     }
 
     /// Reserves room for `n` more peers (a gateway loading its device file).
-    pub fn reserve(&mut self, n: usize) {
-        self.peers.reserve(n);
-        self.by_key.reserve(n);
+    pub fn reserve(&self, n: usize) {
+        let mut dir = lock(&self.directory);
+        self.peers.reserve(dir.used as usize + n);
+        dir.by_key.reserve(n);
     }
 
-    /// Adds a peer. `initiates`: this side starts handshakes with it.
+    /// The mutex of a peer id handed out by this table (from the index map
+    /// or the timer heap: allocated, though the peer may since be removed).
+    fn slot(&self, id: PeerId) -> &Mutex<Peer> {
+        self.peers
+            .get(id.0 as usize)
+            .expect("ids this table handed out have slots")
+    }
+
+    /// Adds a peer. `initiates`: this side starts handshakes with it. Its id
+    /// is the slot of the latest removed peer if there is one, else the next.
+    /// Other peers' datagrams go on meanwhile (their mutexes are not taken).
     pub fn add_peer(
-        &mut self,
+        &self,
         public_key: PublicKey,
         name: impl Into<String>,
         initiates: bool,
     ) -> Result<PeerId, DuplicatePeer> {
-        let id = PeerId(self.peers.len() as u32);
-        if self.by_key.insert(public_key, id).is_some() {
+        let mut dir = lock(&self.directory);
+        if dir.by_key.contains_key(&public_key) {
             return Err(DuplicatePeer(public_key));
         }
-        self.peers
-            .push(Mutex::new(Peer::new(public_key, name.into(), initiates)));
+        let id = match dir.free.pop() {
+            Some(id) => id,
+            None => {
+                let id = PeerId(dir.used);
+                self.peers.reserve(id.0 as usize + 1);
+                dir.used += 1;
+                id
+            }
+        };
+        *lock(self.slot(id)) = Peer::new(public_key, name.into(), initiates);
+        dir.by_key.insert(public_key, id);
         Ok(id)
+    }
+
+    /// Removes a peer at once (a revoked or re-keyed device): its sessions
+    /// and handshake are forgotten, so its next datagram is refused
+    /// (`unknown_index`, or `unknown_peer` for a handshake) and nothing more
+    /// is sealed for it. Other peers are untouched. Returns its static key;
+    /// `None` if there is no such peer.
+    ///
+    /// A handshake of this peer in its Diffie-Hellman work meanwhile finds
+    /// the slot changed when it comes to install its session, and drops it
+    /// ([`Peers::answer_initiation`]).
+    pub fn remove_peer(&self, id: PeerId) -> Option<PublicKey> {
+        let mut dir = lock(&self.directory);
+        let (key, indices) = {
+            let mut p = lock(self.peers.get(id.0 as usize)?);
+            if p.removed {
+                return None;
+            }
+            let key = p.public_key;
+            let indices = [
+                p.current.as_ref().map(|s| s.local_index),
+                p.previous.as_ref().map(|(s, _)| s.local_index),
+                p.next.as_ref().map(|s| s.local_index),
+                p.pending.as_ref().map(|x| x.hs.local_index),
+            ];
+            *p = Peer::new(key, String::new(), false);
+            p.removed = true; // its stale timer entries find `scheduled` None: skipped
+            (key, indices)
+        };
+        self.unregister(&indices);
+        dir.by_key.remove(&key);
+        {
+            let mut queue = lock(&self.queue);
+            queue.retain(|q| q.peer != Some(id));
+            self.queued.store(queue.len(), Ordering::Release);
+        }
+        dir.free.push(id);
+        Some(key)
     }
 
     /// Our static public key.
@@ -360,25 +439,29 @@ impl Peers {
         &self.cfg
     }
 
-    /// Number of peers.
+    /// Number of peers (removed ones not counted).
     pub fn len(&self) -> usize {
-        self.peers.len()
+        let dir = lock(&self.directory);
+        dir.used as usize - dir.free.len()
     }
 
     /// Whether the table has no peers.
     pub fn is_empty(&self) -> bool {
-        self.peers.is_empty()
+        self.len() == 0
     }
 
-    /// A peer by id, locked: hold the guard briefly (every datagram of that
-    /// peer waits for it).
+    /// A peer by id, locked (`None` once removed): hold the guard briefly
+    /// (every datagram of that peer waits for it).
     pub fn peer(&self, id: PeerId) -> Option<MutexGuard<'_, Peer>> {
-        self.peers.get(id.0 as usize).map(lock)
+        self.peers
+            .get(id.0 as usize)
+            .map(lock)
+            .filter(|p| !p.removed)
     }
 
     /// The peer with this static key.
     pub fn find(&self, key: &PublicKey) -> Option<PeerId> {
-        self.by_key.get(key).copied()
+        lock(&self.directory).by_key.get(key).copied()
     }
 
     /// CryptoDrop counters (every refused datagram is counted here), as of now.
@@ -559,7 +642,7 @@ impl Peers {
         let index = read_u32(dgram, field::RECEIVER_INDEX);
         let id = self.peer_of_index(index).ok_or(CryptoDrop::UnknownIndex)?;
         let l = self.cfg.limits;
-        let mut guard = lock(&self.peers[id.0 as usize]);
+        let mut guard = lock(self.slot(id));
         let p = &mut *guard;
         let (slot, s): (u8, &mut Session) =
             if let Some(s) = p.current.as_deref_mut().filter(|s| s.local_index == index) {
@@ -720,24 +803,29 @@ impl Peers {
             .find(&rx.remote_static)
             .ok_or(CryptoDrop::UnknownPeer)?;
         {
-            let mut p = lock(&self.peers[id.0 as usize]);
+            let mut p = lock(self.slot(id));
+            if p.removed || p.public_key != rx.remote_static {
+                // removed (and perhaps its slot reused) since the look-up
+                return Err(CryptoDrop::UnknownPeer);
+            }
             if rx.stamp <= p.last_stamp {
                 return Err(CryptoDrop::HandshakeReplay);
             }
             p.last_stamp = rx.stamp;
         }
-        let stamp = rx.stamp;
+        let (stamp, rx_key) = (rx.stamp, rx.remote_static);
         let index = self.new_index(id);
         #[cfg(test)]
         if let Some(hook) = &self.dh_hook {
             hook();
         }
         let s = rx.respond(index, now, answer);
-        let mut guard = lock(&self.peers[id.0 as usize]);
+        let mut guard = lock(self.slot(id));
         let p = &mut *guard;
-        if p.last_stamp != stamp {
+        if p.removed || p.public_key != rx_key || p.last_stamp != stamp {
             // A newer initiation from this peer was claimed while we worked:
-            // its answer is the one the peer waits for.
+            // its answer is the one the peer waits for. (Or the peer was
+            // removed meanwhile: its slot starts over at stamp 0.)
             drop(guard);
             self.unregister(&[Some(index)]);
             return Err(CryptoDrop::HandshakeReplay);
@@ -758,7 +846,7 @@ impl Peers {
         let id = self
             .peer_of_index(index)
             .ok_or(CryptoDrop::UnexpectedResponse)?;
-        let p = lock(&self.peers[id.0 as usize]);
+        let p = lock(self.slot(id));
         match &p.pending {
             Some(x) if x.hs.local_index == index => Ok((id, p)),
             _ => Err(CryptoDrop::UnexpectedResponse),
@@ -867,7 +955,7 @@ impl Peers {
                 }
             };
             let id = PeerId(raw);
-            let mut guard = lock(&self.peers[raw as usize]);
+            let mut guard = lock(self.slot(id));
             let p = &mut *guard;
             if p.scheduled != Some(t) {
                 continue; // superseded by an earlier entry
@@ -1012,7 +1100,24 @@ mod tests {
     /// on), and stays random otherwise (20 handshakes per peer: all distinct).
     #[test]
     fn session_indices_of_peer_i_are_congruent_to_i() {
-        let gw_key = PrivateKey::generate();
+        let gw = three_shards();
+        let keys: Vec<PrivateKey> = (0..5).map(|_| PrivateKey::generate()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            gw.add_peer(k.public_key(), format!("d{i}"), false).unwrap();
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, k) in keys.iter().enumerate() {
+            for round in 0..20u64 {
+                let index = answered_index(&gw, k, PeerId(i as u32), round * SECOND);
+                assert_eq!(index % 3, i as u32 % 3, "peer {i}, index {index:#x}");
+                assert!(seen.insert(index), "index {index:#x} twice");
+            }
+        }
+    }
+
+    /// A gateway's table whose session indices are ≡ peer id (mod 3), with
+    /// room for many handshakes from one source address.
+    fn three_shards() -> Peers {
         let cfg = Config {
             index_shards: 3,
             rate_limit: crate::ratelimit::RateLimit {
@@ -1021,36 +1126,114 @@ mod tests {
             },
             ..Config::default()
         };
+        Peers::new(PrivateKey::generate(), cfg)
+    }
+
+    /// The index a gateway `gw` picks answering one fresh initiation of the
+    /// device with key `k` (its peer `id`), read from the peer's `next`.
+    fn answered_index(gw: &Peers, k: &PrivateKey, id: PeerId, now: Nanos) -> u32 {
+        let dev = Peers::new(k.clone(), Config::default());
+        dev.add_peer(gw.public_key(), "gw", true).unwrap();
+        let mut buf = [0u8; MAX_HANDSHAKE_LEN];
+        dev.connect(now, PeerId(0));
+        dev.handle_timeout(now);
+        let t = dev.poll_transmit(&mut buf).unwrap();
+        let r = gw.open(now, t.channel, addr(1), &mut buf[..t.len]);
+        assert_eq!(
+            r,
+            Ok(Opened::Handshake {
+                peer: id,
+                established: false
+            })
+        );
+        gw.poll_transmit(&mut buf).unwrap();
+        let index = gw.peer(id).unwrap().next.as_ref().unwrap().local_index;
+        index
+    }
+
+    /// Live changes keep the workers' rule (issue 37 item 4 with
+    /// `--threads`): with `index_shards` = 3, removed slots are reused, the
+    /// latest freed first, and the devices added there get session indices
+    /// ≡ their id (mod 3), so the worker that owns the slot gets their
+    /// datagrams; a slot past the end is new. A removed peer's session index
+    /// is gone from the index map at once.
+    #[test]
+    fn a_reused_slot_keeps_its_indices_congruent_to_its_id() {
+        let gw = three_shards();
         let keys: Vec<PrivateKey> = (0..5).map(|_| PrivateKey::generate()).collect();
-        let mut gw = Peers::new(gw_key.clone(), cfg);
         for (i, k) in keys.iter().enumerate() {
-            gw.add_peer(k.public_key(), format!("d{i}"), false).unwrap();
+            let id = gw.add_peer(k.public_key(), format!("d{i}"), false);
+            assert_eq!(id.unwrap(), PeerId(i as u32));
         }
-        let mut seen = std::collections::HashSet::new();
-        for (i, k) in keys.iter().enumerate() {
-            let mut dev = Peers::new(k.clone(), Config::default());
-            dev.add_peer(gw_key.public_key(), "gw", true).unwrap();
-            for round in 0..20u64 {
-                let mut buf = [0u8; MAX_HANDSHAKE_LEN];
-                dev.connect(round * SECOND, PeerId(0));
-                dev.handle_timeout(round * SECOND);
-                let t = dev.poll_transmit(&mut buf).unwrap();
-                let r = gw.open(round, t.channel, addr(1), &mut buf[..t.len]);
-                assert!(r.is_ok(), "{r:?}");
-                gw.poll_transmit(&mut buf).unwrap();
-                // the device's own round is abandoned: start the next one afresh
-                dev.peer(PeerId(0)).unwrap().pending = None;
-                let index = gw
-                    .peer(PeerId(i as u32))
-                    .unwrap()
-                    .next
-                    .as_ref()
-                    .unwrap()
-                    .local_index;
-                assert_eq!(index % 3, i as u32 % 3, "peer {i}, index {index:#x}");
-                assert!(seen.insert(index), "index {index:#x} twice");
+        let old = answered_index(&gw, &keys[4], PeerId(4), SECOND);
+        assert_eq!(gw.peer_of_index(old), Some(PeerId(4)));
+        assert_eq!(gw.remove_peer(PeerId(1)), Some(keys[1].public_key()));
+        assert_eq!(gw.remove_peer(PeerId(4)), Some(keys[4].public_key()));
+        assert_eq!(gw.peer_of_index(old), None, "forgotten with its peer");
+        assert_eq!(gw.len(), 3);
+        let new: Vec<PrivateKey> = (0..3).map(|_| PrivateKey::generate()).collect();
+        let ids: Vec<PeerId> = new
+            .iter()
+            .map(|k| gw.add_peer(k.public_key(), "new", false).unwrap())
+            .collect();
+        assert_eq!(ids, [PeerId(4), PeerId(1), PeerId(5)]);
+        assert_eq!(gw.len(), 6);
+        for (k, &id) in new.iter().zip(&ids) {
+            for round in 1..=10 {
+                let index = answered_index(&gw, k, id, round * SECOND);
+                assert_eq!(index % 3, id.0 % 3, "peer {id:?}, index {index:#x}");
             }
         }
+        // the re-keyed device's old key is no longer anyone's
+        assert_eq!(gw.find(&keys[4].public_key()), None);
+        assert_eq!(gw.find(&new[0].public_key()), Some(PeerId(4)));
+    }
+
+    /// A device removed while its initiation is in the Diffie-Hellman work
+    /// (no lock held) and its slot given to another device: the late
+    /// session is not installed in the new device's slot, and its index is
+    /// forgotten.
+    #[test]
+    fn a_handshake_of_a_peer_removed_meanwhile_installs_nothing() {
+        let gw_key = PrivateKey::generate();
+        let (a_key, b_key) = (PrivateKey::generate(), PrivateKey::generate());
+        let dev_a = Peers::new(a_key.clone(), Config::default());
+        dev_a.add_peer(gw_key.public_key(), "gw", true).unwrap();
+        let mut gw = Peers::new(gw_key, Config::default());
+        let a = gw.add_peer(a_key.public_key(), "a", false).unwrap();
+        let (in_dh_tx, in_dh) = mpsc::channel::<()>();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        gw.dh_hook = Some(Box::new(move || {
+            in_dh_tx.send(()).unwrap();
+            release_rx.lock().unwrap().recv().unwrap();
+        }));
+        let gw = Arc::new(gw);
+        let mut init = [0u8; MAX_HANDSHAKE_LEN];
+        dev_a.connect(0, PeerId(0));
+        dev_a.handle_timeout(0);
+        let t = dev_a.poll_transmit(&mut init).unwrap();
+        let (gw2, (tx, rx)) = (Arc::clone(&gw), mpsc::channel());
+        std::thread::spawn(move || {
+            tx.send(gw2.open(1, t.channel, addr(1), &mut init[..t.len]))
+                .unwrap();
+        });
+        in_dh.recv_timeout(DEADLOCK).unwrap();
+        // while A's response is computed: A goes, B takes its slot
+        assert_eq!(gw.remove_peer(a), Some(a_key.public_key()));
+        assert_eq!(gw.add_peer(b_key.public_key(), "b", false).unwrap(), a);
+        release.send(()).unwrap();
+        assert_eq!(
+            rx.recv_timeout(DEADLOCK).unwrap(),
+            Err(CryptoDrop::HandshakeReplay)
+        );
+        let b = gw.peer(a).unwrap();
+        assert_eq!((b.public_key, b.next.is_none()), (b_key.public_key(), true));
+        drop(b);
+        let indices: usize = gw.by_index.iter().map(|m| m.read().unwrap().len()).sum();
+        assert_eq!(indices, 0, "the late session's index was forgotten");
+        let mut buf = [0u8; MAX_HANDSHAKE_LEN];
+        assert!(gw.poll_transmit(&mut buf).is_none(), "no response sent");
     }
 
     /// Issue 37: a valid initiation from device A, stopped in the middle of
@@ -1063,7 +1246,7 @@ mod tests {
         let gw_key = PrivateKey::generate();
         let (a_key, b_key) = (PrivateKey::generate(), PrivateKey::generate());
         let device = |k: &PrivateKey| {
-            let mut d = Peers::new(k.clone(), Config::default());
+            let d = Peers::new(k.clone(), Config::default());
             d.add_peer(gw_key.public_key(), "gw", true).unwrap();
             d
         };

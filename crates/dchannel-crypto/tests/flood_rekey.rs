@@ -125,14 +125,14 @@ fn run(flood: Flood, junk: u64, duration: Nanos) -> Report {
     };
     let gw_key = PrivateKey::generate();
     let keys: Vec<PrivateKey> = (0..DEVICES).map(|_| PrivateKey::generate()).collect();
-    let mut gw = Peers::new(gw_key.clone(), cfg);
+    let gw = Peers::new(gw_key.clone(), cfg);
     let mut devs: Vec<(Peers, PeerId)> = keys
         .iter()
         .enumerate()
         .map(|(i, k)| {
             gw.add_peer(k.public_key(), format!("device-{i}"), false)
                 .unwrap();
-            let mut d = Peers::new(k.clone(), cfg);
+            let d = Peers::new(k.clone(), cfg);
             let g = d.add_peer(gw_key.public_key(), "gw", true).unwrap();
             (d, g)
         })

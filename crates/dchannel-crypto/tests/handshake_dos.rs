@@ -24,8 +24,8 @@ struct Pair {
 
 fn pair(cfg: Config) -> Pair {
     let (dk, gk) = (PrivateKey::generate(), PrivateKey::generate());
-    let mut dev = Peers::new(dk.clone(), cfg);
-    let mut gw = Peers::new(gk.clone(), cfg);
+    let dev = Peers::new(dk.clone(), cfg);
+    let gw = Peers::new(gk.clone(), cfg);
     let gw_id = dev.add_peer(gk.public_key(), "gateway", true).unwrap();
     let dev_id = gw.add_peer(dk.public_key(), "phone", false).unwrap();
     Pair {

@@ -29,8 +29,8 @@ struct Pair {
 fn pair_with(cfg: Config) -> Pair {
     let dev_key = PrivateKey::generate();
     let gw_key = PrivateKey::generate();
-    let mut dev = Peers::new(dev_key.clone(), cfg);
-    let mut gw = Peers::new(gw_key.clone(), cfg);
+    let dev = Peers::new(dev_key.clone(), cfg);
+    let gw = Peers::new(gw_key.clone(), cfg);
     let gw_id = dev.add_peer(gw_key.public_key(), "gateway", true).unwrap();
     let dev_id = gw.add_peer(dev_key.public_key(), "phone", false).unwrap();
     Pair {
@@ -277,7 +277,7 @@ fn replayed_truncated_forged_and_misdirected_datagrams_are_dropped_silently() {
     );
     // wrong key: a second device's datagram pointed at the first device's session
     let other = PrivateKey::generate();
-    let mut dev2 = Peers::new(other.clone(), Config::default());
+    let dev2 = Peers::new(other.clone(), Config::default());
     let gw2 = dev2.add_peer(p.gw.public_key(), "gw", true).unwrap();
     let dev2_id = p.gw.add_peer(other.public_key(), "phone2", false).unwrap();
     let mut p2 = Pair {
@@ -757,10 +757,10 @@ fn a_device_handshakes_again_once_its_restarted_gateway_goes_silent() {
     };
     let dev_key = PrivateKey::generate();
     let gw_key = PrivateKey::generate();
-    let mut dev = Peers::new(dev_key.clone(), cfg);
+    let dev = Peers::new(dev_key.clone(), cfg);
     let gw_id = dev.add_peer(gw_key.public_key(), "gateway", true).unwrap();
     let new_gw = |key: &PrivateKey| {
-        let mut gw = Peers::new(key.clone(), cfg);
+        let gw = Peers::new(key.clone(), cfg);
         let id = gw.add_peer(dev_key.public_key(), "phone", false).unwrap();
         (gw, id)
     };
@@ -825,4 +825,88 @@ fn a_device_handshakes_again_once_its_restarted_gateway_goes_silent() {
     );
     // without stale_after (the default) nothing would have happened
     assert_eq!(Limits::default().stale_after, None);
+}
+
+/// A removed peer's session is forgotten at once: its next transport
+/// datagram is refused as `unknown_index` and its handshakes as
+/// `unknown_peer`; the slot is reused by the next peer added, and another
+/// peer's session is untouched.
+#[test]
+fn removed_peer_is_refused_at_once_and_its_slot_reused() {
+    let mut p = pair();
+    let other_key = PrivateKey::generate();
+    let mut other = Peers::new(other_key.clone(), Config::default());
+    let g2 = other.add_peer(p.gw.public_key(), "gateway", true).unwrap();
+    let other_id =
+        p.gw.add_peer(other_key.public_key(), "phone-2", false)
+            .unwrap();
+    assert_eq!(other_id, PeerId(1));
+    for (dev, g) in [(&mut p.dev, p.gw_id), (&mut other, g2)] {
+        dev.connect(0, g);
+        dev.handle_timeout(0);
+        let (_, r) = deliver_one(dev, &mut p.gw, 0, dev_addr());
+        assert!(matches!(
+            r,
+            Ok(Opened::Handshake {
+                established: false,
+                ..
+            })
+        ));
+        let (_, r) = deliver_one(&mut p.gw, dev, 0, gw_addr());
+        assert!(matches!(
+            r,
+            Ok(Opened::Handshake {
+                established: true,
+                ..
+            })
+        ));
+        let (_, r) = deliver_one(dev, &mut p.gw, 0, dev_addr()); // key confirmation
+        assert!(matches!(r, Ok(Opened::Keepalive { .. })), "{r:?}");
+    }
+    assert_eq!(p.gw.len(), 2);
+    assert_eq!(p.gw.remove_peer(p.dev_id), Some(p.dev_key.public_key()));
+    assert_eq!(p.gw.remove_peer(p.dev_id), None, "already removed");
+    assert_eq!(p.gw.len(), 1);
+    assert!(p.gw.peer(p.dev_id).is_none());
+    assert_eq!(p.gw.find(&p.dev_key.public_key()), None);
+    let mut buf = vec![0u8; PREFIX_LEN + H + 10 + TAG_LEN];
+    // the removed device still has its session and seals ...
+    let n = p.dev.seal(MS, p.gw_id, Channel::Hbc, &mut buf, 10).unwrap();
+    // ... but the gateway refuses the datagram, and counts it
+    assert_eq!(
+        p.gw.open(MS, Channel::Hbc, dev_addr(), &mut buf[..n]),
+        Err(CryptoDrop::UnknownIndex)
+    );
+    assert_eq!(p.gw.drops().get(CryptoDrop::UnknownIndex), 1);
+    // nothing is sealed for it any more: its id names no peer
+    assert_eq!(
+        p.gw.seal(MS, p.dev_id, Channel::Hbc, &mut buf, 10),
+        Err(SealError::UnknownPeer)
+    );
+    // its new handshake: unknown key
+    let init = initiation(p.dev_key.clone(), p.gw.public_key());
+    let mut m = init.clone();
+    assert_eq!(
+        p.gw.open(2 * MS, Channel::Llc, dev_addr(), &mut m),
+        Err(CryptoDrop::UnknownPeer)
+    );
+    // the other device's session goes on
+    let n = other.seal(MS, g2, Channel::Llc, &mut buf, 10).unwrap();
+    assert!(matches!(
+        p.gw.open(MS, Channel::Llc, dev_addr(), &mut buf[..n]),
+        Ok(Opened::Data { peer, .. }) if peer == other_id
+    ));
+    // re-added (re-keyed device, same key here): the freed slot, a fresh peer
+    let again =
+        p.gw.add_peer(p.dev_key.public_key(), "phone", false)
+            .unwrap();
+    assert_eq!(again, p.dev_id);
+    assert!(!p.gw.peer(again).unwrap().has_session());
+    assert_eq!(p.gw.len(), 2);
+    assert!(p.gw.add_peer(other_key.public_key(), "dup", false).is_err());
+    let mut m = init;
+    assert!(matches!(
+        p.gw.open(3 * MS, Channel::Llc, dev_addr(), &mut m),
+        Ok(Opened::Handshake { peer, .. }) if peer == again
+    ));
 }

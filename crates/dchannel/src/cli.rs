@@ -42,7 +42,31 @@ pub enum Role {
     /// Prints a running agent's status (like `wg show`): per channel up/down,
     /// time since last heard, RTT, bytes and packets each way, drops; sessions,
     /// peers and handshake counters. Read from the agent's --metrics-addr.
+    /// At a gateway, also per device (from its control socket, root only):
+    /// key, address, endpoint per channel, latest handshake, bytes and
+    /// packets per channel each way, drops.
     Show(ShowArgs),
+    /// Adds, changes or removes one device of a running gateway, without a
+    /// restart (over its control socket, root only): `--device NAME
+    /// --public-key KEY --address ADDR` adds (or changes what is given),
+    /// `--remove NAME` removes. A removed or re-keyed device's session ends
+    /// at once; other devices are untouched. A bad change is refused whole.
+    Set(SetArgs),
+    /// Makes a running gateway serve exactly the devices of FILE (the
+    /// devices file format), without a restart: devices added, removed,
+    /// re-keyed and re-addressed as FILE says, the others untouched. Refused
+    /// whole, naming the line, if any device is bad. (SIGHUP to the gateway
+    /// does the same with its own --devices file.)
+    Syncconf(SyncconfArgs),
+}
+
+/// Where a gateway's control socket is.
+#[derive(Args, Debug)]
+pub struct SocketArg {
+    /// The gateway's control socket (its --control-socket; default
+    /// /run/dchannel/dch0.sock, the socket of a gateway with --tun dch0).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -54,6 +78,38 @@ pub struct ShowArgs {
     /// Print JSON (for scripts) instead of the text view.
     #[arg(long)]
     pub json: bool,
+    /// Per-device status from this gateway control socket (without it: the
+    /// default socket, if there is one).
+    #[command(flatten)]
+    pub socket: SocketArg,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["device", "remove"])))]
+pub struct SetArgs {
+    /// The device to add or change (its name in the devices file).
+    #[arg(long, value_name = "NAME")]
+    pub device: Option<String>,
+    /// Its public key (base64; required for a new device).
+    #[arg(long, value_name = "BASE64", requires = "device")]
+    pub public_key: Option<String>,
+    /// Its tunnel address (required for a new device; inside the prefixes
+    /// the gateway's TUN receives: --tun-addr, --tun-route).
+    #[arg(long, value_name = "ADDRESS", requires = "device")]
+    pub address: Option<String>,
+    /// The device to remove.
+    #[arg(long, value_name = "NAME")]
+    pub remove: Option<String>,
+    #[command(flatten)]
+    pub socket: SocketArg,
+}
+
+#[derive(Args, Debug)]
+pub struct SyncconfArgs {
+    /// The devices file to apply (TOML, `[[device]]` tables; docs/deploy.md).
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub socket: SocketArg,
 }
 
 #[derive(Args, Debug)]
@@ -286,6 +342,12 @@ pub struct ClientArgs {
     /// at the gateway.
     #[arg(long)]
     pub token: Option<String>,
+    /// Tests only (issue 37's flood check: many devices rekeying every few
+    /// seconds): handshake again once the session is this old, instead of
+    /// WireGuard's 120 s (Rekey-After-Time). 1..=120.
+    #[arg(long, value_name = "SECS", hide = true,
+          value_parser = clap::value_parser!(u64).range(1..=120))]
+    pub rekey_after_secs: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -312,6 +374,12 @@ pub struct GatewayArgs {
     /// `public_key` and `address` (its tunnel address); docs/deploy.md.
     #[arg(long, value_name = "FILE")]
     pub devices: Option<PathBuf>,
+    /// The control socket through which `dchannel set`, `syncconf` and `show`
+    /// reach this gateway (mode 0600, root only). Default:
+    /// /run/dchannel/<--tun>.sock; if that one is in use by another gateway
+    /// this one runs without (and says so).
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
     /// --insecure only: a served client, its tunnel address and token, e.g.
     /// 198.19.0.2=00112233aabbccdd. Repeat for several clients.
     #[arg(long = "client", value_parser = parse_client)]

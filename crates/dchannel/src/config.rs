@@ -108,6 +108,21 @@ pub struct Agent {
     /// The gateway's egress rule (its own addresses found at start); `None`
     /// at the client.
     pub egress: Option<EgressFilter>,
+    /// An encrypted gateway's devices, changeable while it runs.
+    pub live: Option<LiveSetup>,
+}
+
+/// What an encrypted gateway needs to change its devices while it runs
+/// (live_devices.rs, control.rs).
+pub struct LiveSetup {
+    /// The devices as read at start (peer `i` is device `i`).
+    pub devices: Vec<dchannel_crypto::devices::Device>,
+    /// `--devices` (read again on SIGHUP).
+    pub path: std::path::PathBuf,
+    /// The control socket and whether it was asked for by name
+    /// (`--control-socket`; then failing to create it is fatal).
+    pub socket: std::path::PathBuf,
+    pub socket_explicit: bool,
 }
 
 /// The client: one peer, the gateway, at its configured endpoints.
@@ -115,6 +130,9 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
     let (token, auth) = if a.common.insecure {
         if a.key.is_some() || a.gateway_key.is_some() {
             bail!("--key/--gateway-key: not with --insecure (the plaintext mode uses --token)");
+        }
+        if a.rekey_after_secs.is_some() {
+            bail!("--rekey-after-secs: not with --insecure (it has no sessions to rekey)");
         }
         let t = a
             .token
@@ -131,14 +149,11 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
             .as_deref()
             .context("--gateway-key BASE64 is required: the gateway's public key")?;
         let gw = PublicKey::from_base64(gw, "--gateway-key")?;
-        (
-            0,
-            Auth::Aead(AeadAuth::client(
-                key,
-                gw,
-                crypto_config(a.common.probe_interval_ms),
-            )),
-        )
+        let mut cfg = crypto_config(a.common.probe_interval_ms);
+        if let Some(secs) = a.rekey_after_secs {
+            cfg.limits.rekey_after_time = secs * dchannel_crypto::SECOND;
+        }
+        (0, Auth::Aead(AeadAuth::client(key, gw, cfg)))
     };
     let any = |gw: &SocketAddr| -> SocketAddr {
         if gw.is_ipv4() {
@@ -162,6 +177,7 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
         outer_ip: ip_header(&a.hbc_gateway).max(ip_header(&a.llc_gateway)),
         auth,
         egress: None,
+        live: None,
     })
 }
 
@@ -169,8 +185,17 @@ pub fn client(a: &ClientArgs) -> Result<Agent> {
 /// `--insecure`), endpoints learned when heard.
 pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
     let workers = gateway_workers(a);
-    let (peers, auth) = gateway_peers(a, workers)?;
+    let (peers, auth, devices) = gateway_peers(a, workers)?;
     let egress = egress(a)?;
+    let live = devices.map(|(devices, path)| LiveSetup {
+        devices,
+        path,
+        socket: a
+            .control_socket
+            .clone()
+            .unwrap_or_else(|| crate::control::default_path(&a.common.tun)),
+        socket_explicit: a.control_socket.is_some(),
+    });
     let hbc = reuseport::worker_sockets(a.listen_hbc, a.hbc_dev.as_deref(), "HBC socket", workers)?;
     let llc = reuseport::worker_sockets(a.listen_llc, a.llc_dev.as_deref(), "LLC socket", workers)?;
     Ok(Agent {
@@ -180,6 +205,7 @@ pub fn gateway(a: &GatewayArgs) -> Result<Agent> {
         outer_ip: ip_header(&a.listen_hbc).max(ip_header(&a.listen_llc)),
         auth,
         egress: Some(egress),
+        live,
     })
 }
 
@@ -232,12 +258,18 @@ fn gateway_workers(a: &GatewayArgs) -> usize {
     n
 }
 
+/// The devices file's devices and its path (encrypted gateways).
+type DevicesRead = Option<(Vec<dchannel_crypto::devices::Device>, std::path::PathBuf)>;
+
 /// The gateway's peers and keys (no system access besides reading the files),
 /// session indices sharded over `workers`.
-fn gateway_peers(a: &GatewayArgs, workers: usize) -> Result<(Vec<PeerConfig>, Auth)> {
+fn gateway_peers(a: &GatewayArgs, workers: usize) -> Result<(Vec<PeerConfig>, Auth, DevicesRead)> {
     if a.common.insecure {
         if a.key.is_some() || a.devices.is_some() {
             bail!("--key/--devices: not with --insecure (the plaintext mode uses --client)");
+        }
+        if a.control_socket.is_some() {
+            bail!("--control-socket: not with --insecure (live configuration is for encrypted gateways, --devices FILE)");
         }
         if a.clients.is_empty() {
             bail!("--insecure needs at least one --client ADDRESS=HEXTOKEN");
@@ -251,7 +283,7 @@ fn gateway_peers(a: &GatewayArgs, workers: usize) -> Result<(Vec<PeerConfig>, Au
                 endpoints: [None, None],
             });
         }
-        return Ok((peers, Auth::Insecure));
+        return Ok((peers, Auth::Insecure, None));
     }
     if !a.clients.is_empty() {
         bail!("--client: only with --insecure (encrypted gateways take --devices FILE)");
@@ -288,7 +320,7 @@ fn gateway_peers(a: &GatewayArgs, workers: usize) -> Result<(Vec<PeerConfig>, Au
     };
     let auth =
         AeadAuth::gateway(key, &devices, cfg).with_context(|| format!("{}", path.display()))?;
-    Ok((peers, Auth::Aead(auth)))
+    Ok((peers, Auth::Aead(auth), Some((devices, path.to_path_buf()))))
 }
 
 /// `--stats-json` is written only at exit: a directory that does not exist (or

@@ -7,12 +7,15 @@ mod batch_recv;
 mod batch_send;
 mod cli;
 mod config;
+mod control;
 mod csv_log;
 mod decision_log;
 mod device_limit_metrics;
+mod device_plan;
 mod final_publish;
 mod handshake_log;
 mod keytool;
+mod live_devices;
 mod llc_share_config;
 mod metrics;
 mod net;
@@ -35,8 +38,9 @@ use config::{Agent, Auth};
 use dchannel_core::endpoint::{self, ConfigError, DatagramAuth, ReceiveHalf, SendHalf, Shared};
 use dchannel_core::endpoint::{PeerConfig, TokenAuth};
 use dchannel_core::policy::parse_spec;
+use live_devices::LiveDevices;
 use std::io::{IsTerminal, Write};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing_subscriber::EnvFilter;
 
@@ -62,21 +66,23 @@ fn block_signals() -> libc::sigset_t {
 }
 
 /// A SIGHUP (a closed terminal, a reflexive `systemctl reload`, `kill -HUP`)
-/// is logged and ignored: the agent does not reload, and dying would lose the
-/// stats.
+/// never stops the agent (dying would lose the stats): an encrypted gateway
+/// reads its devices file again and applies the changes
+/// ([`LiveDevices::on_sighup`]); other agents log it and run on.
 fn log_sighup() {
     tracing::info!(
-        "SIGHUP ignored: the agent does not reload its configuration (restart it to \
-         apply changes); running on, stats kept"
+        "SIGHUP ignored: only an encrypted gateway reloads (its devices file); \
+         running on, stats kept"
     );
 }
 
-/// Waits for SIGINT or SIGTERM (SIGHUP: [`log_sighup`]); meanwhile, with
-/// `refusals` (the gateway's encryption layer), logs refused handshakes
-/// (handshake_log.rs).
+/// Waits for SIGINT or SIGTERM; meanwhile, with `refusals` (the gateway's
+/// encryption layer), logs refused handshakes (handshake_log.rs). SIGHUP:
+/// `live` reloads its devices file, else [`log_sighup`].
 fn wait_for_stop(
     set: &libc::sigset_t,
     refusals: Option<&dchannel_crypto::endpoint::AeadAuth>,
+    live: Option<&Mutex<LiveDevices>>,
 ) -> i32 {
     let mut log = handshake_log::RefusalLog::default();
     loop {
@@ -95,7 +101,10 @@ fn wait_for_stop(
         if sig != libc::SIGHUP {
             return sig;
         }
-        log_sighup();
+        match live {
+            Some(l) => l.lock().unwrap_or_else(|e| e.into_inner()).on_sighup(),
+            None => log_sighup(),
+        }
     }
 }
 
@@ -203,7 +212,8 @@ fn halves<A: DatagramAuth + Clone>(
     } else {
         "--devices"
     };
-    let policy = || parse_spec(&common.policy, common.alpha).expect("validated before");
+    let (spec, alpha) = (common.policy.clone(), common.alpha);
+    let policy = move || parse_spec(&spec, alpha).expect("validated before");
     endpoint::new_workers(cfg, peers, auth, policy, workers)
         .map_err(|e: ConfigError| anyhow!("{flag} {e}"))
 }
@@ -217,6 +227,7 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
         outer_ip,
         auth,
         egress,
+        live,
     } = agent;
     let (mut cfg, inner_mtu) =
         config::endpoint(common, role, outer_ip, auth.overhead(), peers.len())?;
@@ -232,12 +243,29 @@ fn run(common: &Common, agent: Agent) -> Result<()> {
             let token = TokenAuth::new(&peers).map_err(|e| anyhow!("--client {e}"))?;
             prefilter_sockets(common, &socks, &token.shapes())?;
             let halves = halves(common, cfg, peers, token, workers)?;
-            serve(common, role, socks, inner_mtu, halves, None)
+            serve(common, role, socks, inner_mtu, halves, None, None)
         }
         Auth::Aead(aead) => {
             prefilter_sockets(common, &socks, &aead.shapes())?;
             let halves = halves(common, cfg, peers, aead.clone(), workers)?;
-            serve(common, role, socks, inner_mtu, halves, Some(aead))
+            let live = match live {
+                Some(setup) => {
+                    let prefixes =
+                        device_plan::TunnelPrefixes::new(&common.tun_addr, &common.tun_routes)
+                            .map_err(|e| anyhow!(e))?;
+                    // every half shares one `Shared`: the first one's will do
+                    let devices = LiveDevices::new(
+                        setup.devices.clone(),
+                        aead.clone(),
+                        Arc::clone(halves[0].0.shared()),
+                        prefixes,
+                        setup.path.clone(),
+                    );
+                    Some((setup, Arc::new(Mutex::new(devices))))
+                }
+                None => None,
+            };
+            serve(common, role, socks, inner_mtu, halves, Some(aead), live)
         }
     }
 }
@@ -257,6 +285,9 @@ fn prefilter_sockets(
     Ok(())
 }
 
+/// An encrypted gateway's devices, changeable while it runs.
+type Live = (config::LiveSetup, Arc<Mutex<LiveDevices>>);
+
 /// Thread start (per worker: its socket pair, TUN queue and halves); then
 /// waits for SIGINT/SIGTERM and writes the stats.
 fn serve<A: DatagramAuth + 'static>(
@@ -266,6 +297,7 @@ fn serve<A: DatagramAuth + 'static>(
     inner_mtu: usize,
     mut halves: Halves<A>,
     crypto: Option<dchannel_crypto::endpoint::AeadAuth>,
+    live: Option<Live>,
 ) -> Result<()> {
     let workers = halves.len();
     if let Some(path) = &common.rtt.hbc_owd_oracle {
@@ -313,10 +345,19 @@ fn serve<A: DatagramAuth + 'static>(
     let stats = Arc::new(stats);
     tun::configure(&common.tun, &common.tun_addr, inner_mtu)?;
     tun::route(&common.tun, &common.tun_routes)?;
+    // Before any thread starts: every thread but main blocks SIGINT/SIGTERM,
+    // so they wait for main's sigwait. (A thread that did not block them
+    // would take a SIGTERM sent before main waits, and the default action
+    // would end the agent without its stats.)
+    let sigs = block_signals();
     if let Some(addr) = common.outputs.metrics_addr {
         metrics::serve(addr, Arc::clone(&stats))?;
     }
-    let sigs = block_signals();
+    // removes its socket file when the gateway stops
+    let _control = match &live {
+        Some((setup, devices)) => control::start(setup, devices, epoch)?,
+        None => None,
+    };
     let mut ios = Vec::with_capacity(workers);
     for (k, ((socks, tun), (tx, rx))) in socks.into_iter().zip(tuns).zip(halves).enumerate() {
         let io = Arc::new(agent::Io {
@@ -389,7 +430,8 @@ fn serve<A: DatagramAuth + 'static>(
     let refusals = session_auth
         .as_ref()
         .filter(|_| role == endpoint::Role::Gateway);
-    let sig = stopped.unwrap_or_else(|| wait_for_stop(&sigs, refusals));
+    let live_devices = live.as_ref().map(|(_, d)| &**d);
+    let sig = stopped.unwrap_or_else(|| wait_for_stop(&sigs, refusals, live_devices));
     tracing::info!("signal {sig}: writing stats and exiting");
     // Datagrams the peer sent just before it was stopped too (the lab stops both
     // agents together) land within a few ms on any path the lab uses; then the
@@ -433,7 +475,9 @@ fn main() {
         Role::Gateway(a) => &a.common,
         Role::Genkey(a) => keytool::exit(keytool::genkey(a)),
         Role::Pubkey(a) => keytool::exit(keytool::pubkey(a)),
-        Role::Show(a) => keytool::exit(show::show(a.metrics, a.json)),
+        Role::Show(a) => keytool::exit(show::show(a)),
+        Role::Set(a) => keytool::exit(control::set(a)),
+        Role::Syncconf(a) => keytool::exit(control::syncconf(a)),
     };
     if let Err(e) = config::validate(common) {
         eprintln!("dchannel: error: {e:#}");
@@ -442,7 +486,9 @@ fn main() {
     let res = match &cli.role {
         Role::Client(a) => config::client(a).and_then(|b| run(&a.common, b)),
         Role::Gateway(a) => config::gateway(a).and_then(|b| run(&a.common, b)),
-        Role::Genkey(_) | Role::Pubkey(_) | Role::Show(_) => unreachable!("handled above"),
+        Role::Genkey(_) | Role::Pubkey(_) | Role::Show(_) | Role::Set(_) | Role::Syncconf(_) => {
+            unreachable!("handled above")
+        }
     };
     match res {
         Ok(()) => std::process::exit(0),

@@ -141,11 +141,15 @@ impl<A: DatagramAuth> Receiver<A> {
                     from,
                     to,
                 } => {
-                    let name = rx.shared().peers()[peer].name();
-                    tracing::info!("client {name} on {channel}: endpoint {to} (was {from:?})");
+                    if let Some(p) = rx.shared().peer(peer) {
+                        let name = p.name();
+                        tracing::info!("client {name} on {channel}: endpoint {to} (was {from:?})");
+                    }
                 }
                 Event::ChannelChanged { peer, change } => {
-                    log_channel_change(rx.shared().peers()[peer].name(), change);
+                    if let Some(p) = rx.shared().peer(peer) {
+                        log_channel_change(p.name(), change);
+                    }
                 }
             }
         }

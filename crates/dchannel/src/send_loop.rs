@@ -43,8 +43,12 @@ pub struct Sender<A: DatagramAuth> {
     batch: SendBatch,
     wake_buf: Vec<u8>,
     /// One peer (a client): the flow counts are published after every packet
-    /// (cheap), so that the stats see a flow at once.
+    /// (cheap), so that the stats see a flow at once. Looked at again when
+    /// the peer table changes (devices added to a running gateway): with
+    /// many peers the count is a walk over all of them.
     one_peer: bool,
+    /// The peer table generation `one_peer` was decided at.
+    peers_generation: u64,
 }
 
 impl<A: DatagramAuth> Sender<A> {
@@ -62,6 +66,7 @@ impl<A: DatagramAuth> Sender<A> {
             batch: SendBatch::new(buf.len()),
             wake_buf: vec![0u8; tx.wake_buf_len()],
             one_peer: tx.shared().peers().len() == 1,
+            peers_generation: tx.shared().generation(),
             buf,
             headroom,
             read_max,
@@ -108,6 +113,11 @@ impl<A: DatagramAuth> Sender<A> {
                     tracing::debug!("send on {} to {} failed: {e}", t.channel, t.destination);
                 }
             }
+        }
+        let generation = self.tx.shared().generation();
+        if generation != self.peers_generation {
+            self.peers_generation = generation;
+            self.one_peer = self.tx.shared().peers().len() == 1;
         }
         if !self.handle_timeout(io, now) && self.one_peer {
             io.stats

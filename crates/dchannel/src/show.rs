@@ -2,13 +2,23 @@
 //! read from its Prometheus metrics (metrics.rs, stats.rs): per channel
 //! up/down, time since last reply, RTT, bytes and packets each way, drops;
 //! sessions, peers and handshake counters. `--json` for scripts.
+//!
+//! At a gateway, then one block per device, read from its control socket
+//! (control.rs): key, tunnel address, latest handshake, drops, and per
+//! channel its endpoint, RTT and bytes and packets each way. Per-device
+//! numbers come over the socket, not the metrics: a gateway serves thousands
+//! of devices, and a Prometheus series per device, channel and counter would
+//! multiply its series by that many (and put device endpoints on a TCP port).
 
+use crate::cli::ShowArgs;
+use crate::control;
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::time::Duration;
 
 /// How long `show` waits for the agent (connect, and then each read/write).
@@ -256,15 +266,90 @@ pub fn fetch(addr: SocketAddr) -> Result<String> {
     Ok(body.to_string())
 }
 
-/// `dchannel show`: prints the status of the agent at `addr`.
-pub fn show(addr: SocketAddr, as_json: bool) -> Result<()> {
-    let s = summary(&parse(&fetch(addr)?));
-    if as_json {
+/// The devices of the gateway at `socket` (`--socket`), or at the default
+/// socket if there is one; `None` without a gateway (e.g. on the device).
+fn devices(socket: Option<&Path>) -> Result<Option<Value>> {
+    let (path, asked) = match socket {
+        Some(p) => (p.to_path_buf(), true),
+        None => (control::default_path("dch0"), false),
+    };
+    if !asked && !path.exists() {
+        return Ok(None);
+    }
+    match control::request(&path, &json!({"op": "show"})) {
+        Ok(v) => Ok(Some(v["devices"].clone())),
+        Err(e) if asked => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
+/// `dchannel show`: prints the status of the agent whose metrics are at
+/// `a.metrics`, and the devices of the gateway's control socket.
+pub fn show(a: &ShowArgs) -> Result<()> {
+    let devices = devices(a.socket.socket.as_deref())?;
+    let mut s = match (fetch(a.metrics), &devices) {
+        (Ok(text), _) => summary(&parse(&text)),
+        (Err(e), None) => return Err(e),
+        // a gateway without --metrics-addr: its devices only
+        (Err(_), Some(_)) => json!({}),
+    };
+    if let Some(d) = devices {
+        s["devices"] = d;
+    }
+    if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
     } else {
-        print!("{}", render(&s));
+        if s.get("role").is_some() {
+            print!("{}", render(&s));
+        }
+        for d in s["devices"].as_array().into_iter().flatten() {
+            print!("\n{}", render_device(d));
+        }
     }
     Ok(())
+}
+
+/// One device of a gateway's control socket, like a peer of `wg show`.
+pub fn render_device(d: &Value) -> String {
+    let mut out = String::new();
+    let opt = |v: &Value| match v {
+        Value::Null => "-".to_string(),
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "device {}: address {}, key {}",
+        opt(&d["name"]),
+        opt(&d["address"]),
+        opt(&d["public_key"])
+    );
+    let handshake = d["latest_handshake_s"]
+        .as_f64()
+        .map_or("none".into(), |v| format!("{v:.1} s ago"));
+    let _ = writeln!(
+        out,
+        "  latest handshake: {handshake}   drops: {}",
+        opt(&d["drops"])
+    );
+    for ch in CHANNELS {
+        let c = &d["channels"][ch];
+        let rtt = c["rtt_ms"]
+            .as_f64()
+            .filter(|_| c["up"] == true)
+            .map_or("down".into(), |v| format!("{v:.2} ms"));
+        let _ = writeln!(
+            out,
+            "  {}: endpoint {}, rtt {rtt}   rx: {} bytes, {} packets   tx: {} bytes, {} packets",
+            ch.to_uppercase(),
+            c["endpoint"].as_str().unwrap_or("(none)"),
+            opt(&c["rx_bytes"]),
+            opt(&c["rx_packets"]),
+            opt(&c["tx_bytes"]),
+            opt(&c["tx_packets"]),
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -378,6 +463,30 @@ channel LLC
   peer gateway: DOWN, last heard 6.5 s ago, rtt down
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn a_device_is_one_block_like_a_wg_peer() {
+        let d = json!({
+            "name": "phone-1",
+            "public_key": "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=",
+            "address": "198.19.0.2",
+            "latest_handshake_s": 12.34,
+            "drops": 3,
+            "channels": {
+                "hbc": {"endpoint": "203.0.113.7:40000", "up": true, "rtt_ms": 21.5,
+                        "rx_bytes": 1200, "rx_packets": 10, "tx_bytes": 150000, "tx_packets": 100},
+                "llc": {"endpoint": null, "up": false, "rtt_ms": null,
+                        "rx_bytes": 0, "rx_packets": 0, "tx_bytes": 0, "tx_packets": 0},
+            },
+        });
+        let expected = "\
+device phone-1: address 198.19.0.2, key hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo=
+  latest handshake: 12.3 s ago   drops: 3
+  HBC: endpoint 203.0.113.7:40000, rtt 21.50 ms   rx: 1200 bytes, 10 packets   tx: 150000 bytes, 100 packets
+  LLC: endpoint (none), rtt down   rx: 0 bytes, 0 packets   tx: 0 bytes, 0 packets
+";
+        assert_eq!(render_device(&d), expected);
     }
 
     #[test]

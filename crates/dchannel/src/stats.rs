@@ -491,14 +491,15 @@ impl Stats {
                 })
             })
             .collect();
-        let first = &self.endpoint.peers()[0];
+        // a gateway may have no device left (all removed while it runs)
+        let first = self.endpoint.peers().into_iter().next();
         json!({
             "role": self.role,
             "policy": self.policy,
             "channels": channels,
             "decisions": decisions,
             "reorder": reorder,
-            "rtt_ms": rtts(&|ch| first.rtt(ch)),
+            "rtt_ms": rtts(&|ch| first.as_ref().and_then(|p| p.rtt(ch))),
             "peers": peers,
             "malformed": malformed,
             "crypto": self.crypto_json(),
@@ -602,7 +603,12 @@ impl Stats {
                 rows,
             );
             let peers = self.endpoint.peers().len();
-            let sessions = (0..peers).filter(|&p| c.has_session(p)).count();
+            let sessions = self
+                .endpoint
+                .peers()
+                .iter()
+                .filter(|p| c.has_session(p.slot()))
+                .count();
             metric(
                 "sessions",
                 "Peers with an established session now",
@@ -614,9 +620,8 @@ impl Stats {
                 .endpoint
                 .peers()
                 .iter()
-                .enumerate()
-                .filter_map(|(i, p)| {
-                    let created = c.session_created(i)?;
+                .filter_map(|p| {
+                    let created = c.session_created(p.slot())?;
                     let age = now.saturating_sub(created) as f64 / 1e9;
                     Some((
                         format!(",peer=\"{}\"", escape_label(p.name())),

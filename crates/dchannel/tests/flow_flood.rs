@@ -57,20 +57,10 @@ fn start_quiet(t: &Topo) -> Agents {
         }
         out
     };
-    let gateway = spawn_ready(&strip(t.gateway_argv("dchannel", &[])));
-    let client = spawn_ready(&strip(t.client_argv("dchannel", &[])));
-    t.route_gateway();
-    t.route_client();
-    Agents {
-        gateway: Some(gateway),
-        client: Some(client),
-        gw_stats: t.path("gw.json"),
-        ue_stats: t.path("ue.json"),
-        gw_log: t.path("gw.csv"),
-        ue_log: t.path("ue.csv"),
-        gw_arr: t.path("gw-arrivals.csv"),
-        ue_arr: t.path("ue-arrivals.csv"),
-    }
+    t.start_argv(
+        &strip(t.gateway_argv("dchannel", &[])),
+        &strip(t.client_argv("dchannel", &[])),
+    )
 }
 
 fn run(t: &Topo, p: &Phase) -> Measured {

@@ -35,8 +35,12 @@ impl FlowCount {
         }
     }
 
-    /// Peer `peer` has `n` flows now.
+    /// Peer `peer` has `n` flows now (a slot past the end, a peer added
+    /// live, starts at none).
     pub(super) fn set(&mut self, peer: usize, n: usize) {
+        if peer >= self.per_peer.len() {
+            self.per_peer.resize(peer + 1, 0);
+        }
         let old = std::mem::replace(&mut self.per_peer[peer], n);
         if old == n {
             return;

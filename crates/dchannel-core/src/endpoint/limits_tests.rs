@@ -106,3 +106,41 @@ fn the_gateway_flow_cap_is_one_count_over_all_send_workers() {
     assert_eq!(w[0].steerer(1).flow_table().stats.gateway_evictions, 0);
     assert_eq!(w[1].steerer(0).flow_table().stats.gateway_evictions, 11);
 }
+
+#[test]
+fn the_gateway_flow_cap_follows_peers_removed_and_added_live() {
+    let mut tx = gateway(4);
+    for sport in 1..=3 {
+        send(&mut tx, sport as u64 * MS, 2, sport);
+    }
+    send(&mut tx, 10 * MS, 3, 1);
+    assert_eq!(tx.flows(), 4);
+    // device .2 replaced in its slot by .4: its 3 flows leave the count, the
+    // new peer starts at none
+    let dev4 = PeerConfig {
+        name: "dev4".into(),
+        token: 3,
+        tunnel_addr: Some("198.19.0.4".parse().unwrap()),
+        endpoints: [
+            Some("198.18.1.4:5000".parse().unwrap()),
+            Some("198.18.2.4:5001".parse().unwrap()),
+        ],
+    };
+    tx.shared().change_peers(&[(0, Some(dev4))]).unwrap();
+    assert_eq!((flows_of(&mut tx, 0), flows_of(&mut tx, 1)), (0, 1));
+    // so .3 has room for 3 more (4 in all) without an eviction
+    for sport in 2..=4 {
+        send(&mut tx, 20 * MS + u64::from(sport), 3, sport);
+    }
+    assert_eq!((flows_of(&mut tx, 0), flows_of(&mut tx, 1)), (0, 4));
+    assert_eq!(tx.steerer(1).flow_table().stats.gateway_evictions, 0);
+    // .4's first flow takes the total to 5: .3, with the most, loses one
+    send(&mut tx, 30 * MS, 4, 1);
+    assert_eq!((flows_of(&mut tx, 0), flows_of(&mut tx, 1)), (1, 3));
+    assert_eq!(tx.steerer(1).flow_table().stats.gateway_evictions, 1);
+    // .4 removed: its flow leaves the count, .3 grows back to 4 freely
+    tx.shared().change_peers(&[(0, None)]).unwrap();
+    send(&mut tx, 40 * MS, 3, 5);
+    assert_eq!(tx.flows(), 4);
+    assert_eq!(tx.steerer(1).flow_table().stats.gateway_evictions, 1);
+}

@@ -59,7 +59,7 @@ pub use device_limits::{DeviceLimitStats, DeviceLimits};
 pub use drop_reason::DropReason;
 pub use receive::{Arrival, Deliver, Event, ProbeTransmit, ReceiveHalf, Received};
 pub use send::{HbcOwdOracle, SendHalf, SendPeer, SteererGuard, Transmit};
-pub use shared::{PeerLink, Shared};
+pub use shared::{PeerLink, PeerTable, PeerTraffic, Shared};
 pub use timers::{Timer, TimerTable};
 
 use crate::egress::EgressFilter;
@@ -217,15 +217,19 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
+/// Makes a policy for each peer (a new one for each peer added later).
+pub type PolicyFactory = Box<dyn FnMut() -> Box<dyn Policy> + Send>;
+
 /// The two halves of one endpoint over `peers`, with `auth` checking and
 /// sealing datagrams (each half gets its own clone) and `policy` called once
-/// per peer for that peer's steering policy.
+/// per peer for that peer's steering policy (also for peers added later with
+/// [`Shared::change_peers`]).
 #[allow(clippy::type_complexity)]
 pub fn new<B, A>(
     cfg: Config,
     peers: Vec<PeerConfig>,
     auth: A,
-    policy: impl FnMut() -> Box<dyn Policy>,
+    policy: impl FnMut() -> Box<dyn Policy> + Send + 'static,
 ) -> Result<(SendHalf<A>, ReceiveHalf<B, A>), ConfigError>
 where
     B: AsRef<[u8]> + AsMut<[u8]> + crate::reorder::Footprint,
@@ -246,7 +250,7 @@ pub fn new_workers<B, A>(
     cfg: Config,
     peers: Vec<PeerConfig>,
     auth: A,
-    mut policy: impl FnMut() -> Box<dyn Policy>,
+    policy: impl FnMut() -> Box<dyn Policy> + Send + 'static,
     workers: usize,
 ) -> Result<Vec<(SendHalf<A>, ReceiveHalf<B, A>)>, ConfigError>
 where
@@ -272,29 +276,25 @@ where
             _ => {}
         }
     }
-    let shared = Arc::new(Shared::new(&peers, workers));
-    let policies = peers.iter().map(|_| policy()).collect();
-    let send_peers = SendHalf::<A>::peers(&cfg, &shared, policies);
-    let by_tunnel_addr = Arc::new(by_tunnel_addr);
+    // One table for every half; the send halves share one per-peer steering
+    // state that follows it (whichever send half sees a new generation first
+    // brings it in line, making new peers' policies with `policy`).
+    let shared = Arc::new(Shared::new(cfg.role, &peers, workers));
+    let policy: PolicyFactory = Box::new(policy);
+    let send_peers = SendHalf::<A>::peers(&cfg, &shared, policy);
     let flow_count = Arc::new(Mutex::new(FlowCount::new(peers.len(), cfg.max_flows_total)));
     Ok((0..workers)
         .map(|k| {
             let tx = SendHalf::new(
                 &cfg,
                 Arc::clone(&shared),
-                Arc::clone(&by_tunnel_addr),
                 Arc::clone(&send_peers),
                 Arc::clone(&flow_count),
                 auth.clone(),
                 (k, workers),
             );
-            let rx = ReceiveHalf::new(
-                &cfg,
-                Arc::clone(&shared),
-                &peers,
-                auth.clone(),
-                (k, workers),
-            );
+            // follows the table, keeping receive state for slots ≡ k only
+            let rx = ReceiveHalf::new(&cfg, Arc::clone(&shared), auth.clone(), (k, workers));
             (tx, rx)
         })
         .collect())

@@ -28,14 +28,19 @@
 //! Buffers are the driver's (`B`, e.g. `Vec<u8>`): moved in, held by the
 //! reorder buffer if need be, and handed back with each delivery or drop so
 //! the driver can reuse them; nothing is copied or allocated per datagram.
+//!
+//! Peers added or removed while the endpoint runs ([`Shared::change_peers`])
+//! are picked up at the next datagram or timeout (the table's generation is
+//! one atomic load); peers that did not change keep their estimates.
 
-use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerConfig, PeerLink, Role, Shared};
+use super::shared::{follow_table, PeerTable};
+use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerLink, Role, Shared};
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
 use crate::egress::EgressFilter;
 use crate::liveness::{Change, Liveness};
-use crate::llc_share::SharedLlcDelay;
+use crate::llc_share::{SharedDelayConfig, SharedLlcDelay};
 use crate::reorder::{Footprint, ReorderBuffer};
-use crate::rtt::{ProbeOut, RttEstimator};
+use crate::rtt::{ProbeOut, RttConfig, RttEstimator};
 use crate::wire::{self, Datagram, ProbeKind, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
 use std::collections::VecDeque;
@@ -149,6 +154,8 @@ pub enum Event {
 
 /// The receive half's state per peer.
 struct RecvPeer {
+    /// The peer's shared state (estimates, endpoints, counters).
+    link: Arc<PeerLink>,
     rtt: RttEstimator,
     /// What the logs and metrics report of each channel.
     liveness: Liveness,
@@ -204,10 +211,18 @@ pub struct ReceiveHalf<B, A> {
     auth: A,
     worker: usize,
     workers: usize,
-    /// The peers this worker serves: peer `worker + i * workers` at `i`.
-    peers: Vec<RecvPeer>,
+    /// Per slot of the peer table (`None`: no peer there, or one another
+    /// worker serves: this one keeps state for slots ≡ `worker` mod `workers`).
+    peers: Vec<Option<RecvPeer>>,
+    /// The generation of the peer table `peers` follows.
+    table_generation: u64,
+    /// For the estimators of peers added later.
+    rtt_cfg: RttConfig,
+    /// Rule (c) (`--llc-share probe`), for each peer added: its estimator's config.
+    llc_probe_share: Option<SharedDelayConfig>,
     /// Whether the responders' liveness clocks have been started (their
-    /// first `handle_timeout`); after that a responder has no timer of its own.
+    /// first `handle_timeout`); after that a responder has no timer of its
+    /// own. Cleared when the table brings new peers, so theirs start too.
     started: bool,
     reorder: Option<ReorderBuffer<(usize, u16), Deliver<B>>>,
     deliveries: Vec<Deliver<B>>,
@@ -226,7 +241,6 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     pub(super) fn new(
         cfg: &Config,
         shared: Arc<Shared>,
-        peers: &[PeerConfig],
         auth: A,
         (worker, workers): (usize, usize),
     ) -> Self {
@@ -239,28 +253,17 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         if cfg.reorder.is_some() {
             timers.set(Timer::ReorderExpiry, 0);
         }
-        ReceiveHalf {
+        let mut rx = ReceiveHalf {
             role: cfg.role,
             shared,
             auth,
             worker,
             workers,
             started: false,
-            peers: peers
-                .iter()
-                .skip(worker)
-                .step_by(workers)
-                .map(|p| RecvPeer {
-                    rtt: RttEstimator::new(rtt_cfg.clone()),
-                    liveness: Liveness::new(rtt_cfg.interval),
-                    endpoints: p.endpoints,
-                    tunnel_addr: p.tunnel_addr,
-                    shared_delay: cfg.llc_probe_share.map(|c| SharedDelay {
-                        estimate: SharedLlcDelay::new(c),
-                        sent: VecDeque::new(),
-                    }),
-                })
-                .collect(),
+            peers: Vec::new(),
+            table_generation: u64::MAX,
+            rtt_cfg,
+            llc_probe_share: cfg.llc_probe_share,
             reorder: cfg
                 .reorder
                 .as_ref()
@@ -273,7 +276,63 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             reorder_expiry_period: cfg.reorder_expiry_period,
             egress: cfg.egress.clone(),
             llc_bytes_per_ns: cfg.steer.llc_bits_per_sec / 8.0 / 1e9,
+        };
+        rx.follow_peer_table();
+        rx
+    }
+
+    /// Catches up with the peer table if it changed since last time: new
+    /// peers get a fresh estimator, removed ones are forgotten (with their
+    /// reorder state), the others keep theirs.
+    fn follow_peer_table(&mut self) {
+        if self.shared.generation() == self.table_generation {
+            return;
         }
+        let (generation, all) = self.shared.table();
+        // this worker's share: slots ≡ worker (mod workers); the others None
+        let (worker, workers) = (self.worker, self.workers);
+        let table: PeerTable = all
+            .iter()
+            .enumerate()
+            .map(|(i, l)| l.clone().filter(|_| i % workers == worker))
+            .collect();
+        if let Some(r) = &mut self.reorder {
+            // A removed or replaced peer's reorder state goes with it (a new
+            // peer in its slot starts at zero); what it held is delivered.
+            for (slot, mine) in self.peers.iter().enumerate() {
+                let Some(mine) = mine else { continue };
+                let theirs = table.get(slot).and_then(Option::as_ref);
+                if !theirs.is_some_and(|l| Arc::ptr_eq(l, &mine.link)) {
+                    r.forget_device(slot, &mut self.deliveries);
+                }
+            }
+        }
+        let cfg = &self.rtt_cfg;
+        let share = self.llc_probe_share;
+        let mut joined = false;
+        follow_table(
+            &mut self.peers,
+            &table,
+            |p| &p.link,
+            |link| {
+                joined = true;
+                RecvPeer {
+                    link: Arc::clone(link),
+                    rtt: RttEstimator::new(cfg.clone()),
+                    liveness: Liveness::new(cfg.interval),
+                    endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
+                    tunnel_addr: link.tunnel_addr(),
+                    shared_delay: share.map(|c| SharedDelay {
+                        estimate: SharedLlcDelay::new(c),
+                        sent: VecDeque::new(),
+                    }),
+                }
+            },
+        );
+        if joined {
+            self.started = false; // start the new peers' liveness clocks
+        }
+        self.table_generation = generation;
     }
 
     /// Admits (or drops) one datagram, whole in `buf`, that arrived on `channel` from `from`.
@@ -284,6 +343,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         from: SocketAddr,
         mut buf: B,
     ) -> Received<B> {
+        self.follow_peer_table();
         match self.admit(
             now,
             Source {
@@ -330,16 +390,6 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         }
     }
 
-    /// Where peer `peer`'s state is in `self.peers`, if this worker serves it.
-    fn local(&self, peer: usize) -> Option<usize> {
-        (peer % self.workers == self.worker).then_some(peer / self.workers)
-    }
-
-    /// The global index of `self.peers[local]`.
-    fn global(&self, local: usize) -> usize {
-        local * self.workers + self.worker
-    }
-
     /// Steps 1 to 5 of the module docs, up to the reorder buffer.
     fn admit(&mut self, now: Nanos, source: Source, dg: &mut [u8]) -> Result<Admitted, DropReason> {
         let (peer, header, body) = match self.auth.open(now, source, dg)? {
@@ -350,16 +400,33 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             channel: ch,
             addr: from,
         } = source;
-        let datagram = wire::decode_body(header, &dg[body.clone()])?;
-        let local = self.local(peer).ok_or(DropReason::OtherWorker)?;
-        let p = &mut self.peers[local];
+        if peer % self.workers != self.worker {
+            return Err(DropReason::OtherWorker);
+        }
+        if !matches!(self.peers.get(peer), Some(Some(_))) {
+            // added to the authentication layer after our last look
+            self.follow_peer_table();
+        }
+        let Some(p) = self.peers.get_mut(peer).and_then(Option::as_mut) else {
+            return Err(DropReason::NoSession);
+        };
+        let datagram = match wire::decode_body(header, &dg[body.clone()]) {
+            Ok(d) => d,
+            Err(e) => {
+                p.link.count_drop();
+                return Err(e.into());
+            }
+        };
         let known = p.endpoints[ch.index()];
         if known != Some(from) {
             match self.role {
-                Role::Client => return Err(DropReason::ForeignSource),
+                Role::Client => {
+                    p.link.count_drop();
+                    return Err(DropReason::ForeignSource);
+                }
                 Role::Gateway => {
                     p.endpoints[ch.index()] = Some(from);
-                    self.shared.peers()[peer].set_endpoints(p.endpoints);
+                    p.link.set_endpoints(p.endpoints);
                     self.events.push_back(Event::EndpointMoved {
                         peer,
                         channel: ch,
@@ -393,17 +460,23 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             }
             Datagram::Data { header, inner } => {
                 if let Some(addr) = p.tunnel_addr {
-                    match packet::src_addr(inner) {
-                        None => return Err(DropReason::BadInner),
-                        Some(src) if src != addr => return Err(DropReason::SpoofedSource),
-                        Some(_) => {}
+                    let refused = match packet::src_addr(inner) {
+                        None => Some(DropReason::BadInner),
+                        Some(src) if src != addr => Some(DropReason::SpoofedSource),
+                        Some(_) => None,
+                    };
+                    if let Some(reason) = refused {
+                        p.link.count_drop();
+                        return Err(reason);
                     }
                 }
                 if let (Some(rule), Some(dst)) = (&self.egress, packet::dst_addr(inner)) {
                     if !rule.allows(dst) {
+                        p.link.count_drop();
                         return Err(DropReason::EgressDenied);
                     }
                 }
+                p.link.count_rx(ch, dg.len());
                 Ok(Admitted::Data {
                     peer,
                     flow_id: header.flow_id,
@@ -437,9 +510,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         {
             let known = || {
                 let peer = peer?;
-                match self.local(peer) {
-                    Some(l) => self.peers[l].endpoints[channel.index()],
-                    None => self.shared.peers()[peer].endpoint(channel),
+                match self.peers.get(peer).and_then(Option::as_ref) {
+                    Some(p) => p.endpoints[channel.index()],
+                    // another worker's peer: the endpoints it published
+                    None => self.shared.peer(peer)?.endpoint(channel),
                 }
             };
             if let Some(destination) = to.or_else(known) {
@@ -491,7 +565,8 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             .iter()
             .enumerate()
             .filter(|_| initiator)
-            .filter(|(i, p)| self.probes_may_run(self.global(*i), p))
+            .filter_map(|(i, p)| Some((i, p.as_ref()?)))
+            .filter(|(i, p)| self.probes_may_run(*i, p))
             .filter_map(|(_, p)| p.rtt.next_deadline());
         let reorder = self.reorder.as_ref().and_then(|r| r.poll_timeout());
         probes
@@ -512,18 +587,19 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     /// forgetting idle reorder flows, publishing estimates to [`Shared`].
     /// Cheap when nothing is due; drivers may call it on every wake-up.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        self.follow_peer_table();
         if self.auth.poll_timeout().is_some_and(|t| t <= now) {
             self.auth.handle_timeout(now);
         }
         // Probe rounds (an initiator: the client's one peer). A responder's
         // estimators only need their liveness clock started, on the first
-        // call: later wake-ups walk no peers (a gateway has thousands).
+        // call after they joined: later wake-ups walk no peers (a gateway has
+        // thousands).
         let initiator = self.role == Role::Client;
         if initiator || !self.started {
             self.started = true;
-            let (worker, workers) = (self.worker, self.workers);
-            for (i, p) in self.peers.iter_mut().enumerate() {
-                let peer = i * workers + worker;
+            for (peer, p) in self.peers.iter_mut().enumerate() {
+                let Some(p) = p else { continue };
                 if p.rtt.config().initiator && !self.auth.can_seal(peer) {
                     continue;
                 }
@@ -558,10 +634,9 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
     }
 
     fn publish(&mut self, now: Nanos) {
-        let (worker, workers) = (self.worker, self.workers);
-        let links = self.shared.peers().iter().skip(worker).step_by(workers);
-        for (i, (p, link)) in self.peers.iter_mut().zip(links).enumerate() {
-            let peer = i * workers + worker;
+        for (peer, p) in self.peers.iter_mut().enumerate() {
+            let Some(p) = p else { continue };
+            let link = &p.link;
             for ch in Channel::ALL {
                 let heard = p.rtt.last_heard(ch);
                 if let Some(change) = p.liveness.update(ch, now, heard) {
@@ -582,9 +657,10 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         }
         if let Some(r) = &mut self.reorder {
             self.shared.publish_reorder(self.worker, r.stats(now));
-            let links = self.shared.peers().iter().enumerate();
-            for (peer, link) in links.skip(self.worker).step_by(self.workers) {
-                link.limits.publish_reorder(&r.device_stats(peer));
+            for (peer, p) in self.peers.iter().enumerate() {
+                if let Some(p) = p {
+                    p.link.limits.publish_reorder(&r.device_stats(peer));
+                }
             }
         }
     }
@@ -594,10 +670,14 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
         &self.shared
     }
 
-    /// The RTT estimator of peer `peer` (for inspection; a peer this worker serves).
+    /// The RTT estimator of peer `peer` (for inspection; a peer this worker
+    /// serves). Panics if there is no such peer here.
     pub fn rtt(&mut self, peer: usize) -> &mut RttEstimator {
-        let local = self.local(peer).expect("a peer of this worker");
-        &mut self.peers[local].rtt
+        self.follow_peer_table();
+        &mut self.peers[peer]
+            .as_mut()
+            .expect("a live peer of this worker")
+            .rtt
     }
 }
 

@@ -15,17 +15,28 @@
 //! on a tie) loses its least recently seen flow, so a device opening flows
 //! without end evicts its own, never another's (issue 37). The per-peer
 //! counts sit in an ordered set shared by all send workers (flow_count.rs):
-//! O(log peers) per new flow, nothing per packet of a known flow.
+//! O(log peers) per new flow, nothing per packet of a known flow. A removed
+//! peer's flows leave the count with it, and a peer added in a reused slot
+//! starts at none.
+//!
+//! Peers added or removed while the endpoint runs ([`Shared::change_peers`])
+//! are picked up at the next packet: the half compares the table's
+//! generation with the one it last saw (one atomic load) and only then looks
+//! at the send table shared by all send workers ([`SendTable`]): the first
+//! worker to see a new generation rebuilds what changed there, the others
+//! copy its snapshot; peers that did not change keep their flows.
 //!
 //! A device's LLC share (rule (b), docs/llc_sharing.md) is a token bucket in
 //! that peer's own [`Steerer`], behind the same per-peer mutex: it adds no
 //! lock to the data path; its counters go to the peer's `limits`.
 
 use super::flow_count::FlowCount;
+use super::shared::follow_table;
 use super::{Config, DatagramAuth, DropReason, Outgoing, ProbeTransmit, Shared, Timer, TimerTable};
+use super::{PeerLink, PolicyFactory, Role};
 use crate::flow_table::FlowTableStats;
-use crate::policy::{Outcome, Policy};
-use crate::steer::{Steered, Steerer};
+use crate::policy::Outcome;
+use crate::steer::{SteerConfig, Steered, Steerer};
 use crate::wire::{self, channel_flags, Header, MsgType, ProbeKind, HEADER_LEN, PROBE_BODY_LEN};
 use crate::{packet, Channel, Nanos};
 use std::collections::HashMap;
@@ -53,6 +64,9 @@ pub struct Transmit {
 /// behind its own mutex: two workers wait for each other only when they send
 /// to the same peer at once).
 pub struct SendPeer {
+    /// Set (under this lock) once the peer left the table: a worker still on
+    /// an older snapshot then no longer counts its flows for the slot.
+    retired: bool,
     steerer: Steerer,
     /// The peer's endpoints as last seen in [`Shared`], and their generation.
     endpoints: [Option<SocketAddr>; 2],
@@ -68,8 +82,14 @@ pub struct SendPeer {
 /// behind its own mutex); this one expires the flows of the peers ≡ `worker`
 /// (mod `workers`).
 pub struct SendHalf<A> {
+    role: Role,
     shared: Arc<Shared>,
-    peers: Arc<[Mutex<SendPeer>]>,
+    /// The send workers' per-peer state, following the peer table.
+    table: Arc<Mutex<SendTable>>,
+    /// This worker's snapshot of `table`'s peers, per slot (`None`: no peer).
+    peers: Arc<[Option<SendSlot>]>,
+    /// The generation of the peer table `peers` follows.
+    table_generation: u64,
     /// Peer per tunnel address (gateway role); empty for a client.
     by_tunnel_addr: Arc<HashMap<IpAddr, usize>>,
     auth: A,
@@ -101,10 +121,35 @@ pub trait HbcOwdOracle: Send {
     fn hbc_owd(&self) -> Option<Nanos>;
 }
 
-/// The peer `peer`'s state, locked (a poisoned lock: another worker panicked
-/// mid-packet; the steering state is still usable).
-fn lock(peers: &[Mutex<SendPeer>], peer: usize) -> MutexGuard<'_, SendPeer> {
-    peers[peer].lock().unwrap_or_else(|e| e.into_inner())
+/// One slot of the send table: the peer's shared link (outside the lock, so
+/// [`follow_table`] can compare it) and its steering state.
+#[derive(Clone)]
+pub(super) struct SendSlot {
+    link: Arc<PeerLink>,
+    state: Arc<Mutex<SendPeer>>,
+}
+
+impl SendSlot {
+    /// The peer's state, locked (a poisoned lock: another worker panicked
+    /// mid-packet; the steering state is still usable).
+    fn lock(&self) -> MutexGuard<'_, SendPeer> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The per-peer state of all send workers, following the peer table: the
+/// first send worker to see a new table generation brings it in line here;
+/// every worker then takes a snapshot (an `Arc` each) of `peers` and
+/// `by_tunnel_addr`.
+pub(super) struct SendTable {
+    /// The peer-table generation `peers` follows (`u64::MAX`: none yet).
+    generation: u64,
+    peers: Arc<[Option<SendSlot>]>,
+    by_tunnel_addr: Arc<HashMap<IpAddr, usize>>,
+    /// For the steerers of peers added later.
+    steer: SteerConfig,
+    estimate_all: bool,
+    policy: PolicyFactory,
 }
 
 /// A peer's [`Steerer`], locked, from [`SendHalf::steerer`].
@@ -128,43 +173,36 @@ impl<A: DatagramAuth> SendHalf<A> {
     pub(super) fn peers(
         cfg: &Config,
         shared: &Shared,
-        policies: Vec<Box<dyn Policy>>,
-    ) -> Arc<[Mutex<SendPeer>]> {
-        policies
-            .into_iter()
-            .zip(shared.peers())
-            .map(|(policy, link)| {
-                let mut steerer = Steerer::new(cfg.steer.clone(), policy);
-                steerer.estimate_all = cfg.estimate_all;
-                Mutex::new(SendPeer {
-                    steerer,
-                    endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
-                    endpoint_gen: 0,
-                    counted_flows: 0,
-                })
-            })
-            .collect()
+        policy: PolicyFactory,
+    ) -> Arc<Mutex<SendTable>> {
+        let _ = shared; // the first send half's follow_peer_table fills it
+        Arc::new(Mutex::new(SendTable {
+            generation: u64::MAX,
+            peers: Arc::from(Vec::new()),
+            by_tunnel_addr: Arc::default(),
+            steer: cfg.steer.clone(),
+            estimate_all: cfg.estimate_all,
+            policy,
+        }))
     }
 
     pub(super) fn new(
         cfg: &Config,
         shared: Arc<Shared>,
-        by_tunnel_addr: Arc<HashMap<IpAddr, usize>>,
-        peers: Arc<[Mutex<SendPeer>]>,
+        table: Arc<Mutex<SendTable>>,
         flow_count: Arc<Mutex<FlowCount>>,
         auth: A,
         (worker, workers): (usize, usize),
     ) -> SendHalf<A> {
         let mut timers = TimerTable::default();
         timers.set(Timer::FlowExpiry, 0);
-        SendHalf {
+        let mut tx = SendHalf {
+            role: cfg.role,
             shared,
-            peers,
-            by_tunnel_addr: if cfg.role == super::Role::Gateway {
-                by_tunnel_addr
-            } else {
-                Arc::default()
-            },
+            table,
+            peers: Arc::from(Vec::new()),
+            table_generation: u64::MAX,
+            by_tunnel_addr: Arc::default(),
             auth,
             worker,
             workers,
@@ -175,7 +213,85 @@ impl<A: DatagramAuth> SendHalf<A> {
             wakes: 0,
             oracle: None,
             publish_llc_queue: cfg.llc_probe_share.is_some(),
+        };
+        tx.follow_peer_table();
+        tx
+    }
+
+    /// Catches up with the peer table if it changed since last time: new
+    /// peers get a fresh steerer, removed ones are forgotten, the others keep
+    /// theirs.
+    fn follow_peer_table(&mut self) {
+        if self.shared.generation() == self.table_generation {
+            return;
         }
+        let mut guard = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let t = &mut *guard;
+        let (generation, table) = self.shared.table();
+        if t.generation != generation {
+            let mut slots: Vec<Option<SendSlot>> = t.peers.to_vec();
+            let before = slots.clone();
+            let (steer, estimate_all, policy) = (&t.steer, t.estimate_all, &mut t.policy);
+            follow_table(
+                &mut slots,
+                &table,
+                |s| &s.link,
+                |link| {
+                    let mut steerer = Steerer::new(steer.clone(), policy());
+                    steerer.estimate_all = estimate_all;
+                    SendSlot {
+                        link: Arc::clone(link),
+                        state: Arc::new(Mutex::new(SendPeer {
+                            retired: false,
+                            steerer,
+                            endpoints: [link.endpoint(Channel::Hbc), link.endpoint(Channel::Llc)],
+                            endpoint_gen: 0,
+                            counted_flows: 0,
+                        })),
+                    }
+                },
+            );
+            // Peers that left (removed, or replaced in their slot) retire
+            // first, so no worker still holding them counts for the slot;
+            // then the shared count is set again from the slots there are.
+            for (i, old) in before.iter().enumerate() {
+                let Some(old) = old else { continue };
+                let stays = slots
+                    .get(i)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|s| Arc::ptr_eq(&s.state, &old.state));
+                if !stays {
+                    old.lock().retired = true;
+                }
+            }
+            let counts: Vec<usize> = slots
+                .iter()
+                .map(|s| s.as_ref().map_or(0, |s| s.lock().counted_flows))
+                .collect();
+            let mut fc = self.flow_count();
+            for (i, n) in counts
+                .into_iter()
+                .enumerate()
+                .chain((slots.len()..before.len()).map(|i| (i, 0)))
+            {
+                fc.set(i, n);
+            }
+            drop(fc);
+            let mut by_addr = HashMap::new();
+            if self.role == Role::Gateway {
+                for link in table.iter().flatten() {
+                    if let Some(a) = link.tunnel_addr() {
+                        by_addr.insert(a, link.slot());
+                    }
+                }
+            }
+            t.peers = Arc::from(slots);
+            t.by_tunnel_addr = Arc::new(by_addr);
+            t.generation = generation;
+        }
+        self.peers = Arc::clone(&t.peers);
+        self.by_tunnel_addr = Arc::clone(&t.by_tunnel_addr);
+        self.table_generation = t.generation;
     }
 
     /// Steer with `oracle`'s HBC delay instead of the estimate (lab only).
@@ -193,17 +309,23 @@ impl<A: DatagramAuth> SendHalf<A> {
         buf: &mut [u8],
         len: usize,
     ) -> Result<Transmit, DropReason> {
+        self.follow_peer_table();
         let headroom = self.headroom();
         let pkt = &buf[headroom..headroom + len];
-        let peer = if self.by_tunnel_addr.is_empty() {
+        let peer = if self.role == Role::Client {
             0
         } else {
             packet::dst_addr(pkt)
                 .and_then(|a| self.by_tunnel_addr.get(&a).copied())
                 .ok_or(DropReason::NoClient)?
         };
-        let link = &self.shared.peers()[peer];
-        let mut guard = lock(&self.peers, peer);
+        let slot = self
+            .peers
+            .get(peer)
+            .and_then(Option::as_ref)
+            .ok_or(DropReason::NoClient)?;
+        let link = Arc::clone(&slot.link);
+        let mut guard = slot.lock();
         let p = &mut *guard;
         if let Some((gen, endpoints)) = link.endpoints_since(p.endpoint_gen) {
             p.endpoint_gen = gen;
@@ -215,6 +337,7 @@ impl<A: DatagramAuth> SendHalf<A> {
         }
         view.reachable = p.endpoints.map(|e| e.is_some());
         if view.reachable == [false, false] {
+            link.count_drop();
             return Err(DropReason::NoEndpoint);
         }
         let steered = p.steerer.steer(now, pkt, &view);
@@ -260,7 +383,11 @@ impl<A: DatagramAuth> SendHalf<A> {
             header,
             body_len: len,
         };
-        let len = self.auth.seal(now, out, buf)?;
+        let len = self
+            .auth
+            .seal(now, out, buf)
+            .inspect_err(|_| link.count_drop())?;
+        link.count_tx(channel, len);
         Ok(Transmit {
             peer,
             channel,
@@ -277,7 +404,7 @@ impl<A: DatagramAuth> SendHalf<A> {
     /// be sealed (no session yet).
     pub fn poll_wake(&mut self, now: Nanos, buf: &mut [u8]) -> Option<ProbeTransmit> {
         let peer = self.pending_wake.take()?;
-        let destination = lock(&self.peers, peer).endpoints[Channel::Hbc.index()]?;
+        let destination = self.peers.get(peer)?.as_ref()?.lock().endpoints[Channel::Hbc.index()]?;
         let body_at = self.auth.headroom() + HEADER_LEN;
         wire::encode_probe_body(&mut buf[body_at..], ProbeKind::Wake, Channel::Hbc);
         let out = Outgoing::probe(peer, 0, Channel::Hbc);
@@ -321,16 +448,17 @@ impl<A: DatagramAuth> SendHalf<A> {
     /// Evicts idle flows when due (of the peers this worker expires).
     pub fn handle_timeout(&mut self, now: Nanos) {
         if self.timers.is_due(Timer::FlowExpiry, now) {
-            for peer in (self.worker..self.peers.len()).step_by(self.workers) {
-                let mut p = lock(&self.peers, peer);
+            for slot in (self.worker..self.peers.len()).step_by(self.workers) {
+                let Some(s) = self.peers[slot].as_ref() else {
+                    continue;
+                };
+                let mut p = s.lock();
                 p.steerer.expire(now);
-                self.count_flows(peer, &mut p);
+                self.count_flows(slot, &mut p);
                 let stats = p.steerer.flow_table().stats;
                 let flows = p.counted_flows;
                 drop(p);
-                self.shared.peers()[peer]
-                    .limits
-                    .publish_flows(flows, &stats);
+                s.link.limits.publish_flows(flows, &stats);
             }
             self.timers
                 .set(Timer::FlowExpiry, now + self.flow_expiry_period);
@@ -338,8 +466,11 @@ impl<A: DatagramAuth> SendHalf<A> {
     }
 
     /// Brings the shared flow count up to date with peer `peer`'s table
-    /// (`p`: its state, locked by the caller).
+    /// (`p`: its state, locked by the caller; a retired peer is not counted).
     fn count_flows(&self, peer: usize, p: &mut SendPeer) {
+        if p.retired {
+            return;
+        }
         let n = p.steerer.flows();
         if std::mem::replace(&mut p.counted_flows, n) != n {
             self.flow_count().set(peer, n);
@@ -355,7 +486,10 @@ impl<A: DatagramAuth> SendHalf<A> {
             let Some(victim) = self.flow_count().victim(peer) else {
                 return;
             };
-            let mut v = lock(&self.peers, victim);
+            let Some(s) = self.peers.get(victim).and_then(Option::as_ref) else {
+                return; // the victim's slot changed under this worker: next packet
+            };
+            let mut v = s.lock();
             if !v.steerer.evict_for_gateway() {
                 return;
             }
@@ -371,26 +505,37 @@ impl<A: DatagramAuth> SendHalf<A> {
 
     /// Flows in the flow tables of all peers.
     pub fn flows(&self) -> usize {
-        (0..self.peers.len())
-            .map(|i| lock(&self.peers, i).steerer.flows())
+        self.peers
+            .iter()
+            .flatten()
+            .map(|s| s.lock().steerer.flows())
             .sum()
     }
 
     /// Flows created and evicted, over the flow tables of all peers.
     pub fn flow_table_stats(&self) -> FlowTableStats {
-        (0..self.peers.len())
-            .map(|i| lock(&self.peers, i).steerer.flow_table().stats)
+        self.peers
+            .iter()
+            .flatten()
+            .map(|s| s.lock().steerer.flow_table().stats)
             .fold(FlowTableStats::default(), |a, b| a + b)
     }
 
     /// Decisions of peer `peer` per (outcome, channel actually used).
+    /// Panics if there is no such peer.
     pub fn decisions(&self, peer: usize) -> [[u64; 2]; Outcome::COUNT] {
-        *lock(&self.peers, peer).steerer.counts()
+        *self.live(peer).lock().steerer.counts()
     }
 
-    /// The steerer of peer `peer`, locked (for inspection).
+    /// The steerer of peer `peer`, locked (for inspection). Panics if there
+    /// is no such peer.
     pub fn steerer(&mut self, peer: usize) -> SteererGuard<'_> {
-        SteererGuard(lock(&self.peers, peer))
+        self.follow_peer_table();
+        SteererGuard(self.live(peer).lock())
+    }
+
+    fn live(&self, peer: usize) -> &SendSlot {
+        self.peers[peer].as_ref().expect("a live peer")
     }
 
     /// The state shared with the receive half.

@@ -29,7 +29,8 @@ fn device(i: u8, token: u64) -> PeerConfig {
 
 fn halves(cfg: Config, peers: Vec<PeerConfig>, policy: &str) -> Halves {
     let auth = TokenAuth::new(&peers).unwrap();
-    new(cfg, peers, auth, || parse_spec(policy, 0.75).unwrap()).unwrap()
+    let policy = policy.to_owned();
+    new(cfg, peers, auth, move || parse_spec(&policy, 0.75).unwrap()).unwrap()
 }
 
 /// Runs inner packet `pkt` through the send half.

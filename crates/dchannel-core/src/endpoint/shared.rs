@@ -1,22 +1,29 @@
 //! What the two halves of an endpoint share, per peer: the outer endpoints
-//! (learned by the receive half at a gateway), and the RTT estimates and
+//! (learned by the receive half at a gateway), the RTT estimates and
 //! liveness the receive half publishes every [`PUBLISH_PERIOD`](super::PUBLISH_PERIOD)
-//! for the send half's policy and for reporting.
+//! for the send half's policy and for reporting, and the peer's traffic
+//! counters; and the table of peers itself, which a gateway changes while it
+//! runs ([`Shared::change_peers`]: devices added, removed, re-keyed).
 //!
-//! Only the receive half writes. The send half reads per packet, so the hot
-//! path is a few relaxed atomic loads: the endpoints sit behind a mutex that
-//! it takes only when the generation counter says they changed (a client
-//! roamed), which it remembers in its own cache.
+//! Only the receive half writes the estimates. The send half reads per
+//! packet, so the hot path is a few relaxed atomic loads: the endpoints sit
+//! behind a mutex that it takes only when the generation counter says they
+//! changed (a client roamed), which it remembers in its own cache. The peer
+//! table works the same way: each half keeps its own per-peer state and
+//! `Arc<PeerLink>`s, and looks at the table again only when its generation
+//! moved (one atomic load per packet; no lock shared by all peers on the
+//! packet path).
 
-use super::{DeviceLimits, PeerConfig};
+use super::{ConfigError, DeviceLimits, PeerConfig, Role};
 use crate::reorder::ReorderStats;
 use crate::steer::ChannelView;
 use crate::{Channel, Nanos};
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{
     AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
 };
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// "No estimate" in the atomics below.
 const UNKNOWN: u64 = u64::MAX;
@@ -32,9 +39,29 @@ fn store(v: &AtomicU64, ns: Option<Nanos>) {
     v.store(ns.unwrap_or(UNKNOWN), Relaxed);
 }
 
+/// One peer's data datagrams per channel (index = Channel) each way, and
+/// what was dropped of its traffic after it was identified (downlink without
+/// session or endpoint, or a datagram it sent that failed the source checks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeerTraffic {
+    /// Bytes of data datagrams sent to it (whole datagrams, sealed).
+    pub tx_bytes: [u64; 2],
+    /// Data datagrams sent to it.
+    pub tx_packets: [u64; 2],
+    /// Bytes of data datagrams accepted from it.
+    pub rx_bytes: [u64; 2],
+    /// Data datagrams accepted from it.
+    pub rx_packets: [u64; 2],
+    /// Its packets dropped after it was identified.
+    pub drops: u64,
+}
+
 /// One peer's published state.
 pub struct PeerLink {
+    /// Its index in the table (the authentication layer's peer id too).
+    slot: usize,
     name: String,
+    tunnel_addr: Option<IpAddr>,
     owd: [AtomicU64; 2],
     rtt: [AtomicU64; 2],
     measured: [AtomicU64; 2],
@@ -55,13 +82,18 @@ pub struct PeerLink {
     /// probe answer).
     llc_empty_at: AtomicU64,
     llc_others: AtomicU64,
+    /// [`PeerTraffic`]: tx bytes, tx packets, rx bytes, rx packets per channel.
+    traffic: [[AtomicU64; 2]; 4],
+    drops: AtomicU64,
 }
 
 impl PeerLink {
-    fn new(p: &PeerConfig) -> PeerLink {
+    fn new(slot: usize, p: &PeerConfig) -> PeerLink {
         let unknown = || [AtomicU64::new(UNKNOWN), AtomicU64::new(UNKNOWN)];
         PeerLink {
+            slot,
             name: p.name.clone(),
+            tunnel_addr: p.tunnel_addr,
             owd: unknown(),
             rtt: unknown(),
             measured: unknown(),
@@ -74,12 +106,54 @@ impl PeerLink {
             limits: DeviceLimits::default(),
             llc_empty_at: AtomicU64::new(0),
             llc_others: AtomicU64::new(0f64.to_bits()),
+            traffic: Default::default(),
+            drops: AtomicU64::new(0),
         }
+    }
+
+    /// Its index in the peer table (what the halves and the authentication
+    /// layer call `peer`).
+    pub fn slot(&self) -> usize {
+        self.slot
     }
 
     /// The peer's configured name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The peer's tunnel address (a gateway's device), if configured.
+    pub fn tunnel_addr(&self) -> Option<IpAddr> {
+        self.tunnel_addr
+    }
+
+    /// Its traffic so far.
+    pub fn traffic(&self) -> PeerTraffic {
+        let read = |i: usize| self.traffic[i].each_ref().map(|v| v.load(Relaxed));
+        PeerTraffic {
+            tx_bytes: read(0),
+            tx_packets: read(1),
+            rx_bytes: read(2),
+            rx_packets: read(3),
+            drops: self.drops.load(Relaxed),
+        }
+    }
+
+    /// One data datagram of `bytes` sent to it on `ch` (send half only).
+    pub(crate) fn count_tx(&self, ch: Channel, bytes: usize) {
+        self.traffic[0][ch.index()].fetch_add(bytes as u64, Relaxed);
+        self.traffic[1][ch.index()].fetch_add(1, Relaxed);
+    }
+
+    /// One data datagram of `bytes` accepted from it on `ch` (receive half only).
+    pub(crate) fn count_rx(&self, ch: Channel, bytes: usize) {
+        self.traffic[2][ch.index()].fetch_add(bytes as u64, Relaxed);
+        self.traffic[3][ch.index()].fetch_add(1, Relaxed);
+    }
+
+    /// One of its packets dropped after it was identified.
+    pub(crate) fn count_drop(&self) {
+        self.drops.fetch_add(1, Relaxed);
     }
 
     /// The RTT the policy uses on `ch` (pinned or measured, HBC scaled).
@@ -194,24 +268,113 @@ impl PeerLink {
     }
 }
 
+/// The peer table: slot `i` is peer `i`, `None` once removed (a later peer
+/// may take the slot again).
+pub type PeerTable = Vec<Option<Arc<PeerLink>>>;
+
+/// Brings a half's per-slot state `mine` in line with `table`: a slot whose
+/// peer is new (another `Arc<PeerLink>` than the one `link_of` finds in
+/// `mine`) gets `new(link)`, a removed one `None`; the others keep theirs.
+pub(crate) fn follow_table<T>(
+    mine: &mut Vec<Option<T>>,
+    table: &PeerTable,
+    link_of: impl Fn(&T) -> &Arc<PeerLink>,
+    mut new: impl FnMut(&Arc<PeerLink>) -> T,
+) {
+    mine.truncate(table.len());
+    mine.resize_with(table.len(), || None);
+    for (m, theirs) in mine.iter_mut().zip(table.iter()) {
+        match theirs {
+            None => *m = None,
+            Some(link) if m.as_ref().is_some_and(|x| Arc::ptr_eq(link_of(x), link)) => {}
+            Some(link) => *m = Some(new(link)),
+        }
+    }
+}
+
 /// The state shared by the halves of one endpoint (two, or two per worker).
 pub struct Shared {
-    peers: Vec<PeerLink>,
+    role: Role,
+    /// The current table and its generation (copied on change: the halves
+    /// hold on to the `Arc` of the one they last looked at).
+    table: Mutex<(u64, Arc<PeerTable>)>,
+    /// The table's generation, readable without the lock.
+    generation: AtomicU64,
     /// Each receive worker's reorder-buffer counters (index = worker).
     reorder: Mutex<Vec<ReorderStats>>,
 }
 
 impl Shared {
-    pub(crate) fn new(peers: &[PeerConfig], workers: usize) -> Shared {
+    pub(crate) fn new(role: Role, peers: &[PeerConfig], workers: usize) -> Shared {
+        let table = peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Some(Arc::new(PeerLink::new(i, p))))
+            .collect();
         Shared {
-            peers: peers.iter().map(PeerLink::new).collect(),
+            role,
+            table: Mutex::new((0, Arc::new(table))),
+            generation: AtomicU64::new(0),
             reorder: Mutex::new(vec![ReorderStats::default(); workers.max(1)]),
         }
     }
 
-    /// Every peer, by index.
-    pub fn peers(&self) -> &[PeerLink] {
-        &self.peers
+    /// Every peer now, in slot order (a snapshot; removed slots left out).
+    pub fn peers(&self) -> Vec<Arc<PeerLink>> {
+        self.table().1.iter().flatten().cloned().collect()
+    }
+
+    /// Peer `slot`, if it exists.
+    pub fn peer(&self, slot: usize) -> Option<Arc<PeerLink>> {
+        self.table().1.get(slot).cloned().flatten()
+    }
+
+    /// Bumped by every [`change_peers`](Self::change_peers).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Acquire)
+    }
+
+    /// The table and its generation.
+    pub(crate) fn table(&self) -> (u64, Arc<PeerTable>) {
+        let t = self.table.lock().expect("peer table lock");
+        (t.0, Arc::clone(&t.1))
+    }
+
+    /// Changes the peer table at once, all or nothing: each `(slot, Some(peer))`
+    /// puts a new peer in `slot` (replacing any there: its estimates, learned
+    /// endpoints and flows start over), each `(slot, None)` removes the peer
+    /// in `slot`. Peers of other slots keep all their state. Refused (and
+    /// nothing changed) if two peers would share a tunnel address or a
+    /// gateway's peer would have none. The halves pick the change up at
+    /// their next packet or timeout.
+    pub fn change_peers(&self, changes: &[(usize, Option<PeerConfig>)]) -> Result<(), ConfigError> {
+        let mut t = self.table.lock().expect("peer table lock");
+        let mut table: PeerTable = (*t.1).clone();
+        for (slot, peer) in changes {
+            if table.len() <= *slot {
+                table.resize(slot + 1, None);
+            }
+            table[*slot] = peer.as_ref().map(|p| Arc::new(PeerLink::new(*slot, p)));
+        }
+        while table.last().is_some_and(Option::is_none) {
+            table.pop();
+        }
+        let mut by_addr = HashMap::new();
+        for p in table.iter().flatten() {
+            match p.tunnel_addr {
+                Some(a) if by_addr.insert(a, p.slot).is_some() => {
+                    return Err(ConfigError::DuplicateTunnelAddr(a))
+                }
+                None if self.role == Role::Gateway => {
+                    return Err(ConfigError::NoTunnelAddr(p.name.clone()))
+                }
+                _ => {}
+            }
+        }
+        t.0 += 1;
+        t.1 = Arc::new(table);
+        self.generation.store(t.0, Release);
+        Ok(())
     }
 
     /// Reorder-buffer counters as of the last publication, over all
@@ -227,14 +390,14 @@ impl Shared {
 
     /// Whether every peer has one-way delays for both channels.
     pub fn all_estimated(&self) -> bool {
-        self.peers
+        self.peers()
             .iter()
             .all(|p| Channel::ALL.iter().all(|&ch| p.owd(ch).is_some()))
     }
 
     /// The largest HBC one-way delay over the peers (0 if none is known).
     pub fn max_hbc_owd(&self) -> Nanos {
-        self.peers
+        self.peers()
             .iter()
             .filter_map(|p| p.owd(Channel::Hbc))
             .max()

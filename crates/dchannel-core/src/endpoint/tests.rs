@@ -38,7 +38,8 @@ fn halves(role: Role, policy: &str, peers: Vec<PeerConfig>) -> Halves {
     let mut cfg = Config::new(role);
     cfg.steer.overhead = 0; // sizes in the tests are the queue's bytes
     let auth = TokenAuth::new(&peers).unwrap();
-    new(cfg, peers, auth, || parse_spec(policy, 0.75).unwrap()).unwrap()
+    let policy = policy.to_string();
+    new(cfg, peers, auth, move || parse_spec(&policy, 0.75).unwrap()).unwrap()
 }
 
 fn client(policy: &str) -> Halves {
@@ -778,4 +779,204 @@ fn every_worker_applies_the_egress_rule() {
         assert!(matches!(r, Received::Data(_)), "worker {k}: {r:?}");
         assert_eq!(delivered(rx), vec![ok], "worker {k}");
     }
+}
+
+// ---- live peer table (Shared::change_peers) -------------------------------
+
+fn device(name: &str, addr: &str) -> PeerConfig {
+    PeerConfig {
+        name: name.into(),
+        token: 0,
+        tunnel_addr: Some(addr.parse().unwrap()),
+        endpoints: [None, None],
+    }
+}
+
+#[test]
+fn peers_changed_live_leave_the_others_untouched() {
+    let (mut tx, mut rx) = gateway("all-hbc");
+    let other_hbc = addr("198.18.1.3:50000");
+    let from_3 = build::udp4([198, 19, 0, 3], [198, 18, 3, 2], 7, 53, b"query");
+    assert!(matches!(
+        hear(&mut rx, 0, Channel::Hbc, ue_hbc(), 1, 0, &uplink(1000)),
+        Received::Data(_)
+    ));
+    let r = rx.handle_datagram(0, Channel::Hbc, other_hbc, data(OTHER_TOKEN, 1, 0, &from_3));
+    assert!(matches!(r, Received::Data(Arrival { peer: 1, .. })));
+    for (dst, peer) in [([198, 19, 0, 2], 0), ([198, 19, 0, 3], 1)] {
+        assert_eq!(send(&mut tx, MS, &downlink(dst, 100)).unwrap().0.peer, peer);
+    }
+    assert_eq!(tx.flows(), 2);
+    let shared = Arc::clone(tx.shared());
+    let link0 = shared.peer(0).unwrap();
+    let generation = shared.generation();
+
+    // Refused, all or nothing: the removal of peer 1 is not applied either.
+    assert_eq!(
+        shared.change_peers(&[(1, None), (2, Some(device("c", "198.19.0.2")))]),
+        Err(ConfigError::DuplicateTunnelAddr(
+            "198.19.0.2".parse().unwrap()
+        ))
+    );
+    let mut no_addr = device("d", "198.19.0.9");
+    no_addr.tunnel_addr = None;
+    assert_eq!(
+        shared.change_peers(&[(2, Some(no_addr))]),
+        Err(ConfigError::NoTunnelAddr("d".into()))
+    );
+    assert_eq!(shared.generation(), generation);
+    assert_eq!(shared.peers().len(), 2);
+
+    // Peer 1 removed, a new peer in slot 2 at 198.19.0.4.
+    shared
+        .change_peers(&[(1, None), (2, Some(device("c", "198.19.0.4")))])
+        .unwrap();
+    assert_eq!(shared.generation(), generation + 1);
+    let names: Vec<(usize, String)> = shared
+        .peers()
+        .iter()
+        .map(|p| (p.slot(), p.name().to_string()))
+        .collect();
+    assert_eq!(names, [(0, "198.19.0.2".into()), (2, "c".into())]);
+    // downlink to the removed peer: no client; to the new one: not heard yet
+    assert_eq!(
+        send(&mut tx, 2 * MS, &downlink([198, 19, 0, 3], 100)).unwrap_err(),
+        DropReason::NoClient
+    );
+    assert_eq!(
+        send(&mut tx, 2 * MS, &downlink([198, 19, 0, 4], 100)).unwrap_err(),
+        DropReason::NoEndpoint
+    );
+    assert_eq!(shared.peer(2).unwrap().traffic().drops, 1);
+    // the removed peer's datagram (its token still authenticates): dropped
+    let r = rx.handle_datagram(
+        3 * MS,
+        Channel::Hbc,
+        other_hbc,
+        data(OTHER_TOKEN, 1, 1, &from_3),
+    );
+    assert_eq!(dropped(r), DropReason::NoSession);
+    // peer 0 untouched: same shared state, its learned endpoint, its flow
+    assert!(Arc::ptr_eq(&link0, &shared.peer(0).unwrap()));
+    assert_eq!(link0.endpoint(Channel::Hbc), Some(ue_hbc()));
+    assert_eq!(tx.flows(), 1);
+    let (t, _) = send(&mut tx, 4 * MS, &downlink([198, 19, 0, 2], 100)).unwrap();
+    assert_eq!((t.peer, t.destination), (0, ue_hbc()));
+    assert_eq!(tx.flows(), 1, "the same flow as before the change");
+    assert!(matches!(
+        hear(&mut rx, 5 * MS, Channel::Hbc, ue_hbc(), 1, 1, &uplink(1000)),
+        Received::Data(Arrival { peer: 0, .. })
+    ));
+    // per-peer traffic: 2 datagrams sent (100-byte packet + 16-byte header),
+    // 2 received (uplink()'s packet + 16-byte header), all on the HBC
+    let t = link0.traffic();
+    assert_eq!(t.tx_packets, [2, 0]);
+    assert_eq!(t.tx_bytes, [2 * 116, 0]);
+    assert_eq!(t.rx_packets, [2, 0]);
+    assert_eq!(t.rx_bytes, [2 * (uplink(1000).len() as u64 + 16), 0]);
+    assert_eq!(t.drops, 0);
+}
+
+/// Issue 37 item 4 with `--threads`: at a gateway with two workers, peers
+/// added live land on the worker their slot is ≡ to (the crypto layer gives
+/// slot i session indices ≡ i (mod 2), which the kernel steers to worker
+/// i mod 2): receive half 0 serves new slot 2, half 1 new slot 3, each
+/// refusing the other's as `OtherWorker`; either send half reaches them; a
+/// removed peer's flows leave the gateway-wide count; a removed slot reused
+/// by another device stays with its worker and starts afresh.
+#[test]
+fn peers_added_live_land_on_the_worker_of_their_slot() {
+    let mut cfg = Config::new(Role::Gateway);
+    cfg.max_flows_total = 3;
+    let with_token = |name: &str, addr: &str, token| PeerConfig {
+        token,
+        ..device(name, addr)
+    };
+    let (t2, t3) = (0x0a02, 0x0a03); // the tokens of slots 2 and 3
+    let later = [
+        with_token("d4", "198.19.0.4", t2),
+        with_token("d5", "198.19.0.5", t3),
+    ];
+    // The authentication layer knows slots 2 and 3 before the endpoint does
+    // (the crypto table changes first).
+    let auth = TokenAuth::new(&[gateway_peers(), later.to_vec()].concat()).unwrap();
+    let mut w = new_workers(
+        cfg,
+        gateway_peers(),
+        auth,
+        || parse_spec("all-hbc", 0.75).unwrap(),
+        2,
+    )
+    .unwrap();
+    let ep = |i: u8| addr(&format!("198.18.1.{i}:50000"));
+    let from = |i: u8| build::udp4([198, 19, 0, i], [198, 18, 3, 2], 7, 53, b"q");
+    let hear_at = |w: &mut Vec<Halves>, k: usize, now: Nanos, token: u64, i: u8| {
+        w[k].1
+            .handle_datagram(now, Channel::Hbc, ep(i), data(token, 1, 0, &from(i)))
+    };
+    assert_eq!(dropped(hear_at(&mut w, 0, 0, t2, 4)), DropReason::NoSession);
+    let shared = Arc::clone(w[0].1.shared());
+    shared
+        .change_peers(&[(2, Some(later[0].clone())), (3, Some(later[1].clone()))])
+        .unwrap();
+    for (slot, token, i) in [(2, t2, 4), (3, t3, 5)] {
+        let own = slot % 2;
+        let r = hear_at(&mut w, 1 - own, MS, token, i);
+        assert_eq!(dropped(r), DropReason::OtherWorker, "slot {slot}");
+        let r = hear_at(&mut w, own, MS, token, i);
+        assert!(
+            matches!(r, Received::Data(Arrival { peer, .. }) if peer == slot),
+            "slot {slot}: {r:?}"
+        );
+    }
+    for (tx, _) in &mut w {
+        for (i, slot) in [(4, 2), (5, 3)] {
+            let (t, _) = send(tx, 2 * MS, &downlink([198, 19, 0, i], 100)).unwrap();
+            assert_eq!((t.peer, t.destination), (slot, ep(i)));
+        }
+    }
+    // 3 flows (the cap): .4's, .5's and now .2's (endpoint known once heard)
+    assert!(matches!(
+        hear(
+            &mut w[0].1,
+            3 * MS,
+            Channel::Hbc,
+            ue_hbc(),
+            1,
+            0,
+            &uplink(5)
+        ),
+        Received::Data(Arrival { peer: 0, .. })
+    ));
+    send(&mut w[1].0, 3 * MS, &downlink([198, 19, 0, 2], 100)).unwrap();
+    assert_eq!(w[1].0.flows(), 3);
+    // .4 removed: its flow leaves the count, so .5's second flow fits
+    shared.change_peers(&[(2, None)]).unwrap();
+    let second = build::udp4([198, 18, 3, 2], [198, 19, 0, 5], 54, 40000, &[0; 72]);
+    for (k, (tx, _)) in w.iter_mut().enumerate() {
+        send(tx, 4 * MS, &second).unwrap();
+        assert_eq!(tx.flows(), 3, "worker {k}");
+        assert_eq!(tx.flow_table_stats().gateway_evictions, 0, "worker {k}");
+    }
+    assert_eq!(
+        send(&mut w[0].0, 4 * MS, &downlink([198, 19, 0, 4], 100)).unwrap_err(),
+        DropReason::NoClient
+    );
+    // slot 2 reused by another device (its token: t2): still worker 0's, a
+    // fresh peer (its endpoint learned anew, its counters from zero)
+    shared
+        .change_peers(&[(2, Some(with_token("d6", "198.19.0.6", t2)))])
+        .unwrap();
+    let r = hear_at(&mut w, 1, 5 * MS, t2, 6);
+    assert_eq!(dropped(r), DropReason::OtherWorker);
+    let r = hear_at(&mut w, 0, 5 * MS, t2, 6);
+    assert!(
+        matches!(r, Received::Data(Arrival { peer: 2, .. })),
+        "{r:?}"
+    );
+    let d6 = shared.peer(2).unwrap();
+    assert_eq!((d6.name(), d6.endpoint(Channel::Hbc)), ("d6", Some(ep(6))));
+    assert_eq!(d6.traffic().rx_packets, [1, 0]);
+    let (t, _) = send(&mut w[1].0, 6 * MS, &downlink([198, 19, 0, 6], 100)).unwrap();
+    assert_eq!((t.peer, t.destination), (2, ep(6)));
 }

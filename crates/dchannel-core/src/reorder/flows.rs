@@ -200,6 +200,14 @@ impl<K: Hash + Eq + Copy, F> Flows<K, F> {
         &mut self.dev(device).stats
     }
 
+    /// Zeroes the counters of `device`, which has no flows left.
+    pub(super) fn reset_device(&mut self, device: usize) {
+        if let Some(d) = self.devices.get_mut(device) {
+            debug_assert_eq!((d.stats.flows, d.stats.memory_bytes), (0, 0));
+            *d = Device::default();
+        }
+    }
+
     /// The least recently seen flow of all.
     pub(super) fn oldest(&self) -> Option<u32> {
         (self.recency.head != NIL).then_some(self.recency.head)

@@ -282,6 +282,42 @@ proptest! {
 }
 
 #[test]
+fn a_forgotten_device_hands_back_what_it_held_and_its_slot_starts_over() {
+    // a peer removed from the gateway's table (Shared::change_peers): its
+    // flows, memory and counters go; the other device's stay as they were
+    let cfg = ReorderConfig {
+        max_device_flows: 2,
+        ..small()
+    };
+    let mut b = Rb::new(cfg);
+    let mut out = Vec::new();
+    hold(&mut b, &mut out, 0, (0, 1), 1_000, 1);
+    hold(&mut b, &mut out, MS, (0, 2), 1_000, 2);
+    hold(&mut b, &mut out, 2 * MS, (1, 1), 1_000, 3);
+    // a third flow of device 0 (limit 2) evicts its oldest, releasing id 1
+    hold(&mut b, &mut out, 3 * MS, (0, 3), 1_000, 4);
+    assert_eq!(out, [1]);
+    assert_eq!(b.device_stats(0).device_flow_limit_evictions, 1);
+    let other = b.device_stats(1);
+    b.forget_device(0, &mut out);
+    assert_eq!(out, [1, 2, 4], "device 0's held packets, oldest flow first");
+    assert_eq!(b.device_stats(0), DeviceReorderStats::default());
+    assert_eq!(b.device_stats(1), other);
+    assert_eq!((b.flows(), b.occupancy()), (1, 1_000));
+    assert_eq!(b.memory(), other.memory_bytes);
+    assert!(tracks(&b, (1, 1)));
+    // a peer in the reused slot: its flow (0, 2) is new, seq 0 goes at once
+    b.push(4 * MS, (0, 2), 0, Hbc, 100, 5, &mut out);
+    assert_eq!(out, [1, 2, 4, 5]);
+    let fresh = b.device_stats(0);
+    assert_eq!((fresh.flows, fresh.device_flow_limit_evictions), (1, 0));
+    // the forgotten packets' deadlines release nothing twice
+    b.handle_timeout(10_000 * MS, &mut out);
+    assert_eq!(out, [1, 2, 4, 5, 3]);
+    assert_eq!(b.occupancy(), 0);
+}
+
+#[test]
 fn the_default_bounds_as_docs_reliability_states_them() {
     // the agent's payload: the receive half's delivery of a 1,564-byte buffer
     // (--outer-mtu 1500 + 64: main.rs max_datagram)

@@ -615,6 +615,17 @@ impl<K: DeviceKey, P> ReorderBuffer<K, P> {
         }
     }
 
+    /// Forgets every flow of `device` and its counters (a peer removed from
+    /// the table, whose slot a later peer may take: that one starts at zero).
+    /// What its flows still held goes to `out`, as when a flow expires: those
+    /// packets were authenticated before the removal. O(flows of `device`).
+    pub fn forget_device(&mut self, device: usize, out: &mut Vec<P>) {
+        while let Some(slot) = self.flows.oldest_of(device) {
+            self.evict(slot, out);
+        }
+        self.flows.reset_device(device);
+    }
+
     /// Makes room for a new flow of `device`: idle flows go first, then the
     /// device's own least recently seen flow at its limit, or at the gateway's
     /// limit that of the device with the most flows (this one on a tie).

@@ -32,8 +32,8 @@ pub fn take_all(p: &mut Peers) -> Vec<(Transmit, Vec<u8>)> {
 /// with), the gateway's table (its one peer, the device) and the gateway's id
 /// in the device's table.
 pub fn pair(dev_key: &PrivateKey, gw_key: &PrivateKey, cfg: Config) -> (Peers, Peers, PeerId) {
-    let mut dev = Peers::new(dev_key.clone(), cfg);
-    let mut gw = Peers::new(gw_key.clone(), cfg);
+    let dev = Peers::new(dev_key.clone(), cfg);
+    let gw = Peers::new(gw_key.clone(), cfg);
     let g = dev.add_peer(gw_key.public_key(), "gw", true).unwrap();
     gw.add_peer(dev_key.public_key(), "dev", false).unwrap();
     (dev, gw, g)

@@ -162,8 +162,19 @@ impl Topo {
     /// [`Topo::start`] with `gateway_only` flags for the gateway besides `extra`
     /// (e.g. `--egress-allow`, which the client does not take).
     pub fn start_with(&self, policy: &str, extra: &[&str], gateway_only: &[&str]) -> Agents {
-        let gateway = spawn_ready(&self.gateway_argv(policy, &[extra, gateway_only].concat()));
-        let client = spawn_ready(&self.client_argv(policy, extra));
+        self.start_argv(
+            &self.gateway_argv(policy, &[extra, gateway_only].concat()),
+            &self.client_argv(policy, extra),
+        )
+    }
+
+    /// Starts the gateway and the client with these command lines (the
+    /// output files are the ones [`Topo::gateway_argv`] and
+    /// [`Topo::client_argv`] name), waits for READY from both and installs
+    /// the routes.
+    pub fn start_argv(&self, gateway: &[String], client: &[String]) -> Agents {
+        let gateway = spawn_ready(gateway);
+        let client = spawn_ready(client);
         self.route_gateway();
         self.route_client();
         Agents {
@@ -264,17 +275,46 @@ impl Topo {
     /// Sends `data` over TCP from srv (port `port`) to ue through the tunnel;
     /// returns what ue received.
     pub fn download(&self, data: Vec<u8>, port: u16) -> Vec<u8> {
+        self.download_paced(None, data, port, std::time::Duration::ZERO)
+    }
+
+    /// [`Topo::download`] to ue's tunnel address `from` (`None`: the one
+    /// routing picks), written in 64 KiB pieces `gap` apart (a transfer that
+    /// is still running while a test changes something).
+    pub fn download_paced(
+        &self,
+        from: Option<std::net::IpAddr>,
+        data: Vec<u8>,
+        port: u16,
+        gap: std::time::Duration,
+    ) -> Vec<u8> {
         use std::io::{Read, Write};
-        use std::net::{TcpListener, TcpStream};
+        use std::net::{SocketAddr, TcpListener, TcpStream};
         let l = in_ns(&self.srv, move || TcpListener::bind((SRV, port)).unwrap())
             .join()
             .unwrap();
         let server = std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
-            s.write_all(&data).unwrap();
+            for piece in data.chunks(64 << 10) {
+                s.write_all(piece).unwrap();
+                if !gap.is_zero() {
+                    std::thread::sleep(gap);
+                }
+            }
         });
         let got = in_ns(&self.ue, move || {
-            let mut s = TcpStream::connect((SRV, port)).unwrap();
+            let to: SocketAddr = (SRV.parse::<std::net::IpAddr>().unwrap(), port).into();
+            let mut s = match from {
+                None => TcpStream::connect(to).unwrap(),
+                Some(ip) => {
+                    let sock =
+                        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                            .unwrap();
+                    sock.bind(&SocketAddr::from((ip, 0)).into()).unwrap();
+                    sock.connect(&to.into()).unwrap();
+                    sock.into()
+                }
+            };
             s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
                 .unwrap();
             let mut v = Vec::new();
