@@ -16,6 +16,10 @@ def target_dir() -> Path:
     return Path(os.environ.get("CARGO_TARGET_DIR", repo_root() / "target"))
 
 
+#: Binaries whose crate has another name (the rest are built by `-p <binary>`).
+_CRATE_OF = {"h3get": "webreplay"}
+
+
 def binary(name: str) -> Path:
     """Path of a release binary of the workspace (chanemu, dchannel, webreplay, ...).
 
@@ -25,7 +29,7 @@ def binary(name: str) -> Path:
     if not path.exists():
         raise FileNotFoundError(
             f"binary {name!r} not found at {path}; build it with "
-            f"`cargo build --release -p {name}` (or run `./dch setup`)"
+            f"`cargo build --release -p {_CRATE_OF.get(name, name)}` (or run `./dch setup`)"
         )
     return path
 

@@ -145,3 +145,67 @@ def test_campaign_refuses_tcp_only_schemes_under_h3(tmp_path: Path) -> None:
         load_campaign(p, check_channels=False)
     p = _campaign(tmp_path, protocol="recorded", schemes=["all-hbc", "mptcp", "ians"])
     assert load_campaign(p, check_channels=False).protocol == "recorded"
+
+
+def test_arms_of_both_protocols_pair_per_page_and_trial(tmp_path: Path) -> None:
+    """An arm's own `protocol:` (fig3_h3): the h2 and h3 arms of one (condition, trial,
+    item) are one unit of work with one paired testbed seed, each run under its protocol;
+    an arm's protocol is checked and a TCP-only scheme is refused under its own h3."""
+    from dchlab.experiments.runner import cell_config, pair_units, plan
+    from dchlab.run_config import testbed_config
+
+    arms = [
+        "all-hbc",
+        {"label": "all-hbc-h3", "scheme": "all-hbc", "protocol": "h3"},
+        {"label": "dchannel-h3", "scheme": "dchannel", "protocol": "h3"},
+    ]
+    c = load_campaign(_campaign(tmp_path, schemes=arms, trials=2), check_channels=False)
+    units = pair_units(plan(c, set())[0])
+    assert len(units) == 2  # one per trial (one condition, one item)
+    for unit in units:
+        runs = {g.scheme.label: cell_config(c, g) for g in unit}
+        assert {k: r.protocol for k, r in runs.items()} == {
+            "all-hbc": "h2",
+            "all-hbc-h3": "h3",
+            "dchannel-h3": "h3",
+        }
+        seeds = {testbed_config(r, unit[0].items[0]).seed for r in runs.values()}
+        assert len(seeds) == 1, seeds
+    bad = [*arms, {"label": "m", "scheme": "mptcp", "protocol": "h3"}]
+    p = _campaign(tmp_path, schemes=bad)
+    with pytest.raises(CampaignError, match=r"schemes\[3\]: scheme 'mptcp' cannot run under protocol h3"):  # fmt: skip
+        load_campaign(p, check_channels=False)
+    p = _campaign(tmp_path, schemes=[{"label": "x", "scheme": "all-hbc", "protocol": "quic"}])
+    with pytest.raises(CampaignError, match=r"schemes\[0\]\.protocol: expected one of h2, h3, recorded, got 'quic'"):  # fmt: skip
+        load_campaign(p, check_channels=False)
+
+
+def test_gains_per_protocol_use_that_protocols_baseline_and_ideal(tmp_path: Path) -> None:
+    """analysis.by_protocol: each protocol's arms against the baseline and ideal of the
+    same protocol. Two pages, one trial; h2: all-hbc 1000, dchannel 800, ideal 600 ms →
+    gain 20%, share 200/400 = 50%; h3: all-hbc 900, dchannel 810, ideal 720 → 10%, 50%.
+    dchannel-h3's LLC share is 100·100/(300+100) = 25%."""
+    from dchlab.experiments.analyses.protocols import gains_by_protocol, protocol_table
+
+    arms = ["all-hbc", "dchannel", "ideal"]
+    arms += [{"label": f"{a}-h3", "scheme": a, "protocol": "h3"} for a in arms]
+    c = load_campaign(
+        _campaign(tmp_path, schemes=arms, analysis={"kind": "gain", "by_protocol": True}),
+        check_channels=False,
+    )
+    plt = {"all-hbc": 1000, "dchannel": 800, "ideal": 600}
+    plt |= {"all-hbc-h3": 900, "dchannel-h3": 810, "ideal-h3": 720}
+    rows = [
+        {"arm": a, "condition": "embb", "item": page, "trial": 0, "valid": True,
+         "plt_ms": float(ms), "bytes_hbc": 300, "bytes_llc": 100, "cell": f"{a}/{page}"}
+        for a, ms in plt.items() for page in ("p1", "p2")
+    ]  # fmt: skip
+    g = gains_by_protocol(c, rows, "plt_ms")
+    assert set(g) == {"h2", "h3"}
+    h2, h3 = g["h2"][("embb", "dchannel")], g["h3"][("embb", "dchannel")]
+    assert round(h2.gain_pct.mean, 6) == 20.0 and round(h3.gain_pct.mean, 6) == 10.0
+    assert round(h2.ideal_share or 0, 6) == round(h3.ideal_share or 0, 6) == 0.5
+    assert h3.llc_bytes_pct == 25.0 and (h3.pages, h3.pairs) == (2, 2)
+    t = protocol_table(c, rows, "plt_ms")
+    assert [r[:2] for r in t.rows] == [["embb", "dchannel"], ["embb", "ideal"]]
+    assert t.rows[0][3] == "50%" and t.rows[0][7] == "50%"

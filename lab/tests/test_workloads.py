@@ -347,3 +347,30 @@ def test_curl_phases_and_bulk_through_testbed() -> None:
     assert [x["size_bytes"] for x in rows] == [10_000, 2_000_000]
     assert all(x["valid"] for x in rows)
     assert rows[1]["total_ms"] > rows[0]["total_ms"]
+
+
+@pytest.mark.netns
+@need_testbed
+def test_curl_phases_over_h3_through_testbed() -> None:
+    """`protocol: h3` fetches with the h3get client over QUIC (Debian's curl has no HTTP/3):
+    over a 40 ms HBC, DNS is one round trip through the testbed's resolver and the QUIC
+    handshake is one more — RFC 9000 §7 folds TCP's and TLS 1.3's two into one — so the
+    connect phase stays under two round trips and TLS is 0. The body is `/bytes/N`'s
+    pattern (byte i = i mod 251, docs/webreplay.md), byte-exact by hash."""
+    import hashlib
+
+    from dchlab.workloads.api import curl_phases
+
+    n = 100_000
+    spec = RunSpec(HBC, "fixed:40ms/200mbit", "urllc", protocol="h3")
+    r = curl_phases(spec, f"https://server.test/bytes/{n}")
+    assert r["valid"], r["invalid_reason"]
+    w = r["stats"]["curl"]
+    assert w["http_version"] == "3" and r["responses_h3"] == 1 and r["responses_h2"] == 0
+    assert r["size_bytes"] == n
+    assert w["sha256"] == hashlib.sha256(bytes(i % 251 for i in range(n))).hexdigest()
+    assert 38 <= r["dns_ms"] <= 150, r["dns_ms"]
+    assert 38 <= r["connect_ms"] < 80, r["connect_ms"]  # one round trip, not TCP + TLS's two
+    assert r["tls_ms"] == 0
+    assert w["time_namelookup"] < w["time_connect"] <= w["time_starttransfer"] <= w["time_total"]
+    assert r["transfer_ms"] >= 80  # request + response: at least 2 round trips

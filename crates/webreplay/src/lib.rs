@@ -9,6 +9,7 @@ pub mod access_log;
 pub mod cdn;
 pub mod certs;
 pub mod corpus;
+pub mod h3fetch;
 pub mod hosts;
 pub mod listener;
 pub mod pattern_body;

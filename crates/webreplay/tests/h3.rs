@@ -273,3 +273,72 @@ async fn h3_refuse_leaves_an_origin_tcp_only() {
         "{stderr}"
     );
 }
+
+/// The `h3get` client (Table 2 over QUIC): one fetch of a corpus object with 100 ms think
+/// time, byte-exact by hash, and its phases in curl's order — resolution, then the QUIC
+/// handshake, then the first response byte no sooner than the think time after it, then
+/// the last byte. A refused origin is exit 1 with the reason, still as one JSON line.
+#[test]
+fn h3get_fetches_byte_exact_with_ordered_phases() {
+    let e = H3Env::new();
+    let page = dchannel_base::testing::pattern(150_000, 7);
+    let corpus = write_corpus(
+        &e.dir,
+        &[CorpusObj {
+            url: "https://a.test/page.bin",
+            status: 200,
+            headers: &[("content-type", "application/octet-stream")],
+            body: page.clone(),
+            think_ms: 100.0,
+        }],
+    );
+    let mut server = e.start(&[
+        ("--corpus", corpus.to_str().unwrap()),
+        ("--h3-refuse", "b.test"),
+    ]);
+    let h3get = |host: u8, path: &str| {
+        let url = format!("https://{}:{H3_PORT}{path}", addr_in(e.block, host));
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_h3get"))
+            .args([url.as_str(), "--cacert", e.ca.cert_path.to_str().unwrap()])
+            .args(["--max-time", "5"])
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|err| panic!("{err}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), v)
+    };
+
+    let (code, v) = h3get(1, "/page.bin");
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(
+        (v["http_code"].as_u64(), v["http_version"].as_str()),
+        (Some(200), Some("3"))
+    );
+    assert_eq!(
+        (v["size_download"].as_u64(), v["sha256"].as_str()),
+        (Some(page.len() as u64), Some(sha256_hex(&page).as_str()))
+    );
+    let t = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {v}"));
+    let (dns, conn, app) = (
+        t("time_namelookup"),
+        t("time_connect"),
+        t("time_appconnect"),
+    );
+    let (start, total) = (t("time_starttransfer"), t("time_total"));
+    assert!(dns > 0.0 && dns < conn, "{v}");
+    assert_eq!(conn, app, "QUIC has no TLS phase after the handshake: {v}");
+    assert!(
+        start - conn >= 0.1,
+        "first byte before the 100 ms think time: {v}"
+    );
+    assert!(start <= total && total < 5.0, "{v}");
+
+    let (code, v) = h3get(2, "/bytes/10");
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(v["exitcode"].as_i64(), Some(1));
+    assert!(
+        v["errormsg"].as_str().unwrap().contains("QUIC handshake"),
+        "{v}"
+    );
+    assert!(server.stop().unwrap().success());
+}

@@ -3,7 +3,8 @@
 Fetch URL with curl on ue in a fresh testbed per scheme and trial, and break the time
 down from curl -w: DNS = time_namelookup, TCP = time_connect - time_namelookup, TLS =
 time_appconnect - time_connect, transfer = time_total - time_appconnect, total =
-time_total (ms).
+time_total (ms). With `--protocol h3` the fetch is HTTP/3 with the `h3get` client: the
+connect phase is the QUIC handshake (TCP and TLS in one round trip), TLS is 0.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ def _show(row: dict[str, Any]) -> str:
         return (
             f"{row['scheme']:<14} trial {row['trial']}  [red]invalid: {row['invalid_reason']}[/red]"
         )
+    connect = "QUIC" if row.get("protocol") == "h3" else "TCP"
     return (
         f"{row['scheme']:<14} trial {row['trial']}  DNS {fmt_ms(row['dns_ms'])}  "
-        f"TCP {fmt_ms(row['connect_ms'])}  TLS {fmt_ms(row['tls_ms'])}  "
+        f"{connect} {fmt_ms(row['connect_ms'])}  TLS {fmt_ms(row['tls_ms'])}  "
         f"transfer {fmt_ms(row['transfer_ms'])}  total {fmt_ms(row['total_ms'])} ms"
     )
 

@@ -36,6 +36,10 @@ class Scheme:
     agent_args: tuple[str, ...] = ()  # both agents
     client_args: tuple[str, ...] = ()  # `dchannel client` (ue) only
     gateway_args: tuple[str, ...] = ()  # `dchannel gateway` (gw) only
+    #: This arm's page-load protocol (dchlab.protocol); None: the campaign's `protocol:`.
+    #: Arms of two protocols in one campaign share each (page, trial)'s paired seed and
+    #: unit of work, so an h2 load and an h3 load of the same page are a pair.
+    protocol: str | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,10 @@ class Campaign:
     #: Page-load protocol of every run: h2 (TCP, the default), h3 or recorded
     #: (dchlab.protocol).
     protocol: str = "h2"
+
+    def protocol_of(self, s: Scheme) -> str:
+        """The page-load protocol arm `s` runs under (its own, else the campaign's)."""
+        return s.protocol or self.protocol
 
     def scheme(self, label: str) -> Scheme:
         for s in self.schemes:

@@ -58,12 +58,18 @@ def _parse_scheme(v: Validator, raw: Any, where: str) -> Scheme:
         s = v.name(raw, where)
         return Scheme(label=s, scheme=s)
     d = v.mapping(raw, where)
-    v.unknown(d, {"label", "scheme", *_ARG_FIELDS}, where)
+    v.unknown(d, {"label", "scheme", "protocol", *_ARG_FIELDS}, where)
     if "scheme" not in d:
         raise v.err(f"{where}.scheme", "missing (the testbed scheme, e.g. dchannel)")
     scheme = v.name(d["scheme"], f"{where}.scheme")
     label = v.name(d.get("label", scheme), f"{where}.label")
-    return Scheme(label=label, scheme=scheme, **_agent_flags(v, d, where))
+    proto = None
+    if "protocol" in d:
+        try:
+            proto = protocol.check(d["protocol"], f"{where}.protocol")
+        except protocol.ProtocolError as e:
+            raise v.err(f"{where}.protocol", str(e).partition(": ")[2]) from e
+    return Scheme(label=label, scheme=scheme, protocol=proto, **_agent_flags(v, d, where))
 
 
 def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -> Condition:
@@ -113,12 +119,13 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
 
 
 def _parse_protocol(v: Validator, raw: Any, schemes: tuple[Scheme, ...]) -> str:
-    """`protocol:` (h2 | h3 | recorded), refusing the schemes that cannot carry it: a
-    campaign must not measure TCP where it asked for QUIC."""
+    """`protocol:` (h2 | h3 | recorded), refusing the schemes that cannot carry it (their
+    own `protocol:` if they give one): a campaign must not measure TCP where it asked for
+    QUIC."""
     try:
         proto = protocol.check(raw, "protocol")
         for i, s in enumerate(schemes):
-            protocol.refuse(s.scheme, proto, f"schemes[{i}]")
+            protocol.refuse(s.scheme, s.protocol or proto, f"schemes[{i}]")
     except protocol.ProtocolError as e:
         field, _, why = str(e).partition(": ")
         raise v.err(field, why) from e
@@ -210,6 +217,7 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
             "llc_usage",
             "versus",
             "hindsight",
+            "by_protocol",
         },
         "analysis",
     )
@@ -231,8 +239,9 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
             raise v.err(
                 f"analysis.best_of.{blabel}", f"expected a list of scheme labels of {labels}"
             )
-    if not isinstance(analysis.get("llc_usage", False), bool):
-        raise v.err("analysis.llc_usage", f"expected true or false, got {analysis['llc_usage']!r}")
+    for flag in ("llc_usage", "by_protocol"):
+        if not isinstance(analysis.get(flag, False), bool):
+            raise v.err(f"analysis.{flag}", f"expected true or false, got {analysis[flag]!r}")
     versus = v.mapping(analysis.get("versus", {}), "analysis.versus")
     if versus:
         v.unknown(versus, {"candidate", "reference"}, "analysis.versus")

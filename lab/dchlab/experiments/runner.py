@@ -167,7 +167,8 @@ def pair_units(groups: Sequence[Group]) -> list[list[Group]]:
 
 def cell_config(c: Campaign, g: Group) -> RunConfig:
     """The RunConfig of a group's cells: its condition, scheme, trial and offset, and the
-    campaign's seed, offsets, CDN model, protocol and analysis needs."""
+    campaign's seed, offsets, CDN model, protocol (the arm's own, if it has one) and
+    analysis needs."""
     return RunConfig(
         scheme=g.scheme.scheme,
         hbc=g.condition.hbc,
@@ -191,7 +192,7 @@ def cell_config(c: Campaign, g: Group) -> RunConfig:
         webreplay_args=c.cdn.webreplay_args() if c.cdn else (),
         # the file decides (reproducible), not the environment
         speed_index=c.workload.speed_index,
-        protocol=c.protocol,
+        protocol=c.protocol_of(g.scheme),
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dchlab import REPO_ROOT
+from dchlab import protocol as P
 
 # ROW_KEYS, RunSpec, channel_counters, paired_seed: re-exported (callers of this API).
 from dchlab.run_config import RunConfig, paired_seed, testbed_config  # noqa: F401
@@ -250,11 +251,23 @@ def run_browser(tb: Any, url: str, timeout_s: float, home: Path) -> dict[str, An
 CURL_W = "%{json}"
 
 
+def fetch_argv(protocol: str, url: str, timeout_s: float) -> list[str]:
+    """The command that fetches `url` on ue under `protocol` and prints curl's
+    `-w %{json}` fields: curl over TLS/TCP, or under h3 the `h3get` client over QUIC
+    (Debian's curl has no HTTP/3; webreplay::h3fetch gives the same fields, with
+    time_connect = time_appconnect = the QUIC handshake done)."""
+    if protocol == "h3":
+        from dchlab.paths import binary
+
+        return [str(binary("h3get")), "--max-time", str(timeout_s), url]
+    return ["curl", "-sS", "-o", "/dev/null", "--max-time", str(timeout_s), "-w", CURL_W, url]
+
+
 def run_curl(tb: Any, url: str, timeout_s: float = 600) -> dict[str, Any]:
+    """Fetch `url` once on ue with the client of the testbed's protocol (fetch_argv);
+    its JSON fields, or exitcode + errormsg when it printed none."""
     proc = tb.run_ue(
-        ["curl", "-sS", "-o", "/dev/null", "--max-time", str(timeout_s), "-w", CURL_W, url],
-        capture_output=True,
-        timeout=timeout_s + 30,
+        fetch_argv(tb.cfg.protocol, url, timeout_s), capture_output=True, timeout=timeout_s + 30
     )
     try:
         return dict(json.loads(proc.stdout.decode()))
@@ -300,6 +313,11 @@ def curl_row(row: dict[str, Any], w: dict[str, Any], expect_size: int | None = N
     """Fill `row` with the columns the curl fetch `w` measured (curl_outcome)."""
     out = curl_outcome(w, expect_size)
     row.update({k: getattr(out, k) for k in CURL_COLUMNS})
+    if out.valid and w.get("http_version"):
+        # the proof of protocol a page load's rows carry (dchlab.protocol), for one response
+        name = {"3": "h3", "2": "h2"}.get(str(w["http_version"]), "other")
+        counts = P.protocol_counts({name: 1})
+        row.update({f"responses_{k}": n for k, n in counts.items()})
 
 
 def curl_phases(spec: RunSpec, url: str = DEFAULT_CURL_URL) -> dict[str, Any]:

@@ -5,7 +5,8 @@ page load time gain against the baseline, paired per (page, trial) as in the pap
 After the gain table, whatever the campaign asks for or its rows hold: a candidate
 policy against a reference (`analysis.versus`), the per-page best in hindsight
 (`analysis.hindsight`), the reruns beside the original, the paint and visual metrics
-(rows with `fcp_ms`) and the LLC's use (`analysis.llc_usage`).
+(rows with `fcp_ms`), the LLC's use (`analysis.llc_usage`) and the gains per protocol
+(`analysis.by_protocol`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dchlab.experiments.analyses import Analysis, Findings, Rows
 from dchlab.experiments.analyses.hindsight import hindsight_table
 from dchlab.experiments.analyses.llc_usage import llc_usage_table
 from dchlab.experiments.analyses.page_metrics import page_metrics_table
+from dchlab.experiments.analyses.protocols import protocol_table
 from dchlab.experiments.analyses.versus import versus_table
 from dchlab.experiments.campaign import Campaign
 from dchlab.experiments.reruns import rerun_tables
@@ -54,6 +56,8 @@ class PairedGain(Analysis):
             tables.append(page_metrics_table(c, rows))
         if c.analysis.get("llc_usage"):
             tables.append(llc_usage_table(c, rows))
+        if c.analysis.get("by_protocol"):
+            tables.append(protocol_table(c, rows, metric))
         return Findings(tables, {"points": points, **self.more_plot(c, rows, metric)})
 
 
