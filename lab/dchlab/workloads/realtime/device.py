@@ -109,7 +109,7 @@ async def run(server: str, app: str, duration: float, fps: int, input_hz: float)
         for t in tasks:
             t.cancel()
         writer.close()
-    mine = {**asdict(record), **asdict(stack.PROBES)}
+    mine = {**asdict(record), **stack.PROBES.snapshot()}
     out = summary.summarize(app, json.loads(json.dumps(mine)), theirs, fps, input_hz)
     out["duration_s"] = duration
     out["setup_s"] = round(t_start - t_setup, 3)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,13 @@ APPS = ("cloud-gaming", "video-call")
 DEFAULT_FPS = {"cloud-gaming": 30, "video-call": 30}
 #: Set-up (ICE, DTLS) and records on top of the session's own length (s).
 SLACK_S = 90.0
+#: Lines of the server's log a failed session's reason quotes (traceback marker
+#: lines, only ^ and ~, left out).
+SERVER_LOG_LINES = 8
+#: How long a failed session waits for the server's last lines to reach its log (s):
+#: the server logs its error before it closes signalling, and the testbed's log
+#: thread copies its output to the file a moment later.
+SERVER_LOG_SETTLE_S = 0.5
 
 
 def _lab_env() -> dict[str, str]:
@@ -84,11 +92,19 @@ def judge(app: str, s: dict[str, Any]) -> str:
     return "; ".join(reasons)
 
 
+def server_said(daemon: Any, lines: int = SERVER_LOG_LINES) -> str:
+    """The last `lines` lines of `daemon`'s log that say something: a traceback's
+    marker lines (only ^ and ~, Python 3.11+) are left out."""
+    tail = daemon.log_tail(lines * 4).splitlines()
+    said = [t.strip() for t in tail if t.strip(" ^~")]
+    return "\n".join(said[-lines:])
+
+
 def run_session(tb: Any, app: str, duration_s: float, fps: int, input_hz: float) -> dict[str, Any]:
     """The server in srv and the device on ue of started testbed `tb`: the summary, or
     {"error": ...} when the device failed."""
     server = [sys.executable, "-m", "dchlab.workloads.realtime.server", "--address", SERVER_TEST]
-    tb.spawn(
+    daemon = tb.spawn(
         "realtime-server", ["env", f"PYTHONPATH={_lab_env()['PYTHONPATH']}", *server], ns="srv"
     )
     tb.wait_ready(["realtime-server"], timeout=60)
@@ -101,7 +117,9 @@ def run_session(tb: Any, app: str, duration_s: float, fps: int, input_hz: float)
     lines = proc.stdout.decode(errors="replace").strip().splitlines()
     if proc.returncode != 0 or not lines:
         err = proc.stderr.decode(errors="replace")[-600:]
-        return {"error": f"device exited {proc.returncode}: {err}"}
+        time.sleep(SERVER_LOG_SETTLE_S)
+        said = server_said(daemon)
+        return {"error": f"device exited {proc.returncode}: {err}\nserver log (end):\n{said}"}
     return dict(json.loads(lines[-1]))
 
 

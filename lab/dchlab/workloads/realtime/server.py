@@ -62,16 +62,17 @@ async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     await signalling.send(writer, {"type": "answer", "sdp": pc.localDescription.sdp})
     try:
         await signalling.receive(reader, "records")
-        # Stop the media first: the encoder and decoder threads write the probes, and
-        # copying a dict another thread inserts into fails ("changed size during
-        # iteration"; measured: 2 of 18 sessions before this order).
+        # Stop the media first, so the records are final; an encode already in flight
+        # still writes its probe after the close, which is why the probes are copied
+        # under their lock (stack.Probes.snapshot).
         await pc.close()
-        await signalling.send(writer, {"type": "records", **asdict(record), **asdict(stack.PROBES)})
+        await signalling.send(
+            writer, {"type": "records", **asdict(record), **stack.PROBES.snapshot()}
+        )
     finally:
         await pc.close()
         for t in tasks:
             t.cancel()
-        writer.close()
 
 
 async def serve(address: str) -> None:
@@ -87,6 +88,10 @@ async def serve(address: str) -> None:
             except Exception:  # the next session must still be served; the log says why
                 traceback.print_exc(file=sys.stderr)
                 sys.stderr.flush()
+            finally:
+                # Only after the log line: the device fails on this close, and its
+                # failure report quotes the end of this log (run.run_session).
+                writer.close()
 
     server = await asyncio.start_server(handle, address, signalling.PORT, limit=signalling.LIMIT)
     print("READY", flush=True)

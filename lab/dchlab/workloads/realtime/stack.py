@@ -15,12 +15,18 @@ time:
   * timing probes around the codec calls and the receiver's RTP input
     (`Probes`): encode and decode start/end per frame, the first packet's arrival
     per RTP timestamp and bytes per media kind, all on time.monotonic() (one
-    CLOCK_MONOTONIC for every namespace of the machine).
+    CLOCK_MONOTONIC for every namespace of the machine). aiortc encodes in its
+    loop's executor threads and decodes in a decoder thread, and closing the peer
+    connection does not wait for an encode in flight (RTCRtpSender.stop cancels the
+    task awaiting `run_in_executor`; the thread finishes its frame and the probe
+    writes it afterwards), so every probe write and `Probes.snapshot()` hold
+    `Probes.lock`.
 """
 
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,12 +54,27 @@ class Probes:
     first_packet: dict[int, float] = field(default_factory=dict)
     rx_bytes: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
     rtp_origin: int | None = None
+    #: Held by every write and by `snapshot()` (the codec threads write).
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reset(self) -> None:
         """Forget everything (a new session in the same process)."""
-        for d in (self.encode, self.decode, self.first_packet, self.rx_bytes):
-            d.clear()
-        self.rtp_origin = None
+        with self.lock:
+            for d in (self.encode, self.decode, self.first_packet, self.rx_bytes):
+                d.clear()
+            self.rtp_origin = None
+
+    def snapshot(self) -> dict[str, Any]:
+        """A copy of the probes as plain data (the `records` message's fields), taken
+        while no probe writes: safe while codec threads still run."""
+        with self.lock:
+            return {
+                "encode": dict(self.encode),
+                "decode": dict(self.decode),
+                "first_packet": dict(self.first_packet),
+                "rx_bytes": {kind: list(v) for kind, v in self.rx_bytes.items()},
+                "rtp_origin": self.rtp_origin,
+            }
 
 
 PROBES = Probes()
@@ -93,7 +114,9 @@ def _wrap_encoder(cls: Any) -> None:
         t0 = time.monotonic()
         payloads, timestamp = encode(self, frame, force_keyframe)
         size = sum(len(p) for p in payloads)
-        PROBES.encode[int(timestamp)] = (t0, time.monotonic(), size, int(self.target_bitrate))
+        probe = (t0, time.monotonic(), size, int(self.target_bitrate))
+        with PROBES.lock:
+            PROBES.encode[int(timestamp)] = probe
         return payloads, timestamp
 
     cls.encode = timed_encode
@@ -105,7 +128,8 @@ def _wrap_decoder(cls: Any) -> None:
     def timed_decode(self: Any, encoded_frame: Any) -> Any:
         t0 = time.monotonic()
         frames = decode(self, encoded_frame)
-        PROBES.decode[int(encoded_frame.timestamp)] = (t0, time.monotonic())
+        with PROBES.lock:
+            PROBES.decode[int(encoded_frame.timestamp)] = (t0, time.monotonic())
         return frames
 
     cls.decode = timed_decode
@@ -117,12 +141,14 @@ def _wrap_receiver(cls: Any) -> None:
     async def probed(self: Any, packet: Any, arrival_time_ms: int) -> None:
         now = time.monotonic()
         kind = self.track.kind if self.track is not None else "?"
-        PROBES.rx_bytes.setdefault(kind, []).append((now, len(packet.payload)))
-        if kind == "video":
-            PROBES.first_packet.setdefault(int(packet.timestamp), now)
+        with PROBES.lock:
+            PROBES.rx_bytes.setdefault(kind, []).append((now, len(packet.payload)))
+            if kind == "video":
+                PROBES.first_packet.setdefault(int(packet.timestamp), now)
         await handle(self, packet, arrival_time_ms)
         if kind == "video" and PROBES.rtp_origin is None:
             mapper = getattr(self, "_RTCRtpReceiver__timestamp_mapper", None)
-            PROBES.rtp_origin = getattr(mapper, "_origin", None)
+            with PROBES.lock:
+                PROBES.rtp_origin = getattr(mapper, "_origin", None)
 
     cls._handle_rtp_packet = probed
