@@ -157,6 +157,15 @@ fn flood_with_transfers(
     (under, sent, start.elapsed().as_secs_f64())
 }
 
+/// Datagrams the kernel dropped at the gateway's two sockets (its stats JSON):
+/// refused by the prefilter or at a full receive buffer.
+fn kernel_drops(gw: &serde_json::Value) -> u64 {
+    ["hbc", "llc"]
+        .iter()
+        .map(|ch| gw["channels"][ch]["kernel_drops"].as_u64().unwrap())
+        .sum()
+}
+
 /// Bytes per transfer.
 const LEN: usize = 8 << 20;
 
@@ -241,10 +250,7 @@ fn a_flood_of_bad_datagrams_is_dropped_and_counted_and_a_transfer_stays_exact() 
     let delivered = in1 - in0; // to the gateway's sockets: flood and tunnel alike
                                // Dropped by the kernel at the agent's sockets: refused by the prefilter
                                // (random bytes, cut datagrams) or at a full receive buffer.
-    let kernel: u64 = ["hbc", "llc"]
-        .iter()
-        .map(|ch| gw["channels"][ch]["kernel_drops"].as_u64().unwrap())
-        .sum();
+    let kernel = kernel_drops(&gw);
     let (alone, sink, gw_rate) = (mean_rate(&alone), mean_rate(&under_sink), mean_rate(&under));
     println!(
         "flood: {sent} of {n} datagrams sent in {flood_s:.1} s ({:.0}/s); {delivered} UDP datagrams \
@@ -391,10 +397,7 @@ fn a_spoofed_junk_initiation_flood_is_refused_at_mac1_and_a_transfer_stays_exact
     let (ue, gw) = a.stop();
     let drops = &gw["crypto"]["drops"];
     let count = |k: &str| drops[k].as_u64().unwrap();
-    let kernel: u64 = ["hbc", "llc"]
-        .iter()
-        .map(|ch| gw["channels"][ch]["kernel_drops"].as_u64().unwrap())
-        .sum();
+    let kernel = kernel_drops(&gw);
     println!(
         "spoofed flood: {sent} of {n} junk initiations sent from as many addresses, {} refused at \
          mac1 by the gateway, {kernel} dropped by the kernel at its sockets; {under} transfers \
@@ -732,10 +735,7 @@ fn rekeying_devices_keep_their_sessions_through_spoofed_junk_and_a_transfer_stay
     let retries: u64 = fleet.iter().map(|d| d.peers.stats().retries).sum();
     let drops = &gw["crypto"]["drops"];
     let count = |k: &str| drops[k].as_u64().unwrap();
-    let kernel: u64 = ["hbc", "llc"]
-        .iter()
-        .map(|ch| gw["channels"][ch]["kernel_drops"].as_u64().unwrap())
-        .sum();
+    let kernel = kernel_drops(&gw);
     let flooded_s = (flood_to - flood_from) as f64 / 1e9;
     println!(
         "fleet flood: {REKEYING} devices rekeying every 2 s; {sent} of {n} junk initiations sent \
