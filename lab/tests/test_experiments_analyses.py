@@ -42,7 +42,7 @@ def test_every_kind_a_campaign_may_name_has_a_plugin(tmp_path):
     listed = re.search(r"expected one of ([^,]+(?:, [^,]+)*), got", str(e.value))
     assert listed is not None, str(e.value)
     assert set(listed.group(1).split(", ")) == set(known_analyses())
-    assert len(known_analyses()) == 10  # issue 41 added `users`
+    assert len(known_analyses()) == 11  # issue 41 added `users`, issue 40 `realtime`
 
 
 def test_each_kind_is_its_own_file_that_says_what_it_computes():

@@ -93,7 +93,7 @@ def echo_kind():
 
 def test_built_in_workload_kinds_are_registered() -> None:
     assert set(workload_kinds.workload_kinds()) == {
-        "pageload", "curl-phases", "bulk", "app", "session",
+        "pageload", "curl-phases", "bulk", "app", "session", "realtime",
     }  # fmt: skip
 
 
