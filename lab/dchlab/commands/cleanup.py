@@ -3,7 +3,8 @@
 Tear down every testbed run recorded in /run/dch whose owning process is gone (killed,
 crashed): its processes, namespaces (with their interfaces), /etc/netns entries and run
 directory. Also removes testbed-named namespaces (dtb<hex>-ue|gw|srv|ue<i>|llc|hbc) that have no live
-record. Live runs are left alone.
+record, and LocalReplay namespaces (dchlr<owner pid>...) whose owner is dead. Live runs
+are left alone.
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ RUNS_TMP = Path(tempfile.gettempdir()) / "dch-runs"
 #: cells `-llc`, `-hbc`); a prefix is `dtb` + 6 hex digits.
 PREFIX_RE = re.compile(r"^dtb[0-9a-f]{6}$")
 NETNS_RE = re.compile(r"^(dtb[0-9a-f]{6})-(ue[0-9]*|gw|srv|llc|hbc)$")
+#: A LocalReplay's namespace (workloads/localreplay.py): its owner's pid in hex.
+LOCALREPLAY_NETNS_RE = re.compile(r"^dchlr([0-9a-f]{6})[0-9a-f]{4}$")
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -299,6 +301,12 @@ def cleanup_dead_runs(*, include_orphans: bool = True) -> list[str]:
                     etc_netns=[f"/etc/netns/{ns}"],
                 )
                 removed += teardown_record(orphan)
+            m = LOCALREPLAY_NETNS_RE.match(ns)
+            if m and not Path(f"/proc/{int(m.group(1), 16)}").exists():
+                # its owner died without closing it (a LocalReplay keeps no record)
+                _kill_all([(pid, proc_start_time(pid)) for pid in netns_pids(ns)], 2.0)
+                delete_netns(ns)
+                removed.append(f"netns {ns}")
         etc = Path("/etc/netns")
         for d in sorted(etc.iterdir()) if etc.is_dir() else []:
             m = NETNS_RE.match(d.name)

@@ -43,6 +43,15 @@ def _run(argv: list[str], step: str) -> None:
         raise LocalReplayError(f"{step} failed: {' '.join(argv)}: {p.stderr.strip()}")
 
 
+def localreplay_netns(owner_pid: int, tag: str) -> str:
+    """The namespace name of a LocalReplay owned by `owner_pid`: `dchlr`, the pid in 6
+    hex digits (Linux pids < 2^22), a 4-hex tag — 15 characters, what `ip netns` takes.
+    The full pid is in the name so that `dch cleanup` can tell a dead owner's namespace
+    (left by a SIGKILL, when `close` never ran) from a live one
+    (runrecord.cleanup_dead_runs)."""
+    return f"dchlr{owner_pid:06x}{tag}"
+
+
 class LocalReplay:
     """`with LocalReplay(corpus) as lr: lr.load(url)` — webreplay + Chromium in one netns."""
 
@@ -53,7 +62,7 @@ class LocalReplay:
         CA certificate Chromium trusts (default: the same — pass another to break TLS)."""
         self.corpus = corpus
         self.trust = trust
-        self.ns = f"dchlr{os.getpid() % 100000}{secrets.token_hex(2)}"[:15]
+        self.ns = localreplay_netns(os.getpid(), secrets.token_hex(2))
         self.dir = Path(tempfile.mkdtemp(prefix="dch-localreplay-"))
         self.ca = ca
         self.hosts: dict[str, str] = {}
