@@ -46,8 +46,10 @@ def test_row_keys_are_the_contract_they_were() -> None:
     # columns added since: `missing_unrecorded` (issue 36's validity rule), after
     # missing_expected; issue 39's `protocol` after trial and the responses by protocol
     # before stats; issue 41's `devices` after protocol; every old key keeps its place
-    # relative to the others
-    responses = ["responses_h3", "responses_h2", "responses_other"]
+    # relative to the others; issue 39 item 5's `handshakes`, `handshake_ms_p50` after the
+    # responses by protocol
+    responses = ["responses_h3", "responses_h2", "responses_other", "handshakes",
+                 "handshake_ms_p50"]  # fmt: skip
     expected = [*OLD_ROW_KEYS[:7], "protocol", "devices", *OLD_ROW_KEYS[7:20], "missing_unrecorded",
                 *OLD_ROW_KEYS[20:-1], *responses, "stats"]  # fmt: skip
     assert expected == ROW_KEYS

@@ -18,6 +18,10 @@ would for a user). Measured:
   dns = domainLookupEnd − domainLookupStart, connect (TCP) = secureConnectionStart −
   connectStart, tls = connectEnd − secureConnectionStart, ttfb = responseStart −
   requestStart;
+- the connections the load opened, one entry each (`connections`: Chromium's
+  connectionId, the protocol of its first response and its handshake, connectEnd −
+  connectStart of that response's ResourceTiming: TCP + TLS for h2, the QUIC handshake
+  for h3; dchlab.workloads.handshakes);
 - resources loaded/failed from Network.* events (failed: Network.loadingFailed or HTTP
   status ≥ 400; an error answer Chromium dropped is reported as `HTTP <status>`, see
   `answered_error`), counted until the network has been quiet for 500 ms after `load`
@@ -54,7 +58,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dchlab.workloads import isolated, pagemetrics
+from dchlab.workloads import handshakes, isolated, pagemetrics
 from dchlab.workloads.validity import one_line
 
 CHROMIUM = os.environ.get("DCH_CHROMIUM", "/usr/lib/chromium/chromium")
@@ -119,6 +123,9 @@ class LoadResult:
     # Response.protocol: "h3", "h2", "http/1.1", ...), redirects included: the proof of
     # what a load under `protocol: h3` used (dchlab.protocol)
     protocols: dict[str, int] = field(default_factory=dict)
+    # Connections the load opened (a response whose ResourceTiming has a connect phase),
+    # in the order their first response arrived: {"id", "protocol", "handshake_ms"}
+    connections: list[dict[str, Any]] = field(default_factory=list)
     bytes_received: int = 0
     console_errors: list[str] = field(default_factory=list)  # JS exceptions, decode errors
     fonts: dict[str, int] = field(default_factory=dict)  # document.fonts by status
@@ -401,6 +408,7 @@ async def navigate(
                 continue
             if rid in requests and p.get("redirectResponse"):  # a redirect's answer
                 _count_protocol(res, p["redirectResponse"])
+                handshakes.note_connection(res.connections, p["redirectResponse"])
             requests[rid] = p["request"]["url"]
             if main_id is None and p.get("type") == "Document" and p.get("loaderId") == loader:
                 main_id = rid
@@ -415,6 +423,7 @@ async def navigate(
                 res.protocol = r.get("protocol")
             if p["requestId"] in requests:
                 _count_protocol(res, r)
+                handshakes.note_connection(res.connections, r)
                 last_activity = time.monotonic()
         elif method == "Network.responseReceivedExtraInfo":
             wire_status[p["requestId"]] = int(p.get("statusCode") or 0)

@@ -78,6 +78,10 @@ class Outcome:
     responses_h3: int | None = None
     responses_h2: int | None = None
     responses_other: int | None = None
+    # pageload: connections the load opened with a timed handshake and their median
+    # handshake in ms (TCP + TLS for h2, QUIC for h3; dchlab.workloads.handshakes)
+    handshakes: int | None = None
+    handshake_ms_p50: float | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
 

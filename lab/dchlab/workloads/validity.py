@@ -48,6 +48,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from dchlab import protocol as P
+from dchlab.workloads.handshakes import handshake_summary
 from dchlab.workloads.rows import Outcome
 
 CANCELLED = "net::ERR_ABORTED"  # Chromium: the request was cancelled (by the page)
@@ -199,4 +200,5 @@ def page_outcome(
         responses_h3=counts["h3"],
         responses_h2=counts["h2"],
         responses_other=counts["other"],
+        **handshake_summary(res.get("connections")),
     )

@@ -6,7 +6,7 @@ After the gain table, whatever the campaign asks for or its rows hold: a candida
 policy against a reference (`analysis.versus`), the per-page best in hindsight
 (`analysis.hindsight`), the reruns beside the original, the paint and visual metrics
 (rows with `fcp_ms`), the LLC's use (`analysis.llc_usage`) and the gains per protocol
-(`analysis.by_protocol`).
+(`analysis.by_protocol`) with what the loads measured where they differ.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dchlab.experiments.analyses import Analysis, Findings, Rows
 from dchlab.experiments.analyses.hindsight import hindsight_table
 from dchlab.experiments.analyses.llc_usage import llc_usage_table
 from dchlab.experiments.analyses.page_metrics import page_metrics_table
+from dchlab.experiments.analyses.protocol_why import why_table
 from dchlab.experiments.analyses.protocols import protocol_table
 from dchlab.experiments.analyses.versus import versus_table
 from dchlab.experiments.campaign import Campaign
@@ -57,7 +58,7 @@ class PairedGain(Analysis):
         if c.analysis.get("llc_usage"):
             tables.append(llc_usage_table(c, rows))
         if c.analysis.get("by_protocol"):
-            tables.append(protocol_table(c, rows, metric))
+            tables += [protocol_table(c, rows, metric), why_table(c, rows, metric)]
         return Findings(tables, {"points": points, **self.more_plot(c, rows, metric)})
 
 
