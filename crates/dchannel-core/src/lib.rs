@@ -12,6 +12,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bursts;
 pub mod channel;
 #[macro_use]
 pub mod counters;
@@ -24,6 +25,7 @@ pub mod liveness;
 pub mod llc_queue;
 pub mod llc_share;
 pub mod packet;
+pub mod packet_class;
 pub mod policy;
 pub mod quic;
 pub mod reorder;

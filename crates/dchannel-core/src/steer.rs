@@ -15,10 +15,12 @@
 //! through [`ChannelView::llc_others`]: the other users' queue the receive half
 //! learned from probes, added to this sender's own virtual queue.
 
+use crate::bursts::BurstMeter;
 use crate::flow_table::FlowTable;
 use crate::llc_queue::LlcQueue;
 use crate::llc_share::{ShareBucket, ShareConfig, ShareStats};
 use crate::packet::{self, FlowKey, PacketInfo};
+use crate::packet_class::PacketClass;
 use crate::policy::{estimate, Ctx, Decision, Outcome, Policy};
 use crate::{Channel, Direction, Nanos, MS};
 
@@ -121,6 +123,10 @@ pub struct Steered {
     /// LLC queue depth (bytes) the policy saw: the virtual queue, plus the
     /// other users' estimated queue under rule (c).
     pub llc_queue: f64,
+    /// What kind of packet it is (for the agents' counters; never decides).
+    pub class: PacketClass,
+    /// It starts a burst on its channel (crate::bursts).
+    pub new_burst: bool,
 }
 
 /// One sender's steering state: flow table, virtual LLC queue, policy.
@@ -133,6 +139,8 @@ pub struct Steerer {
     share: Option<ShareBucket>,
     /// Decisions per outcome and channel.
     counts: [[u64; 2]; Outcome::COUNT],
+    /// When each channel last carried a packet of this sender.
+    bursts: BurstMeter,
     /// Fill in Algorithm 1's estimate for policies that do not compute it
     /// (for the decision log); off on the hot path unless logging.
     pub estimate_all: bool,
@@ -148,6 +156,7 @@ impl Steerer {
             cfg,
             policy,
             counts: [[0; 2]; Outcome::COUNT],
+            bursts: BurstMeter::default(),
             estimate_all: false,
         }
     }
@@ -218,6 +227,7 @@ impl Steerer {
                     None,
                     None,
                     llc_queue,
+                    PacketClass::Other,
                 );
             }
         };
@@ -267,6 +277,7 @@ impl Steerer {
         flow.prev_size = info.ip_len;
         let (id, seq) = (flow.id, flow.next_seq);
         flow.next_seq = flow.next_seq.wrapping_add(1);
+        let class = PacketClass::of(Some(&info), pkt);
         self.finish(
             now,
             info.ip_len,
@@ -276,6 +287,7 @@ impl Steerer {
             Some(key),
             Some(info),
             llc_queue,
+            class,
         )
     }
 
@@ -290,6 +302,7 @@ impl Steerer {
         key: Option<FlowKey>,
         info: Option<PacketInfo>,
         llc_queue: f64,
+        class: PacketClass,
     ) -> Steered {
         if decision.channel == Channel::Llc {
             self.queue.enqueue(now, ip_len + self.cfg.overhead);
@@ -303,6 +316,8 @@ impl Steerer {
             key,
             info,
             llc_queue,
+            class,
+            new_burst: self.bursts.on_send(now, decision.channel),
         }
     }
 }

@@ -31,6 +31,7 @@ use crate::stats::Stats;
 use dchannel_core::endpoint::DropReason;
 use dchannel_core::gro::Gro;
 use dchannel_core::gso::VnetHdr;
+use dchannel_core::packet_class::PacketClass;
 use dchannel_core::policy::Outcome;
 use dchannel_core::{Channel, Nanos};
 use std::fs::File;
@@ -75,6 +76,16 @@ impl Io {
     pub(crate) fn decided(&self, outcome: Outcome, ch: Channel) {
         self.stats.worker(self.worker).decisions[outcome as usize][ch.index()]
             .fetch_add(1, Relaxed);
+    }
+
+    /// Counts one steered packet's class on `ch` and, if it began a burst
+    /// there, the burst (this worker's counters).
+    pub(crate) fn classified(&self, class: PacketClass, ch: Channel, new_burst: bool) {
+        let w = self.stats.worker(self.worker);
+        w.classes[class as usize][ch.index()].fetch_add(1, Relaxed);
+        if new_burst {
+            w.channels[ch.index()].tx_bursts.fetch_add(1, Relaxed);
+        }
     }
 
     pub(crate) fn now(&self) -> Nanos {

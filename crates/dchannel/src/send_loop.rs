@@ -212,6 +212,7 @@ fn steer<A: DatagramAuth>(
         io.stats.dropped(DropReason::UnparsableInner);
     }
     io.decided(st.decision.outcome, t.channel);
+    io.classified(st.class, t.channel, st.new_burst);
     if let Some(log) = &io.log {
         log.record(now, t.peer, st, t.channel);
     }

@@ -3,6 +3,7 @@
 
 use crate::metrics::escape_label;
 use dchannel_core::endpoint::{DropReason, Shared};
+use dchannel_core::packet_class::PacketClass;
 use dchannel_core::policy::Outcome;
 use dchannel_core::reorder::ReorderStats;
 use dchannel_core::{Channel, Nanos};
@@ -24,7 +25,10 @@ pub struct ChannelCounters {
     /// Wake probes sent beside data (`prewarm`: to wake the device's HBC
     /// radio), by the send thread; not in the data or probe counters.
     pub wake_tx: AtomicU64,
-    _pad: [u64; 13],
+    /// Data datagrams that started a burst (dchannel_core::bursts): sent 1 ms
+    /// or more after the channel's previous one, by the send thread.
+    pub tx_bursts: AtomicU64,
+    _pad: [u64; 12],
     /// Data datagrams received and accepted.
     pub rx_pkts: AtomicU64,
     pub rx_bytes: AtomicU64,
@@ -127,6 +131,8 @@ pub struct WorkerCounters {
     pub channels: [ChannelCounters; 2],
     /// Steering decisions per (outcome, channel used).
     pub decisions: [[AtomicU64; 2]; Outcome::COUNT],
+    /// Steered packets per (class, channel used) (dchannel_core::packet_class).
+    pub classes: [[AtomicU64; 2]; PacketClass::COUNT],
 }
 
 pub struct Stats {
@@ -206,6 +212,12 @@ const CHANNEL_METRICS: &[ChannelMetric] = &[
         prom: None,
         help: "Wake probes sent beside data (prewarm)",
         read: |s, ch| s.channel_sum(ch, |c| &c.wake_tx),
+    },
+    ChannelMetric {
+        json: "tx_bursts",
+        prom: None,
+        help: "Data datagrams sent 1 ms or more after the channel's previous one (bursts begun)",
+        read: |s, ch| s.channel_sum(ch, |c| &c.tx_bursts),
     },
     ChannelMetric {
         json: "control_tx",
@@ -433,6 +445,14 @@ impl Stats {
             .sum()
     }
 
+    /// Steered packets of class `k` on `ch`, summed over the workers.
+    fn class_count(&self, k: PacketClass, ch: Channel) -> u64 {
+        self.workers
+            .iter()
+            .map(|w| w.classes[k as usize][ch.index()].load(Relaxed))
+            .sum()
+    }
+
     /// Datagrams the kernel dropped at `ch`'s socket before the agent read
     /// them (refused by the prefilter, or a full receive buffer).
     pub fn kernel_drops(&self, ch: Channel) -> u64 {
@@ -457,6 +477,15 @@ impl Stats {
                 let n = self.decision_count(o, ch);
                 if n > 0 {
                     decisions.insert(format!("{}:{}", ch.name(), o.name()), json!(n));
+                }
+            }
+        }
+        let mut classes = Map::new();
+        for k in PacketClass::ALL {
+            for ch in Channel::ALL {
+                let n = self.class_count(k, ch);
+                if n > 0 {
+                    classes.insert(format!("{}:{}", ch.name(), k.name()), json!(n));
                 }
             }
         }
@@ -498,6 +527,7 @@ impl Stats {
             "policy": self.policy,
             "channels": channels,
             "decisions": decisions,
+            "classes": classes,
             "reorder": reorder,
             "rtt_ms": rtts(&|ch| first.as_ref().and_then(|p| p.rtt(ch))),
             "peers": peers,
@@ -818,6 +848,7 @@ mod tests {
                 "probe_tx",
                 "rx_bytes",
                 "rx_pkts",
+                "tx_bursts",
                 "tx_bytes",
                 "tx_pkts",
                 "wake_tx"
@@ -851,6 +882,25 @@ mod tests {
         assert_eq!(json["rtt_ms"]["hbc"], Value::Null);
         assert_eq!(json["peers"][0]["peer"], "gateway");
         assert_eq!(json["crypto"], Value::Null, "--insecure: no crypto object");
+    }
+
+    #[test]
+    fn packet_classes_and_bursts_are_summed_over_workers_per_channel() {
+        let s = stats();
+        let (llc, hbc) = (Channel::Llc.index(), Channel::Hbc.index());
+        s.worker(0).classes[PacketClass::TcpPureAck as usize][llc].fetch_add(2, Relaxed);
+        s.worker(1).classes[PacketClass::TcpPureAck as usize][llc].fetch_add(1, Relaxed);
+        s.worker(1).classes[PacketClass::QuicShortData as usize][hbc].fetch_add(4, Relaxed);
+        s.worker(0).channels[hbc].tx_bursts.fetch_add(1, Relaxed);
+        s.worker(1).channels[hbc].tx_bursts.fetch_add(2, Relaxed);
+        let json = s.to_json();
+        // only the classes that occurred, as "<channel>:<class>" (like `decisions`)
+        assert_eq!(
+            json["classes"],
+            serde_json::json!({"llc:tcp_pure_ack": 3, "hbc:quic_short_data": 4})
+        );
+        assert_eq!(json["channels"]["hbc"]["tx_bursts"], 3);
+        assert_eq!(json["channels"]["llc"]["tx_bursts"], 0);
     }
 
     #[test]
