@@ -158,6 +158,24 @@ pub struct Stats {
     pub epoch: std::time::Instant,
 }
 
+/// `{"<channel>:<name>": count}` of the counts that are not 0, for every
+/// (name, key) of `keys` and every channel (`decisions`, `classes`).
+fn nonzero_by_channel<K: Copy, const N: usize>(
+    keys: [(&'static str, K); N],
+    count: impl Fn(K, Channel) -> u64,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (name, k) in keys {
+        for ch in Channel::ALL {
+            let n = count(k, ch);
+            if n > 0 {
+                out.insert(format!("{}:{name}", ch.name()), json!(n));
+            }
+        }
+    }
+    out
+}
+
 /// One per-channel counter: its key in the JSON (`channels.<channel>.<json>`),
 /// its Prometheus metric (`dchannel_<prom>{channel="<channel>"}`, a counter;
 /// `None`: JSON only), its help and where its value comes from.
@@ -471,24 +489,12 @@ impl Stats {
                 .collect();
             channels.insert(ch.name().into(), Value::Object(counters));
         }
-        let mut decisions = Map::new();
-        for o in Outcome::ALL {
-            for ch in Channel::ALL {
-                let n = self.decision_count(o, ch);
-                if n > 0 {
-                    decisions.insert(format!("{}:{}", ch.name(), o.name()), json!(n));
-                }
-            }
-        }
-        let mut classes = Map::new();
-        for k in PacketClass::ALL {
-            for ch in Channel::ALL {
-                let n = self.class_count(k, ch);
-                if n > 0 {
-                    classes.insert(format!("{}:{}", ch.name(), k.name()), json!(n));
-                }
-            }
-        }
+        let decisions = nonzero_by_channel(Outcome::ALL.map(|o| (o.name(), o)), |o, ch| {
+            self.decision_count(o, ch)
+        });
+        let classes = nonzero_by_channel(PacketClass::ALL.map(|k| (k.name(), k)), |k, ch| {
+            self.class_count(k, ch)
+        });
         let malformed: Map<String, Value> = DropReason::ALL
             .iter()
             .map(|&r| {
