@@ -15,6 +15,7 @@
 pub mod channel;
 #[macro_use]
 pub mod counters;
+pub mod dedupe;
 pub mod egress;
 pub mod endpoint;
 pub mod flow_table;

@@ -24,7 +24,10 @@ pub struct ChannelCounters {
     /// Wake probes sent beside data (`prewarm`: to wake the device's HBC
     /// radio), by the send thread; not in the data or probe counters.
     pub wake_tx: AtomicU64,
-    _pad: [u64; 13],
+    /// Copies of packets sent on both channels (`realtime-dup`) that went on
+    /// this channel, by the send thread; in the data counters too.
+    pub dup_sent: AtomicU64,
+    _pad: [u64; 12],
     /// Data datagrams received and accepted.
     pub rx_pkts: AtomicU64,
     pub rx_bytes: AtomicU64,
@@ -36,6 +39,10 @@ pub struct ChannelCounters {
     /// written by the receive thread too.
     pub control_tx: AtomicU64,
     pub control_rx: AtomicU64,
+    /// Second copies of packets sent on both channels that arrived on this
+    /// channel after the first (on either) and were dropped (dchannel_core::dedupe);
+    /// in the data counters above too (receive thread).
+    pub dup_dropped: AtomicU64,
 }
 
 impl ChannelCounters {
@@ -206,6 +213,18 @@ const CHANNEL_METRICS: &[ChannelMetric] = &[
         prom: None,
         help: "Wake probes sent beside data (prewarm)",
         read: |s, ch| s.channel_sum(ch, |c| &c.wake_tx),
+    },
+    ChannelMetric {
+        json: "dup_sent",
+        prom: Some("dup_sent_total"),
+        help: "Copies of packets sent on both channels (realtime-dup) sent on this one",
+        read: |s, ch| s.channel_sum(ch, |c| &c.dup_sent),
+    },
+    ChannelMetric {
+        json: "dup_dropped",
+        prom: Some("dup_dropped_total"),
+        help: "Second copies of packets sent on both channels that arrived on this one, dropped",
+        read: |s, ch| s.channel_sum(ch, |c| &c.dup_dropped),
     },
     ChannelMetric {
         json: "control_tx",
@@ -813,6 +832,8 @@ mod tests {
                 "control_rx",
                 "control_tx",
                 "downs",
+                "dup_dropped",
+                "dup_sent",
                 "kernel_drops",
                 "probe_rx",
                 "probe_tx",
