@@ -365,6 +365,18 @@ mod tests {
         )
     }
 
+    /// [`steerer`] with an LLC share of 1 Mbit/s and a burst of `burst` bytes.
+    fn with_share(spec: &str, burst: u32) -> Steerer {
+        Steerer::new(
+            SteerConfig {
+                overhead: 0,
+                llc_share: Some(ShareConfig::new(1_000_000, burst).unwrap()),
+                ..SteerConfig::default()
+            },
+            parse_spec(spec, 0.75).unwrap(),
+        )
+    }
+
     /// A 1000-byte UDP packet (IP length) of flow `sport`.
     fn udp1000(sport: u16) -> Vec<u8> {
         build::udp4([198, 19, 0, 2], [1, 1, 1, 1], sport, 80, &[0; 972])
@@ -376,14 +388,7 @@ mod tests {
         // bytes = IP bytes (overhead 0): at t=0 the first 1000 B packet fits
         // (500 B left), the second does not -> HBC (over_share); at t=4 ms the
         // bucket holds 500 + 4 x 125 = 1000 B: the third fits.
-        let mut s = Steerer::new(
-            SteerConfig {
-                overhead: 0,
-                llc_share: Some(ShareConfig::new(1_000_000, 1500).unwrap()),
-                ..SteerConfig::default()
-            },
-            parse_spec("all-llc", 0.75).unwrap(),
-        );
+        let mut s = with_share("all-llc", 1500);
         let a = s.steer(0, &udp1000(1), &view());
         let b = s.steer(0, &udp1000(2), &view());
         assert_eq!(outcome(&a), (Channel::Llc, Outcome::Fixed));
@@ -628,14 +633,7 @@ mod tests {
     fn an_llc_copy_over_the_share_is_not_sent() {
         // Share of 1 Mbit/s, burst 200 B: the HBC-bound input's LLC copy (137 B)
         // fits once; a second copy at the same instant (63 B left) does not.
-        let mut s = Steerer::new(
-            SteerConfig {
-                overhead: 0,
-                llc_share: Some(ShareConfig::new(1_000_000, 200).unwrap()),
-                ..SteerConfig::default()
-            },
-            parse_spec("realtime-dup", 0.75).unwrap(),
-        );
+        let mut s = with_share("realtime-dup", 200);
         // no room on the LLC for the primary: the HBC one-way delay equals the LLC's
         let flat = ChannelView::up(Some(5 * MS), Some(5 * MS));
         let x = s.steer(0, &input137(40000), &flat);
