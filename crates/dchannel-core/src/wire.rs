@@ -359,6 +359,8 @@ mod tests {
         let mut body = [0u8; PROBE_BODY_LEN];
         encode_probe_body(&mut body, ProbeKind::Wake, Channel::Llc);
         assert_eq!(body, [4, 1], "kind 4 (wake) is a valid probe kind");
+        // the flags are bits 0, 1 and 2 of the flags byte (docs/wire.md)
+        assert_eq!([FLAG_LLC, FLAG_UNORDERED, FLAG_DUPLICATE], [1, 2, 4]);
     }
 
     #[test]
