@@ -30,6 +30,8 @@ AGENT_SPECS = [
     "asap",
     "realtime",
     "realtime:alpha=0.5",
+    "realtime-dup",
+    "realtime-dup:alpha=0.5",
 ]
 
 

@@ -16,6 +16,7 @@ pub mod bursts;
 pub mod channel;
 #[macro_use]
 pub mod counters;
+pub mod dedupe;
 pub mod egress;
 pub mod endpoint;
 pub mod flow_table;

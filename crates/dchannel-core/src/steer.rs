@@ -89,13 +89,18 @@ impl ChannelView {
         }
     }
 
+    /// The channel is reachable and alive.
+    pub fn usable(&self, ch: Channel) -> bool {
+        self.reachable[ch.index()] && self.alive[ch.index()]
+    }
+
     /// The channel fallback rule: the channel to use instead of `chosen`, if
     /// any. An unreachable channel (no endpoint) is never used while the
     /// other is reachable; a dead channel is left for a live one. When both
     /// are equally bad the policy's choice stands.
     pub fn fallback(&self, chosen: Channel) -> Option<Channel> {
         let (c, o) = (chosen.index(), chosen.other().index());
-        let usable = |i: usize| self.reachable[i] && self.alive[i];
+        let usable = |i: usize| self.usable(Channel::ALL[i]);
         let better = if self.reachable[c] != self.reachable[o] {
             self.reachable[o]
         } else {
@@ -127,6 +132,10 @@ pub struct Steered {
     pub class: PacketClass,
     /// It starts a burst on its channel (crate::bursts).
     pub new_burst: bool,
+    /// The channel a copy of the packet goes on too ([`Decision::duplicate`]):
+    /// the other one, when it is reachable and alive (and, for the LLC, within
+    /// the device's share); its LLC bytes are charged to the virtual queue.
+    pub copy: Option<Channel>,
 }
 
 /// One sender's steering state: flow table, virtual LLC queue, policy.
@@ -278,7 +287,20 @@ impl Steerer {
         let (id, seq) = (flow.id, flow.next_seq);
         flow.next_seq = flow.next_seq.wrapping_add(1);
         let class = PacketClass::of(Some(&info), pkt);
-        self.finish(
+        let copy = d.channel.other();
+        let copy = (d.duplicate && view.usable(copy)).then_some(copy);
+        // A copy on the LLC is LLC traffic like any other: within the share, charged.
+        let copy = copy.filter(|&c| {
+            c == Channel::Hbc
+                || self
+                    .share
+                    .as_mut()
+                    .map_or(true, |b| b.admit(now, wire_bytes) == Channel::Llc)
+        });
+        if copy == Some(Channel::Llc) {
+            self.queue.enqueue(now, wire_bytes);
+        }
+        let mut steered = self.finish(
             now,
             info.ip_len,
             d,
@@ -288,7 +310,9 @@ impl Steerer {
             Some(info),
             llc_queue,
             class,
-        )
+        );
+        steered.copy = copy;
+        steered
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -318,6 +342,7 @@ impl Steerer {
             llc_queue,
             class,
             new_burst: self.bursts.on_send(now, decision.channel),
+            copy: None,
         }
     }
 }
@@ -355,6 +380,18 @@ mod tests {
         )
     }
 
+    /// [`steerer`] with an LLC share of 1 Mbit/s and a burst of `burst` bytes.
+    fn with_share(spec: &str, burst: u32) -> Steerer {
+        Steerer::new(
+            SteerConfig {
+                overhead: 0,
+                llc_share: Some(ShareConfig::new(1_000_000, burst).unwrap()),
+                ..SteerConfig::default()
+            },
+            parse_spec(spec, 0.75).unwrap(),
+        )
+    }
+
     /// A 1000-byte UDP packet (IP length) of flow `sport`.
     fn udp1000(sport: u16) -> Vec<u8> {
         build::udp4([198, 19, 0, 2], [1, 1, 1, 1], sport, 80, &[0; 972])
@@ -366,14 +403,7 @@ mod tests {
         // bytes = IP bytes (overhead 0): at t=0 the first 1000 B packet fits
         // (500 B left), the second does not -> HBC (over_share); at t=4 ms the
         // bucket holds 500 + 4 x 125 = 1000 B: the third fits.
-        let mut s = Steerer::new(
-            SteerConfig {
-                overhead: 0,
-                llc_share: Some(ShareConfig::new(1_000_000, 1500).unwrap()),
-                ..SteerConfig::default()
-            },
-            parse_spec("all-llc", 0.75).unwrap(),
-        );
+        let mut s = with_share("all-llc", 1500);
         let a = s.steer(0, &udp1000(1), &view());
         let b = s.steer(0, &udp1000(2), &view());
         assert_eq!(outcome(&a), (Channel::Llc, Outcome::Fixed));
@@ -567,5 +597,64 @@ mod tests {
         let x = s.steer(0, &[0x45, 0, 0], &view());
         assert_eq!((x.channel, x.flow_id), (Channel::Hbc, 0));
         assert_eq!(s.counts()[Outcome::Unparsed as usize], [1, 0]);
+    }
+
+    /// A data-channel input event as `realtime` sees it (a DTLS application-data
+    /// record, RFC 6347 §4.1, first byte 23) of 137 IP bytes, from port `sport`.
+    fn input137(sport: u16) -> Vec<u8> {
+        let mut rec = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 96];
+        rec.resize(13 + 96, 0xab);
+        build::udp4([198, 19, 0, 2], [198, 18, 0, 1], sport, 50000, &rec)
+    }
+
+    #[test]
+    fn copies_go_on_the_other_channel_and_llc_copies_are_charged() {
+        // realtime-dup, gap = (20 - 5) ms x 250 B/ms = 3750 B (realtime.rs tests):
+        // inputs of 137 B at one instant take the LLC while queue + 137 < 3750,
+        // i.e. the first 27 (26 x 137 + 137 = 3699); each has a copy on the HBC.
+        // The 28th (3699 + 137 >= 3750) goes on the HBC, its copy on the LLC,
+        // charged: 28 x 137 = 3836 queued bytes.
+        let mut s = steerer("realtime-dup");
+        for i in 0..27 {
+            let x = s.steer(0, &input137(40000), &view());
+            assert_eq!(
+                (x.channel, x.copy),
+                (Channel::Llc, Some(Channel::Hbc)),
+                "{i}"
+            );
+            assert_eq!(x.seq, i, "both copies carry the packet's one number");
+        }
+        assert!((s.llc_queue(0) - 27.0 * 137.0).abs() < 1e-6);
+        let x = s.steer(0, &input137(40000), &view());
+        assert_eq!((x.channel, x.copy), (Channel::Hbc, Some(Channel::Llc)));
+        assert!((s.llc_queue(0) - 28.0 * 137.0).abs() < 1e-6);
+        // the decisions count each packet once, on its own channel
+        assert_eq!(s.counts()[Outcome::RtInput as usize], [1, 27]);
+        // a dead or unreachable other channel gets no copy
+        let x = s.steer(0, &input137(40000), &llc_dead());
+        assert_eq!((x.channel, x.copy), (Channel::Hbc, None));
+        let no_hbc = ChannelView {
+            reachable: [false, true],
+            ..view()
+        };
+        let x = s.steer(100 * MS, &input137(40001), &no_hbc);
+        assert_eq!((x.channel, x.copy), (Channel::Llc, None));
+        // plain realtime never copies
+        let x = steerer("realtime").steer(0, &input137(40000), &view());
+        assert_eq!((x.channel, x.copy), (Channel::Llc, None));
+    }
+
+    #[test]
+    fn an_llc_copy_over_the_share_is_not_sent() {
+        // Share of 1 Mbit/s, burst 200 B: the HBC-bound input's LLC copy (137 B)
+        // fits once; a second copy at the same instant (63 B left) does not.
+        let mut s = with_share("realtime-dup", 200);
+        // no room on the LLC for the primary: the HBC one-way delay equals the LLC's
+        let flat = ChannelView::up(Some(5 * MS), Some(5 * MS));
+        let x = s.steer(0, &input137(40000), &flat);
+        assert_eq!((x.channel, x.copy), (Channel::Hbc, Some(Channel::Llc)));
+        let y = s.steer(0, &input137(40000), &flat);
+        assert_eq!((y.channel, y.copy), (Channel::Hbc, None));
+        assert!((s.llc_queue(0) - 137.0).abs() < 1e-6);
     }
 }

@@ -15,6 +15,10 @@
 //! +---------------------------------------------------------------+
 //! ```
 //!
+//! Flags (bit 0 = least significant): 0 LLC ([`FLAG_LLC`]), 1 unordered
+//! ([`FLAG_UNORDERED`]), 2 duplicate ([`FLAG_DUPLICATE`]); bits 3-7 are 0 and
+//! ignored on receipt.
+//!
 //! A data datagram carries one inner IP packet after the header. A probe
 //! datagram carries a 2-byte body: probe kind (1 to 4, [`ProbeKind`]) and the
 //! channel it was sent on; its `seq` field is the probe id and its flow id is 0.
@@ -34,7 +38,8 @@ pub mod field {
 
     /// Version (high nibble) and message type (low nibble).
     pub const VERSION_TYPE: usize = 0;
-    /// [`FLAG_LLC`](super::FLAG_LLC), [`FLAG_UNORDERED`](super::FLAG_UNORDERED) or 0.
+    /// [`FLAG_LLC`](super::FLAG_LLC), [`FLAG_UNORDERED`](super::FLAG_UNORDERED),
+    /// [`FLAG_DUPLICATE`](super::FLAG_DUPLICATE), or 0.
     pub const FLAGS: usize = 1;
     /// The sender's flow id (u16).
     pub const FLOW_ID: Range<usize> = 2..4;
@@ -63,6 +68,11 @@ pub const FLAG_LLC: u8 = 0x01;
 /// reorder buffer passes it on at once. A receiver that ignores it only holds
 /// the packet as it would any other.
 pub const FLAG_UNORDERED: u8 = 0x02;
+/// Flag bit: this inner packet is sent on both channels, the two copies with
+/// the same flow id and sequence number ([`Decision::duplicate`](crate::policy::Decision::duplicate));
+/// the receiver delivers whichever copy arrives first and drops the other
+/// ([`crate::dedupe`]). A receiver that ignores it delivers both.
+pub const FLAG_DUPLICATE: u8 = 0x04;
 
 /// What a datagram carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,7 +117,7 @@ impl ProbeKind {
 pub struct Header {
     /// Data or probe.
     pub msg_type: MsgType,
-    /// [`FLAG_LLC`] and [`FLAG_UNORDERED`] or 0.
+    /// [`FLAG_LLC`], [`FLAG_UNORDERED`] and [`FLAG_DUPLICATE`], or 0.
     pub flags: u8,
     /// The sender's id of the unidirectional flow; 0 = no flow (probes, unparsable packets).
     pub flow_id: u16,
@@ -349,6 +359,8 @@ mod tests {
         let mut body = [0u8; PROBE_BODY_LEN];
         encode_probe_body(&mut body, ProbeKind::Wake, Channel::Llc);
         assert_eq!(body, [4, 1], "kind 4 (wake) is a valid probe kind");
+        // the flags are bits 0, 1 and 2 of the flags byte (docs/wire.md)
+        assert_eq!([FLAG_LLC, FLAG_UNORDERED, FLAG_DUPLICATE], [1, 2, 4]);
     }
 
     #[test]

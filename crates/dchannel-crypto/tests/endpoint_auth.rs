@@ -47,10 +47,17 @@ struct Side {
 }
 
 fn side(role: Role, peers: Vec<PeerConfig>, auth: AeadAuth) -> Side {
+    side_with(role, peers, auth, "all-hbc")
+}
+
+/// [`side`] steering with `policy`; RTTs pinned at 40 ms (HBC) and 10 ms (LLC),
+/// used once the probes measured them.
+fn side_with(role: Role, peers: Vec<PeerConfig>, auth: AeadAuth, policy: &'static str) -> Side {
     let mut cfg = Config::new(role);
     cfg.reorder = None;
-    let (tx, rx) = endpoint::new(cfg, peers, auth.clone(), || {
-        parse_spec("all-hbc", 0.75).unwrap()
+    cfg.rtt.pin = [Some(40 * MS), Some(10 * MS)];
+    let (tx, rx) = endpoint::new(cfg, peers, auth.clone(), move || {
+        parse_spec(policy, 0.75).unwrap()
     })
     .unwrap();
     Side { tx, rx, auth }
@@ -58,7 +65,17 @@ fn side(role: Role, peers: Vec<PeerConfig>, auth: AeadAuth) -> Side {
 
 /// A client with `key` whose gateway has `gateway`'s public key (at gw()).
 fn client_side(key: PrivateKey, gateway: &PrivateKey, crypto: dchannel_crypto::Config) -> Side {
-    side(
+    client_side_with(key, gateway, crypto, "all-hbc")
+}
+
+/// [`client_side`] steering with `policy`.
+fn client_side_with(
+    key: PrivateKey,
+    gateway: &PrivateKey,
+    crypto: dchannel_crypto::Config,
+    policy: &'static str,
+) -> Side {
+    side_with(
         Role::Client,
         vec![PeerConfig {
             name: "gateway".into(),
@@ -67,19 +84,25 @@ fn client_side(key: PrivateKey, gateway: &PrivateKey, crypto: dchannel_crypto::C
             endpoints: [Some(gw(Channel::Hbc)), Some(gw(Channel::Llc))],
         }],
         AeadAuth::client(key, gateway.public_key(), crypto),
+        policy,
     )
 }
 
 /// A client and a gateway with fresh keys (the gateway's device list has the client).
 fn pair(crypto: dchannel_crypto::Config) -> (Side, Side) {
+    pair_with(crypto, "all-hbc")
+}
+
+/// [`pair`], both steering with `policy`.
+fn pair_with(crypto: dchannel_crypto::Config, policy: &'static str) -> (Side, Side) {
     let (ue_key, gw_key) = (PrivateKey::generate(), PrivateKey::generate());
     let device = Device {
         name: "phone-1".into(),
         public_key: ue_key.public_key(),
         address: Some(UE.into()),
     };
-    let client = client_side(ue_key, &gw_key, crypto);
-    let gateway = side(
+    let client = client_side_with(ue_key, &gw_key, crypto, policy);
+    let gateway = side_with(
         Role::Gateway,
         vec![PeerConfig {
             name: "phone-1".into(),
@@ -88,6 +111,7 @@ fn pair(crypto: dchannel_crypto::Config) -> (Side, Side) {
             endpoints: [None, None],
         }],
         AeadAuth::gateway(gw_key, &[device], crypto).unwrap(),
+        policy,
     );
     (client, gateway)
 }
@@ -364,6 +388,50 @@ fn replayed_forged_moved_and_plaintext_datagrams_are_dropped_silently_and_counte
     );
     assert_eq!(d.total(), 7);
     assert_eq!(CryptoDrop::Replay.name(), "replay");
+}
+
+#[test]
+fn copies_on_both_channels_open_under_their_own_counters_and_one_is_delivered() {
+    // realtime-dup: an input event (a DTLS application-data record, first byte 23,
+    // of 137 IP bytes) goes on the LLC (pinned 40 / 10 ms RTTs: it fits the gap)
+    // with a copy on the HBC. Each copy is sealed under its own channel's counter:
+    // both open, neither is a replay; the duplicate filter drops the second.
+    let (mut c, mut g) = pair_with(Default::default(), "realtime-dup");
+    settle(&mut c, &mut g, 0);
+    let mut rec = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 96];
+    rec.resize(13 + 96, 0x5a);
+    let input = build::udp4(UE, SERVER, 40000, 50000, &rec);
+    let mut copy = vec![0u8; c.tx.headroom() + input.len() + c.tx.tailroom()];
+    let mut seen = g.auth.drops();
+    for (k, first) in [Channel::Hbc, Channel::Llc].into_iter().enumerate() {
+        let now = (k as Nanos + 1) * MS;
+        let (ch, dg) = seal(&mut c.tx, now, &input).unwrap();
+        let t =
+            c.tx.poll_copy(now, &mut copy)
+                .expect("a copy on the other channel");
+        assert_eq!((ch, t.channel), (Channel::Llc, Channel::Hbc));
+        assert_ne!(dg, copy[..t.len], "two separately sealed datagrams");
+        let mut copies = [(ch, dg), (t.channel, copy[..t.len].to_vec())];
+        if copies[0].0 != first {
+            copies.swap(0, 1);
+        }
+        let [(ch1, dg1), (ch2, dg2)] = copies;
+        let r = g.rx.handle_datagram(now, ch1, ue(ch1), dg1);
+        assert!(
+            matches!(r, Received::Data(_)),
+            "first copy, on {first}: {r:?}"
+        );
+        let r = g.rx.handle_datagram(now, ch2, ue(ch2), dg2);
+        assert!(
+            matches!(r, Received::Duplicate { .. }),
+            "second copy: {r:?}"
+        );
+        let got: Vec<Vec<u8>> = g.rx.deliveries().map(|d| d.packet().to_vec()).collect();
+        assert_eq!(got, vec![input.clone()]);
+        assert_eq!(g.auth.drops(), seen, "no replay, no other refusal");
+        seen = g.auth.drops();
+    }
+    assert_eq!(c.tx.copies(), 2);
 }
 
 #[test]

@@ -153,7 +153,8 @@ pub struct Common {
     /// pkt-control, pkt-uplink, pkt-state, asap, prewarm[:alpha=A,gap_ms=G]
     /// (dchannel, and the client wakes the HBC radio beside LLC packets),
     /// burst[:alpha=A,gap_ms=G] (dchannel deciding on the rest of the packet's
-    /// burst), realtime[:alpha=A] (WebRTC-aware; dchannel for other traffic).
+    /// burst), realtime[:alpha=A] (WebRTC-aware; dchannel for other traffic),
+    /// realtime-dup[:alpha=A] (realtime, input events on both channels).
     #[arg(long, default_value = "dchannel")]
     pub policy: String,
     /// Alpha of the dchannel policy when SPEC does not give one (NSDI'23 Algorithm 1).

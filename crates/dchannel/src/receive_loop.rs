@@ -205,6 +205,14 @@ fn received(io: &Io, r: Received<Vec<u8>>, ch: Channel, now: Nanos, pool: &mut V
                 log.record(now, &arrival, ch);
             }
         }
+        Received::Duplicate { arrival, buf } => {
+            // the second copy of a packet sent on both channels: received on
+            // this channel, not delivered
+            let chan = io.chan(ch);
+            chan.received(arrival.datagram_len);
+            chan.dup_dropped.fetch_add(1, Relaxed);
+            pool.push(buf);
+        }
         Received::Probe { buf, .. } => {
             io.chan(ch).probe_rx.fetch_add(1, Relaxed);
             pool.push(buf);

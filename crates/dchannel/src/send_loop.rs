@@ -42,6 +42,8 @@ pub struct Sender<A: DatagramAuth> {
     sup: Vec<u8>,
     batch: SendBatch,
     wake_buf: Vec<u8>,
+    /// The copy of a packet sent on both channels (`realtime-dup`), sealed here.
+    copy_buf: Vec<u8>,
     /// One peer (a client): the flow counts are published after every packet
     /// (cheap), so that the stats see a flow at once. Looked at again when
     /// the peer table changes (devices added to a running gateway): with
@@ -65,6 +67,7 @@ impl<A: DatagramAuth> Sender<A> {
             },
             batch: SendBatch::new(buf.len()),
             wake_buf: vec![0u8; tx.wake_buf_len()],
+            copy_buf: buf.clone(),
             one_peer: tx.shared().peers().len() == 1,
             peers_generation: tx.shared().generation(),
             buf,
@@ -103,7 +106,7 @@ impl<A: DatagramAuth> Sender<A> {
             &mut self.tx,
             &mut self.buf,
             n as usize,
-            &mut self.wake_buf,
+            (&mut self.wake_buf[..], &mut self.copy_buf[..]),
             now,
         ) {
             match io.socks[t.channel.index()].send_to(&self.buf[..t.len], t.destination) {
@@ -174,7 +177,8 @@ impl<A: DatagramAuth> Sender<A> {
             let Some(len) = segs.next_into(&mut slot[headroom..headroom + read_max]) else {
                 break;
             };
-            if let Some(t) = steer(io, &mut self.tx, slot, len, &mut self.wake_buf, now) {
+            let extra = (&mut self.wake_buf[..], &mut self.copy_buf[..]);
+            if let Some(t) = steer(io, &mut self.tx, slot, len, extra, now) {
                 self.batch.push(t.channel, t.destination, t.len);
             }
         }
@@ -192,12 +196,14 @@ pub fn run_sender<A: DatagramAuth>(io: Arc<Io>, tx: SendHalf<A>) {
 
 /// Steers and seals the packet at `buf[headroom..headroom + len]` in place and
 /// counts the decision; the datagram is `buf[..t.len]`, for the caller to send.
+/// A wake probe or a copy on the other channel the decision asks for is sealed
+/// into `wake_buf` / `copy_buf` and sent here.
 fn steer<A: DatagramAuth>(
     io: &Io,
     tx: &mut SendHalf<A>,
     buf: &mut [u8],
     len: usize,
-    wake_buf: &mut [u8],
+    (wake_buf, copy_buf): (&mut [u8], &mut [u8]),
     now: Nanos,
 ) -> Option<Transmit> {
     let t = match tx.handle_tun(now, buf, len) {
@@ -221,6 +227,18 @@ fn steer<A: DatagramAuth>(
         // the reply to this LLC packet comes down the HBC.
         match io.socks[w.channel.index()].send_to(&wake_buf[..w.len], w.destination) {
             Ok(_) => _ = io.chan(w.channel).wake_tx.fetch_add(1, Relaxed),
+            Err(_) => io.stats.dropped(DropReason::SendError),
+        }
+    }
+    if let Some(c) = tx.poll_copy(now, copy_buf) {
+        // `realtime-dup`: the same packet on the other channel; the receiver
+        // delivers whichever copy arrives first.
+        match io.socks[c.channel.index()].send_to(&copy_buf[..c.len], c.destination) {
+            Ok(_) => {
+                let chan = io.chan(c.channel);
+                chan.sent(c.len);
+                chan.dup_sent.fetch_add(1, Relaxed);
+            }
             Err(_) => io.stats.dropped(DropReason::SendError),
         }
     }

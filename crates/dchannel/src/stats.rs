@@ -28,7 +28,10 @@ pub struct ChannelCounters {
     /// Data datagrams that started a burst (dchannel_core::bursts): sent 1 ms
     /// or more after the channel's previous one, by the send thread.
     pub tx_bursts: AtomicU64,
-    _pad: [u64; 12],
+    /// Copies of packets sent on both channels (`realtime-dup`) that went on
+    /// this channel, by the send thread; in the data counters too.
+    pub dup_sent: AtomicU64,
+    _pad: [u64; 11],
     /// Data datagrams received and accepted.
     pub rx_pkts: AtomicU64,
     pub rx_bytes: AtomicU64,
@@ -40,6 +43,10 @@ pub struct ChannelCounters {
     /// written by the receive thread too.
     pub control_tx: AtomicU64,
     pub control_rx: AtomicU64,
+    /// Second copies of packets sent on both channels that arrived on this
+    /// channel after the first (on either) and were dropped (dchannel_core::dedupe);
+    /// in the data counters above too (receive thread).
+    pub dup_dropped: AtomicU64,
 }
 
 impl ChannelCounters {
@@ -236,6 +243,18 @@ const CHANNEL_METRICS: &[ChannelMetric] = &[
         prom: None,
         help: "Data datagrams sent 1 ms or more after the channel's previous one (bursts begun)",
         read: |s, ch| s.channel_sum(ch, |c| &c.tx_bursts),
+    },
+    ChannelMetric {
+        json: "dup_sent",
+        prom: Some("dup_sent_total"),
+        help: "Copies of packets sent on both channels (realtime-dup) sent on this one",
+        read: |s, ch| s.channel_sum(ch, |c| &c.dup_sent),
+    },
+    ChannelMetric {
+        json: "dup_dropped",
+        prom: Some("dup_dropped_total"),
+        help: "Second copies of packets sent on both channels that arrived on this one, dropped",
+        read: |s, ch| s.channel_sum(ch, |c| &c.dup_dropped),
     },
     ChannelMetric {
         json: "control_tx",
@@ -849,6 +868,8 @@ mod tests {
                 "control_rx",
                 "control_tx",
                 "downs",
+                "dup_dropped",
+                "dup_sent",
                 "kernel_drops",
                 "probe_rx",
                 "probe_tx",

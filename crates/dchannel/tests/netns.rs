@@ -462,6 +462,95 @@ fn realtime_webrtc_on_the_llc_and_the_rest_algorithm_1() {
     assert!(chan(&gw, "hbc", "tx_bytes") as usize > DOWN_BYTES / 2);
 }
 
+/// Input events sent in `realtime_dup_delivers_every_input_once_both_ways`.
+const DUP_INPUTS: usize = 200;
+
+/// Input `i`: a DTLS application-data record (a data-channel input, RFC 6347 §4.1)
+/// of 96 bytes, 137 IP bytes, its body `pattern`-filled and seeded by `i`.
+fn input_event(i: usize) -> Vec<u8> {
+    let head = [23u8, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 96];
+    [&head[..], &pattern(96, i as u64 + 1)].concat()
+}
+
+/// sha256 over the sorted datagrams: equal iff the same multiset arrived.
+fn sha_of_set(mut dgs: Vec<Vec<u8>>) -> [u8; 32] {
+    dgs.sort();
+    let mut h = Sha256::new();
+    for d in &dgs {
+        h.update((d.len() as u32).to_be_bytes());
+        h.update(d);
+    }
+    h.finalize().into()
+}
+
+/// Receives datagrams on `s` until it is quiet for its read timeout; echoes each
+/// to its sender if `echo`.
+fn receive_all(s: &UdpSocket, echo: bool) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 2048];
+    while let Ok((len, from)) = s.recv_from(&mut b) {
+        if echo {
+            s.send_to(&b[..len], from).unwrap();
+        }
+        got.push(b[..len].to_vec());
+    }
+    got
+}
+
+fn realtime_dup_delivers_every_input_once_both_ways() {
+    // realtime-dup, pinned RTTs 40 / 10 ms (gap 3750 bytes): 200 input events from
+    // ue:40000 to srv:50000, one per 5 ms, each echoed back. Every input (137 IP
+    // bytes + 73 of encrypted overhead; the LLC drains 1250 bytes per 5 ms, so the
+    // virtual queue never nears the gap) takes the LLC with a copy on the HBC, at
+    // the client (uplink) and at the gateway (the echo, downlink). Each arrives
+    // exactly once at each end; the receiver dropped exactly one copy per input,
+    // on whichever channel it came second; the encryption layer refused none.
+    let t = Topo::new();
+    let extra = ["--pin-hbc-rtt-ms", "40", "--pin-llc-rtt-ms", "10"];
+    let mut a = t.start("realtime-dup", &extra);
+    let quiet = Some(Duration::from_secs(2));
+    let server_sock = in_ns(&t.srv, || UdpSocket::bind((SRV, 50000)).unwrap())
+        .join()
+        .unwrap();
+    server_sock.set_read_timeout(quiet).unwrap();
+    let server = std::thread::spawn(move || receive_all(&server_sock, true));
+    let client_sock = in_ns(&t.ue, || UdpSocket::bind(("0.0.0.0", 40000)).unwrap())
+        .join()
+        .unwrap();
+    client_sock.set_read_timeout(quiet).unwrap();
+    let reader = client_sock.try_clone().unwrap();
+    let echoes = std::thread::spawn(move || receive_all(&reader, false));
+    let sent: Vec<Vec<u8>> = (0..DUP_INPUTS).map(input_event).collect();
+    for dg in &sent {
+        client_sock.send_to(dg, (SRV, 50000)).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (at_server, at_client) = (server.join().unwrap(), echoes.join().unwrap());
+    let (ue, gw) = a.stop();
+    assert_eq!(at_server.len(), DUP_INPUTS, "inputs at the server");
+    assert_eq!(sha_of_set(at_server), sha_of_set(sent.clone()));
+    assert_eq!(at_client.len(), DUP_INPUTS, "echoes at the device");
+    assert_eq!(sha_of_set(at_client), sha_of_set(sent));
+    let n = DUP_INPUTS as u64;
+    for (who, s, peer) in [("ue", &ue, &gw), ("gw", &gw, &ue)] {
+        assert_eq!(s["policy"], "realtime-dup:alpha=0.75");
+        let d = &s["decisions"];
+        assert_eq!(d["llc:rt_input"], n, "{who}: {d}");
+        // the copies: all on the HBC, each also a data datagram sent there
+        assert_eq!(chan(s, "hbc", "dup_sent"), n, "{who}");
+        assert_eq!(chan(s, "llc", "dup_sent"), 0, "{who}");
+        assert!(chan(s, "hbc", "tx_pkts") >= n && chan(s, "llc", "tx_pkts") >= n);
+        // the peer received both copies of each, on both channels, and dropped the
+        // second, whichever channel it came on
+        assert!(chan(peer, "hbc", "rx_pkts") >= n && chan(peer, "llc", "rx_pkts") >= n);
+        let dropped = chan(peer, "hbc", "dup_dropped") + chan(peer, "llc", "dup_dropped");
+        assert_eq!(dropped, n, "second copies dropped by the peer of {who}");
+        for reason in ["replay", "too_old"] {
+            assert_eq!(s["crypto"]["drops"][reason], 0, "{who}: {reason}");
+        }
+    }
+}
+
 fn dchannel_measured_rtts() {
     // Over plain veth both RTTs are ~0.1 ms: no gap to exploit, the reward is
     // negative, so packets go HBC; the point is the transfer and the estimates.
@@ -627,5 +716,5 @@ fn dead_llc_falls_back_to_hbc() {
 dchannel_base::test_main! {
     tun: true,
     plain: [bad_command_lines_are_rejected_with_reasons],
-    namespaced: [all_hbc_everything_on_hbc, tun_offload_off_reads_one_packet_at_a_time, busy_poll_keeps_transfers_byte_exact_in_one_polling_thread, all_llc_everything_on_llc, pkt_control_only_payload_free_tcp_on_llc, pkt_uplink_by_direction, pkt_size_750_by_size, pkt_state_hotmobile21_rule, asap_rules, realtime_webrtc_on_the_llc_and_the_rest_algorithm_1, dchannel_measured_rtts, dchannel_pinned_algorithm1, malformed_datagrams_are_counted_and_gateway_keeps_serving, dead_llc_falls_back_to_hbc],
+    namespaced: [all_hbc_everything_on_hbc, tun_offload_off_reads_one_packet_at_a_time, busy_poll_keeps_transfers_byte_exact_in_one_polling_thread, all_llc_everything_on_llc, pkt_control_only_payload_free_tcp_on_llc, pkt_uplink_by_direction, pkt_size_750_by_size, pkt_state_hotmobile21_rule, asap_rules, realtime_webrtc_on_the_llc_and_the_rest_algorithm_1, realtime_dup_delivers_every_input_once_both_ways, dchannel_measured_rtts, dchannel_pinned_algorithm1, malformed_datagrams_are_counted_and_gateway_keeps_serving, dead_llc_falls_back_to_hbc],
 }

@@ -21,7 +21,10 @@
 //!    (else `BadInner` / `SpoofedSource`), so the gateway never relays for
 //!    strangers, and a destination the gateway's egress rule allows (else
 //!    `EgressDenied`: its own addresses, loopback, link-local, metadata;
-//!    `egress.rs`); accepted data goes through the reorder buffer (LLC
+//!    `egress.rs`); the second copy of a packet sent on both channels
+//!    (`FLAG_DUPLICATE`) is dropped by the peer's duplicate filter
+//!    ([`Received::Duplicate`], crate::dedupe: the first copy wins, nothing is
+//!    held); accepted data goes through the reorder buffer (LLC
 //!    arrivals of a flow wait for their predecessors) to
 //!    [`ReceiveHalf::deliveries`].
 //!
@@ -36,6 +39,7 @@
 use super::shared::{follow_table, PeerTable};
 use super::{AuthTransmit, Config, DatagramAuth, DropReason, PeerLink, Role, Shared};
 use super::{Opened, Outgoing, Source, Timer, TimerTable, PUBLISH_PERIOD};
+use crate::dedupe::{CopyOrder, DuplicateFilter};
 use crate::egress::EgressFilter;
 use crate::liveness::{Change, Liveness};
 use crate::llc_share::{SharedDelayConfig, SharedLlcDelay};
@@ -69,6 +73,16 @@ pub enum Received<B> {
     /// Accepted data: its inner packet is queued for delivery, now or once
     /// the reorder buffer releases it.
     Data(Arrival),
+    /// Accepted data, but the second copy of a packet sent on both channels
+    /// ([`wire::FLAG_DUPLICATE`]) whose first was delivered: dropped by the
+    /// duplicate filter ([`crate::dedupe`]); counted as received on its
+    /// channel. The buffer comes back.
+    Duplicate {
+        /// The copy, as [`Received::Data`] would have described it.
+        arrival: Arrival,
+        /// The driver's buffer, to reuse.
+        buf: B,
+    },
     /// An accepted probe (its answer, if any, is queued); the buffer comes back.
     Probe {
         /// The peer that sent it.
@@ -166,6 +180,8 @@ struct RecvPeer {
     /// from the LLC probes, and the sender's own virtual queue depth when
     /// each outstanding LLC probe was sent, by probe id.
     shared_delay: Option<SharedDelay>,
+    /// Which copies of packets sent on both channels were delivered.
+    dedupe: DuplicateFilter,
 }
 
 /// Rule (c)'s state for one peer (see [`RecvPeer::shared_delay`]).
@@ -326,6 +342,7 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
                         estimate: SharedLlcDelay::new(c),
                         sent: VecDeque::new(),
                     }),
+                    dedupe: DuplicateFilter::default(),
                 }
             },
         );
@@ -355,6 +372,21 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
             Err(reason) => Received::Dropped { reason, buf },
             Ok(Admitted::Probe { peer }) => Received::Probe { peer, buf },
             Ok(Admitted::Control { peer }) => Received::Control { peer, buf },
+            Ok(Admitted::Duplicate {
+                peer,
+                flow_id,
+                seq,
+                inner_len,
+            }) => Received::Duplicate {
+                arrival: Arrival {
+                    peer,
+                    flow_id,
+                    seq,
+                    inner_len,
+                    datagram_len: buf.as_ref().len(),
+                },
+                buf,
+            },
             Ok(Admitted::Data {
                 peer,
                 flow_id,
@@ -477,6 +509,15 @@ impl<B: AsRef<[u8]> + AsMut<[u8]> + Footprint, A: DatagramAuth> ReceiveHalf<B, A
                     }
                 }
                 p.link.count_rx(ch, dg.len());
+                let copy = header.flags & wire::FLAG_DUPLICATE != 0;
+                if copy && p.dedupe.admit(now, header.flow_id, header.seq) == CopyOrder::Second {
+                    return Ok(Admitted::Duplicate {
+                        peer,
+                        flow_id: header.flow_id,
+                        seq: header.seq,
+                        inner_len: body.len(),
+                    });
+                }
                 Ok(Admitted::Data {
                     peer,
                     flow_id: header.flow_id,
@@ -707,6 +748,13 @@ enum Admitted {
     },
     Control {
         peer: usize,
+    },
+    /// The second copy of a duplicated packet (crate::dedupe): not delivered.
+    Duplicate {
+        peer: usize,
+        flow_id: u16,
+        seq: u32,
+        inner_len: usize,
     },
     Data {
         peer: usize,

@@ -104,12 +104,29 @@ pub struct SendHalf<A> {
     pending_wake: Option<usize>,
     /// Wake probes sealed for sending.
     wakes: u64,
+    /// The copy the last packet's decision asked for on the other channel
+    /// (`realtime-dup`), its inner packet in `copy_body` (kept in clear: the
+    /// original is sealed in place).
+    pending_copy: Option<PendingCopy>,
+    copy_body: Vec<u8>,
+    /// Copies sealed for sending.
+    copies: u64,
     /// The lab's delay oracle, consulted per packet instead of the HBC
     /// estimate (see [`HbcOwdOracle`]); `None` in every real deployment.
     oracle: Option<Box<dyn HbcOwdOracle>>,
     /// Rule (c) is on: tell the receive half when each peer's virtual LLC
     /// queue empties, after every LLC packet.
     publish_llc_queue: bool,
+}
+
+/// A copy of the last packet, due on the other channel ([`SendHalf::poll_copy`]).
+#[derive(Clone, Copy, Debug)]
+struct PendingCopy {
+    peer: usize,
+    channel: Channel,
+    destination: SocketAddr,
+    header: Header,
+    steered: Steered,
 }
 
 /// A source of the HBC's true current one-way delay in this sender's
@@ -211,6 +228,9 @@ impl<A: DatagramAuth> SendHalf<A> {
             flow_count,
             pending_wake: None,
             wakes: 0,
+            pending_copy: None,
+            copy_body: Vec::new(),
+            copies: 0,
             oracle: None,
             publish_llc_queue: cfg.llc_probe_share.is_some(),
         };
@@ -359,22 +379,28 @@ impl<A: DatagramAuth> SendHalf<A> {
             self.pending_wake = Some(peer);
         }
         let destination = p.endpoints[channel.index()].expect("fallback picks a reachable channel");
+        let copy_to = steered
+            .copy
+            .and_then(|c| Some((c, p.endpoints[c.index()]?)));
         drop(guard); // sealing locks the peer's crypto state, not this
         if new_count {
             self.enforce_flow_cap(peer);
         }
+        let flag = |on: bool, bit: u8| if on { bit } else { 0 };
         let header = Header {
             msg_type: MsgType::Data,
             flags: channel_flags(channel)
-                | if steered.decision.unordered {
-                    wire::FLAG_UNORDERED
-                } else {
-                    0
-                },
+                | flag(steered.decision.unordered, wire::FLAG_UNORDERED)
+                | flag(copy_to.is_some(), wire::FLAG_DUPLICATE),
             flow_id: steered.flow_id,
             seq: steered.seq,
             token: 0,
         };
+        if copy_to.is_some() {
+            self.copy_body.clear();
+            self.copy_body
+                .extend_from_slice(&buf[headroom..headroom + len]);
+        }
         // Steered and charged even if sealing fails: the policy saw the packet
         // as the application sent it, and a lost packet is retransmitted.
         let out = Outgoing {
@@ -388,6 +414,16 @@ impl<A: DatagramAuth> SendHalf<A> {
             .seal(now, out, buf)
             .inspect_err(|_| link.count_drop())?;
         link.count_tx(channel, len);
+        self.pending_copy = copy_to.map(|(channel, destination)| PendingCopy {
+            peer,
+            channel,
+            destination,
+            header: Header {
+                flags: (header.flags & !wire::FLAG_LLC) | channel_flags(channel),
+                ..header
+            },
+            steered,
+        });
         Ok(Transmit {
             peer,
             channel,
@@ -395,6 +431,44 @@ impl<A: DatagramAuth> SendHalf<A> {
             len,
             steered,
         })
+    }
+
+    /// The copy on the other channel the last [`handle_tun`](Self::handle_tun)
+    /// asked for ([`Steered::copy`], `realtime-dup`), sealed into `buf` (as large
+    /// as `handle_tun`'s): the same header (flow id, sequence number,
+    /// [`FLAG_DUPLICATE`](wire::FLAG_DUPLICATE)) and inner packet, sealed on its
+    /// own channel. Call after every `handle_tun` and send it too; `None` when
+    /// none is due or it cannot be sealed.
+    pub fn poll_copy(&mut self, now: Nanos, buf: &mut [u8]) -> Option<Transmit> {
+        let c = self.pending_copy.take()?;
+        let (at, body_len) = (self.headroom(), self.copy_body.len());
+        buf[at..at + body_len].copy_from_slice(&self.copy_body);
+        let out = Outgoing {
+            peer: c.peer,
+            channel: c.channel,
+            header: c.header,
+            body_len,
+        };
+        let link = self.peers.get(c.peer)?.as_ref()?.link.clone();
+        let len = self
+            .auth
+            .seal(now, out, buf)
+            .inspect_err(|_| link.count_drop())
+            .ok()?;
+        link.count_tx(c.channel, len);
+        self.copies += 1;
+        Some(Transmit {
+            peer: c.peer,
+            channel: c.channel,
+            destination: c.destination,
+            len,
+            steered: c.steered,
+        })
+    }
+
+    /// Copies produced by [`poll_copy`](Self::poll_copy) so far.
+    pub fn copies(&self) -> u64 {
+        self.copies
     }
 
     /// The wake datagram the last [`handle_tun`](Self::handle_tun) asked for,

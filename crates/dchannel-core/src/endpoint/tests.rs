@@ -539,6 +539,100 @@ fn unordered_packets_pass_the_reorder_buffer() {
     assert_eq!(delivered(&mut grx), vec![uplink(5002), held]);
 }
 
+// ---- realtime-dup: copies on both channels ----------------------------------
+
+/// A data-channel input event (a DTLS application-data record, first byte 23) of
+/// 137 IP bytes from the client, as `realtime` classifies it.
+fn input_event(sport: u16) -> Vec<u8> {
+    let mut rec = vec![23, 0xfe, 0xfd, 0, 1, 0, 0, 0, 0, 0, 9, 0, 96];
+    rec.resize(13 + 96, sport as u8);
+    build::udp4([198, 19, 0, 2], [198, 18, 3, 2], sport, 50000, &rec)
+}
+
+#[test]
+fn realtime_dup_sends_inputs_twice_and_the_gateway_delivers_each_once() {
+    let (mut tx, _crx) = client("realtime-dup");
+    let (_, mut grx) = gateway("all-hbc");
+    grx.handle_timeout(0);
+    publish_paper_estimates(&tx);
+    let mut copy = vec![0u8; HEADROOM + 1500 + tx.tailroom()];
+    // Input 1 fits the LLC (137 < 3750 B): there, and a copy on the HBC with the
+    // same flow id and number; both flagged duplicate (and unordered).
+    let (a, a_dg) = send(&mut tx, 100 * MS, &input_event(40000)).unwrap();
+    let c = tx.poll_copy(100 * MS, &mut copy).expect("a copy is due");
+    assert!(
+        tx.poll_copy(100 * MS, &mut copy).is_none(),
+        "one copy per packet"
+    );
+    assert_eq!(
+        (a.channel, c.channel, c.destination),
+        (Channel::Llc, Channel::Hbc, gw_hbc())
+    );
+    let dup = wire::FLAG_UNORDERED | wire::FLAG_DUPLICATE;
+    assert_eq!((a_dg[1], copy[1]), (FLAG_LLC | dup, dup));
+    assert_eq!(a.len, c.len);
+    assert_eq!(
+        a_dg[2..HEADER_LEN],
+        copy[2..HEADER_LEN],
+        "flow id, number, token"
+    );
+    assert_eq!(
+        a_dg[HEADER_LEN..],
+        copy[HEADER_LEN..c.len],
+        "the same inner packet"
+    );
+    let c_dg = copy[..c.len].to_vec();
+    // RTCP (RFC 3550 §6.4.1: V=2, RR) is not an input: no copy, no flag.
+    let rr = [&[0x81, 201, 0, 7][..], &[0; 28]].concat();
+    let rtcp = build::udp4([198, 19, 0, 2], [198, 18, 3, 2], 40000, 50000, &rr);
+    let (_, r_dg) = send(&mut tx, 101 * MS, &rtcp).unwrap();
+    assert!(tx.poll_copy(101 * MS, &mut copy).is_none());
+    assert_eq!(r_dg[1] & wire::FLAG_DUPLICATE, 0);
+    // Input 2: its copies arrive in the other order.
+    let (b, b_dg) = send(&mut tx, 102 * MS, &input_event(40001)).unwrap();
+    let d = tx.poll_copy(102 * MS, &mut copy).unwrap();
+    let d_dg = copy[..d.len].to_vec();
+    assert_eq!(tx.copies(), 2);
+    // At the gateway: input 1's HBC copy first (delivered), then its LLC copy
+    // (dropped); input 2's LLC copy first, then its HBC copy. Each delivered once.
+    let from = |ch: Channel| [ue_hbc(), ue_llc()][ch.index()];
+    let mut outcomes = Vec::new();
+    for (t, (ch, dg)) in [
+        (c.channel, c_dg),
+        (a.channel, a_dg),
+        (b.channel, b_dg),
+        (d.channel, d_dg),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = grx.handle_datagram((110 + t as Nanos) * MS, ch, from(ch), dg);
+        outcomes.push(match r {
+            Received::Data(_) => "data",
+            Received::Duplicate { arrival, .. } => {
+                assert_eq!((arrival.inner_len, arrival.datagram_len), (137, 153));
+                "duplicate"
+            }
+            other => panic!("{other:?}"),
+        });
+    }
+    assert_eq!(outcomes, ["data", "duplicate", "data", "duplicate"]);
+    assert_eq!(
+        delivered(&mut grx),
+        vec![input_event(40000), input_event(40001)]
+    );
+    // Both channels counted both copies: 2 datagrams each way, 153 bytes each.
+    let traffic = grx.shared().peers()[0].traffic();
+    assert_eq!(traffic.rx_packets, [2, 2]);
+    assert_eq!(traffic.rx_bytes, [306, 306]);
+    let sent = tx.shared().peers()[0].traffic();
+    assert_eq!(
+        sent.tx_packets,
+        [2, 3],
+        "2 copies on the HBC; 2 inputs + RTCP on the LLC"
+    );
+}
+
 // ---- end to end ---------------------------------------------------------------
 
 #[test]

@@ -101,6 +101,7 @@ pub fn steer(flow: &mut FlowState, llc: bool, e: Estimate) -> Decision {
         estimate: Some(e),
         wake_hbc: false,
         unordered: false,
+        duplicate: false,
     }
 }
 
@@ -243,6 +244,11 @@ pub struct Decision {
     /// it on at once instead of holding it behind its flow's earlier packets
     /// (the header's [`FLAG_UNORDERED`](crate::wire::FLAG_UNORDERED); `realtime`).
     pub unordered: bool,
+    /// Also send a copy of the packet on the other channel, so that it arrives
+    /// at the faster channel's delay whatever the estimates say (`realtime-dup`:
+    /// input events). Both copies carry [`FLAG_DUPLICATE`](crate::wire::FLAG_DUPLICATE);
+    /// the receiver delivers the first and drops the second (crate::dedupe).
+    pub duplicate: bool,
 }
 
 impl Decision {
@@ -254,6 +260,7 @@ impl Decision {
             estimate: None,
             wake_hbc: false,
             unordered: false,
+            duplicate: false,
         }
     }
 
@@ -292,7 +299,8 @@ impl fmt::Display for SpecError {
             f,
             "policy {:?}: {}; expected one of dchannel, dchannel:alpha=A, all-hbc, all-llc, \
              pkt-size:N, pkt-control, pkt-uplink, pkt-state, asap, \
-             prewarm[:alpha=A,gap_ms=G], burst[:alpha=A,gap_ms=G], realtime[:alpha=A]",
+             prewarm[:alpha=A,gap_ms=G], burst[:alpha=A,gap_ms=G], realtime[:alpha=A], \
+             realtime-dup[:alpha=A]",
             self.spec, self.reason
         )
     }
@@ -393,7 +401,7 @@ pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, Spe
         };
     }
     match name {
-        "dchannel" | "realtime" => {
+        "dchannel" | "realtime" | "realtime-dup" => {
             let alpha = match arg {
                 None => default_alpha,
                 Some(a) => {
@@ -404,10 +412,10 @@ pub fn parse_spec(spec: &str, default_alpha: f64) -> Result<Box<dyn Policy>, Spe
                 }
             };
             check_alpha(alpha).map_err(err)?;
-            Ok(if name == "dchannel" {
-                Box::new(DChannel::new(alpha))
-            } else {
-                Box::new(Realtime::new(alpha))
+            Ok(match name {
+                "dchannel" => Box::new(DChannel::new(alpha)),
+                "realtime" => Box::new(Realtime::new(alpha)),
+                _ => Box::new(Realtime::duplicating_inputs(alpha)),
             })
         }
         "prewarm" => {
@@ -522,6 +530,8 @@ mod tests {
             "burst:alpha=0.5,gap_ms=3",
             "realtime",
             "realtime:alpha=0.5",
+            "realtime-dup",
+            "realtime-dup:alpha=0.5",
         ];
         let names = "all-hbc all-llc pkt-control pkt-uplink pkt-state asap";
         assert_eq!(rules.join(" "), names);
@@ -530,6 +540,7 @@ mod tests {
             let canon = match s {
                 "dchannel" => "dchannel:alpha=0.75",
                 "realtime" => "realtime:alpha=0.75",
+                "realtime-dup" => "realtime-dup:alpha=0.75",
                 _ => s,
             };
             assert_eq!(p.spec(), canon);
@@ -553,6 +564,7 @@ mod tests {
             ("burst:gap_ms=1e9", "between 0 and 60000"),
             ("burst:alpha=x", "alpha is not a number"),
             ("realtime:k=2", "alpha=<number>"),
+            ("realtime-dup:dup", "alpha=<number>"),
         ] {
             let e = parse_spec(s, 0.75).err().expect(s).to_string();
             assert!(e.contains(why), "{s}: {e}");

@@ -11,6 +11,7 @@
 //! no RTT estimates yet                                   -> HBC `no_estimate`
 //! RTCP (RTP version 2, 2nd byte & 0x7f in 64-95)         -> LLC `rt_rtcp`  iff queue + size < gap
 //! other DTLS record (data channel), IP length <= SMALL   -> LLC `rt_input` iff queue + size < gap
+//!                  `realtime-dup`: and a copy on the other channel (duplicate)
 //!                                   larger (bulk data)   -> HBC `rt_input`
 //! RTP: per stream (flow, SSRC) a frame = packets with one timestamp (RFC 3550 §5.1)
 //!   first packet of a frame: expected = max(wire bytes of the stream's previous frame, size)
@@ -39,8 +40,15 @@
 //! a small frame on the LLC would wait for the previous frame's tail on the HBC. RTP
 //! receivers reorder in their jitter buffer (RFC 3550 §8/§A.1 sequence numbers), DTLS
 //! and SCTP by their own record and TSN numbers, so nothing is lost by passing them on.
-//! Packets are not duplicated on both channels: the receiver has no duplicate filter
-//! (the reorder buffer delivers a stale duplicate, and AEAD counters are per channel).
+//! Why `realtime-dup` duplicates inputs: an input event is the one packet whose delay
+//! the user sees in full (input-to-display), and the rule's channel rests on delay
+//! estimates (the HBC's window minimum) that a varying HBC (MM-D, LB-D) or a queue the
+//! virtual one does not see can prove wrong; sent on both, it arrives at the faster
+//! channel's delay, for a copy of 137 wire bytes per event (60-120 a second: at most
+//! 0.13 Mbit/s of the LLC's 2). The copy is charged to the virtual LLC queue like any
+//! LLC packet (crate::steer); the receiver delivers the first copy and drops the second
+//! (crate::dedupe, before the reorder buffer). Media is not duplicated: the LLC cannot
+//! carry a second copy of the video, and RTCP and audio ride behind its frames already.
 
 use super::{Ctx, DChannel, Decision, Outcome, Policy};
 use crate::flow_table::FlowState;
@@ -126,6 +134,8 @@ struct Stream {
 pub struct Realtime {
     fallback: DChannel,
     alpha: f64,
+    /// `realtime-dup`: inputs go on both channels.
+    duplicate_inputs: bool,
     streams: Vec<Stream>,
     decisions: u64,
 }
@@ -136,8 +146,19 @@ impl Realtime {
         Realtime {
             fallback: DChannel::new(alpha),
             alpha,
+            duplicate_inputs: false,
             streams: Vec::new(),
             decisions: 0,
+        }
+    }
+
+    /// `realtime-dup`: the rules of `realtime`, and every input event (a small
+    /// data-channel record, once the estimates exist) also goes on the other
+    /// channel ([`Decision::duplicate`]).
+    pub fn duplicating_inputs(alpha: f64) -> Realtime {
+        Realtime {
+            duplicate_inputs: true,
+            ..Realtime::new(alpha)
         }
     }
 
@@ -232,7 +253,12 @@ fn webrtc(pkt: &PacketInfo, raw: &[u8]) -> Option<Kind> {
 
 impl Policy for Realtime {
     fn spec(&self) -> String {
-        format!("realtime:alpha={}", self.alpha)
+        let name = if self.duplicate_inputs {
+            "realtime-dup"
+        } else {
+            "realtime"
+        };
+        format!("{name}:alpha={}", self.alpha)
     }
 
     fn decide(
@@ -254,8 +280,11 @@ impl Policy for Realtime {
                 Decision::llc_if(r.fits(size), Outcome::RtRtcp, Outcome::RtRtcp)
             }
             (Kind::DataChannel, Some(r)) => {
-                let input = pkt.ip_len <= SMALL && r.fits(size);
-                Decision::llc_if(input, Outcome::RtInput, Outcome::RtInput)
+                let small = pkt.ip_len <= SMALL;
+                let mut d =
+                    Decision::llc_if(small && r.fits(size), Outcome::RtInput, Outcome::RtInput);
+                d.duplicate = small && self.duplicate_inputs;
+                d
             }
             (Kind::Rtp { ssrc, timestamp }, Some(r)) => {
                 let small = SMALL + ctx.overhead;
@@ -420,6 +449,40 @@ mod tests {
             run(&mut p, &bulk, &at(0.0)),
             (Channel::Hbc, Outcome::RtInput, true)
         );
+    }
+
+    #[test]
+    fn realtime_dup_copies_inputs_and_nothing_else() {
+        // The channel of each packet is realtime's (the test above); an input event
+        // (a data-channel record of <= SMALL IP bytes) also goes on the other channel.
+        let (mut plain, mut dup) = (realtime(), Realtime::duplicating_inputs(0.75));
+        let input = dg(&dtls(23, SMALL - 28 - 13));
+        let bulk = dg(&dtls(23, SMALL - 28 - 13 + 1));
+        let mut none = at(0.0);
+        none.llc_owd = None;
+        for (pr, c, channel, copy) in [
+            (&input, at(3249.0), Channel::Llc, true), // fits: LLC, copy on the HBC
+            (&input, at(3250.0), Channel::Hbc, true), // does not: HBC, copy on the LLC
+            (&bulk, at(0.0), Channel::Hbc, false),
+            (&input, none, Channel::Hbc, false), // no estimates: realtime's HBC alone
+            (&dg(&rtcp(1, 201, 8)), at(0.0), Channel::Llc, false),
+            (&dg(&stun()), at(0.0), Channel::Llc, false),
+            (
+                &dg(&rtp(false, 111, 960, 9, 110)),
+                at(0.0),
+                Channel::Llc,
+                false,
+            ),
+            (&udp(5000, 6000, 100), at(0.0), Channel::Llc, false), // Algorithm 1
+        ] {
+            let (d, p) = (decide(&mut dup, pr, &c), decide(&mut plain, pr, &c));
+            assert_eq!((d.channel, d.duplicate), (channel, copy), "{:?}", pr.0);
+            assert_eq!(
+                (p.channel, p.outcome, p.duplicate),
+                (d.channel, d.outcome, false)
+            );
+        }
+        assert_eq!(dup.spec(), "realtime-dup:alpha=0.75");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 The policy spec is passed verbatim to both agents (`--policy SPEC`), so every
 policy the agents know is a scheme: `dchannel[:alpha=..]`, `all-hbc`, `all-llc`,
 `pkt-size:N`, `pkt-control`, `pkt-uplink`, `pkt-state`, `asap`, `prewarm[:..]`, `burst[:..]`,
-`realtime[:alpha=..]`. Applications on ue
+`realtime[:alpha=..]`, `realtime-dup[:alpha=..]`. Applications on ue
 use the client's TUN (198.19.0.2, default route); gw routes that address back into
 the gateway's TUN. Extra flags: `agent_args` go to both agents, `client_args` /
 `gateway_args` to one (TestbedConfig; `dch shell --agent-arg/--client-arg/--gateway-arg`).
@@ -225,6 +225,11 @@ POLICIES: dict[str, tuple[str, str]] = {
     "realtime": (
         "WebRTC-aware: STUN/DTLS handshake, RTCP, data channel and whole frames that fit "
         "on the LLC, unordered; dchannel for other traffic (realtime:alpha=A)",
+        "optional",
+    ),
+    "realtime-dup": (
+        "realtime, and input events also on the other channel; the receiver delivers "
+        "the first copy (realtime-dup:alpha=A)",
         "optional",
     ),
 }
