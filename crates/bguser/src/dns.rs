@@ -1,8 +1,13 @@
-//! Name resolution like Chromium's built-in resolver: for each host, an A, an AAAA and an
-//! HTTPS (RFC 9460, type 65) query, each on its own UDP socket, to the namespace's
-//! resolver (`/etc/resolv.conf`, which `ip netns exec` points at the testbed's); the
-//! connection waits for all three answers (Chromium's does, with extra time for HTTPS),
-//! and uses the first IPv4 address (the testbed is IPv4).
+//! Name resolution like Chromium's built-in resolver: for each host, an A and an HTTPS
+//! (RFC 9460, type 65) query, and an AAAA query only when IPv6 is reachable (Chromium
+//! probes this by connecting a UDP socket to a public IPv6 address; the testbed has no
+//! IPv6 route, and Chromium sends no AAAA there), each on its own UDP socket, to the
+//! namespace's resolver (`/etc/resolv.conf`, which `ip netns exec` points at the
+//! testbed's). A query unanswered within a second, or answered SERVFAIL or REFUSED, is
+//! sent again, ATTEMPTS times in all (resolv.conf's default `attempts:2`, which
+//! Chromium's DNS client follows; the testbed's resolver does not answer HTTPS queries
+//! with NOERROR, and Chromium sends each twice). The connection waits for every answer
+//! and uses the first IPv4 address.
 //!
 //! Messages are RFC 1035 §4.1: a 12-byte header (ID, flags with RD set, QDCOUNT 1), the
 //! question (QNAME as length-prefixed labels, QTYPE, QCLASS IN); answers are read with
@@ -20,14 +25,25 @@ pub const TYPE_A: u16 = 1;
 pub const TYPE_AAAA: u16 = 28;
 /// RFC 9460 §14.1 type HTTPS.
 pub const TYPE_HTTPS: u16 = 65;
-/// The queries Chromium sends for an https:// host, in its order.
-pub const CHROMIUM_QUERIES: [u16; 3] = [TYPE_A, TYPE_AAAA, TYPE_HTTPS];
+/// RFC 1035 §4.1.1 RCODE 2: server failure.
+pub const SERVFAIL: u16 = 2;
+/// RFC 1035 §4.1.1 RCODE 5: refused.
+pub const REFUSED: u16 = 5;
 
 /// How long one attempt waits for an answer before it is sent again (glibc's and
 /// Chromium's first retransmission timeout is of this order; the testbed's resolver
 /// answers locally).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
-const ATTEMPTS: usize = 3;
+/// Attempts per query (resolv.conf's default `attempts:2`).
+pub const ATTEMPTS: usize = 2;
+
+/// Chromium's IPv6 reachability probe: can a UDP socket be connected to a public IPv6
+/// address (2001:4860:4860::8888, Chromium's probe target; nothing is sent)?
+pub fn ipv6_reachable() -> bool {
+    std::net::UdpSocket::bind("[::]:0")
+        .and_then(|s| s.connect("[2001:4860:4860::8888]:53"))
+        .is_ok()
+}
 
 /// An RFC 1035 query message for `name` of type `qtype` (class IN, recursion desired).
 pub fn query(id: u16, name: &str, qtype: u16) -> Result<Vec<u8>> {
@@ -70,9 +86,17 @@ fn skip_name(m: &[u8], mut at: usize) -> Result<usize> {
     }
 }
 
-/// The IPv4 addresses in the answer section of `msg`, the response to query `id`;
-/// an error if it is not that response or its RCODE is not NOERROR.
-pub fn answers_a(msg: &[u8], id: u16) -> Result<Vec<Ipv4Addr>> {
+/// A response: its RCODE and the IPv4 addresses of its answer section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// RFC 1035 §4.1.1 RCODE (0: no error).
+    pub rcode: u16,
+    /// The A records' addresses.
+    pub a: Vec<Ipv4Addr>,
+}
+
+/// `msg` read as the response to query `id`; an error if it is not that response.
+pub fn parse(msg: &[u8], id: u16) -> Result<Answer> {
     if u16_at(msg, 0)? != id {
         bail!(
             "DNS response for another query (id {} != {id})",
@@ -83,9 +107,7 @@ pub fn answers_a(msg: &[u8], id: u16) -> Result<Vec<Ipv4Addr>> {
     if flags & 0x8000 == 0 {
         bail!("DNS message is not a response");
     }
-    if flags & 0x000F != 0 {
-        bail!("DNS RCODE {}", flags & 0x000F);
-    }
+    let rcode = flags & 0x000F;
     let (qd, an) = (u16_at(msg, 4)?, u16_at(msg, 6)?);
     let mut at = 12;
     for _ in 0..qd {
@@ -103,7 +125,7 @@ pub fn answers_a(msg: &[u8], id: u16) -> Result<Vec<Ipv4Addr>> {
         }
         at += 10 + rdlen;
     }
-    Ok(out)
+    Ok(Answer { rcode, a: out })
 }
 
 /// The `nameserver` addresses of a resolv.conf text (port 53).
@@ -126,9 +148,9 @@ pub fn system_resolver() -> Result<SocketAddr> {
         .ok_or_else(|| anyhow!("/etc/resolv.conf names no nameserver"))
 }
 
-/// One query on its own socket, retried on silence; its answer's IPv4 addresses
-/// (empty for an AAAA or HTTPS query, or a name without them).
-async fn ask(server: SocketAddr, host: &str, qtype: u16, id: u16) -> Result<Vec<Ipv4Addr>> {
+/// One query on its own socket, sent again on silence, SERVFAIL or REFUSED (module rule);
+/// its last answer.
+async fn ask(server: SocketAddr, host: &str, qtype: u16, id: u16) -> Result<Answer> {
     let bind: SocketAddr = if server.is_ipv4() {
         "0.0.0.0:0"
     } else {
@@ -139,35 +161,49 @@ async fn ask(server: SocketAddr, host: &str, qtype: u16, id: u16) -> Result<Vec<
     sock.connect(server).await?;
     let msg = query(id, host, qtype)?;
     let mut buf = vec![0u8; 4096];
+    let mut last = None;
     for _ in 0..ATTEMPTS {
         sock.send(&msg).await?;
         let deadline = tokio::time::Instant::now() + ATTEMPT_TIMEOUT;
         while let Ok(got) = tokio::time::timeout_at(deadline, sock.recv(&mut buf)).await {
             let n = got?;
             if u16_at(&buf[..n], 0).ok() == Some(id) {
-                return answers_a(&buf[..n], id);
+                last = Some(parse(&buf[..n], id)?);
+                break;
             }
         }
+        if matches!(&last, Some(a) if a.rcode != SERVFAIL && a.rcode != REFUSED) {
+            break;
+        }
     }
-    bail!("DNS: no answer from {server} for {host} (type {qtype}) after {ATTEMPTS} tries")
+    last.ok_or_else(|| anyhow!("DNS: no answer from {server} for {host} (type {qtype})"))
 }
 
-/// Resolve `host` as Chromium does (module rule): A, AAAA and HTTPS at once, all
-/// answered; the first IPv4 address. `ids` gives the three query IDs.
-pub async fn resolve(server: SocketAddr, host: &str, ids: [u16; 3]) -> Result<Ipv4Addr> {
+/// Resolve `host` as Chromium does (module rule): A, HTTPS and (with `ipv6`) AAAA at
+/// once, every one answered or given up on; the A answer's first address. `ids`: the
+/// A, HTTPS and AAAA queries' IDs.
+pub async fn resolve(
+    server: SocketAddr,
+    host: &str,
+    ipv6: bool,
+    ids: [u16; 3],
+) -> Result<Ipv4Addr> {
     if let Ok(ip) = host.parse::<Ipv4Addr>() {
         return Ok(ip);
     }
-    let [a, aaaa, https] = CHROMIUM_QUERIES;
-    let (ra, r6, rh) = tokio::join!(
-        ask(server, host, a, ids[0]),
-        ask(server, host, aaaa, ids[1]),
-        ask(server, host, https, ids[2])
-    );
-    // AAAA and HTTPS only have to be answered (NODATA / an error RCODE is an answer)
-    drop((r6, rh));
-    ra.with_context(|| format!("cannot resolve {host}"))?
-        .into_iter()
+    let a = ask(server, host, TYPE_A, ids[0]);
+    let https = ask(server, host, TYPE_HTTPS, ids[1]);
+    // HTTPS and AAAA only have to be answered (NODATA or an error RCODE is an answer)
+    let a = if ipv6 {
+        tokio::join!(a, https, ask(server, host, TYPE_AAAA, ids[2])).0
+    } else {
+        tokio::join!(a, https).0
+    };
+    let a = a.with_context(|| format!("cannot resolve {host}"))?;
+    if a.rcode != 0 {
+        bail!("cannot resolve {host}: DNS RCODE {}", a.rcode);
+    }
+    a.a.into_iter()
         .next()
         .ok_or_else(|| anyhow!("{host}: no A record"))
 }
@@ -201,13 +237,14 @@ mod tests {
         m.extend_from_slice(&[0xC0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, 2, 0xC0, 12]);
         // answer 2: A 10.0.0.9
         m.extend_from_slice(&[0xC0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 10, 0, 0, 9]);
-        assert_eq!(answers_a(&m, 7).unwrap(), vec![Ipv4Addr::new(10, 0, 0, 9)]);
-        assert!(answers_a(&m, 8).is_err(), "another query's id");
-        m[3] = 0x83; // NXDOMAIN
-        assert!(answers_a(&m, 7)
-            .unwrap_err()
-            .to_string()
-            .contains("RCODE 3"));
+        let want = Answer {
+            rcode: 0,
+            a: vec![Ipv4Addr::new(10, 0, 0, 9)],
+        };
+        assert_eq!(parse(&m, 7).unwrap(), want);
+        assert!(parse(&m, 8).is_err(), "another query's id");
+        m[3] = 0x85; // REFUSED
+        assert_eq!(parse(&m, 7).unwrap().rcode, REFUSED);
     }
 
     #[test]

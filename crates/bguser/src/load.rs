@@ -1,10 +1,17 @@
 //! One cold page load: every request of a plan, each as soon as its parent's response
 //! has arrived, read eagerly and hashed.
 //!
-//! Rule: one TLS connection per origin, HTTP/2 multiplexed (Chromium's SETTINGS,
-//! `chromium`), except the plan's HTTP/1.1-only hosts: up to `H1_PER_HOST` keep-alive
-//! connections each, one request at a time per connection. Every host is resolved once
-//! per page (`dns`: A + AAAA + HTTPS). Nothing is shared with another page (new
+//! Rule: one HTTP/2 connection per origin and credentials group, as Chromium keeps
+//! them (Chromium's SETTINGS, `chromium`; anonymous requests, `Request::anonymous`, on
+//! connections of their own). Chromium does not know a server speaks HTTP/2 before
+//! the first TLS handshake with it says so (a fresh profile), so each request made
+//! while a group has no connection yet starts a connection attempt of its own, up to
+//! `race` attempts per group (Chromium: one per waiting request, up to its socket pool's
+//! limit, as requests are discovered); the first to finish its handshake carries every
+//! request, the others stay open and idle until the page ends (no HTTP/2 preface on
+//! them). The plan's HTTP/1.1-only hosts get up to `H1_PER_HOST` keep-alive connections
+//! each, one request at a time per connection. Every host is resolved once per page
+//! (`dns`). Nothing is shared with another page (new
 //! connections, new TLS config). A request whose transport fails or times out counts as
 //! failed with all its descendants (never requested: nothing referenced them); an HTTP
 //! status ≥ 400 counts as failed but its children are still requested; a body whose
@@ -16,7 +23,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONNECTION, HOST};
 use http::{Method, Request as HttpRequest, Uri};
@@ -25,7 +32,7 @@ use hyper::client::conn::{http1, http2};
 use hyper_util::rt::TokioIo;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpStream;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::{watch, OnceCell, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsConnector;
 
@@ -48,8 +55,19 @@ pub struct PageStats {
 }
 
 type Origin = (String, u16);
+/// An origin and whether its requests go without credentials (`Request::anonymous`).
+type Group = (String, u16, bool);
 type H2Send = http2::SendRequest<Empty<Bytes>>;
 type H1Send = http1::SendRequest<Empty<Bytes>>;
+type TlsStream = tokio_rustls::client::TlsStream<TcpStream>;
+
+/// A group's HTTP/2 connection: attempts started and failed so far, and the outcome
+/// every waiting request watches (None: no attempt has finished yet).
+struct H2Group {
+    attempts: usize,
+    failed: usize,
+    ready: watch::Sender<Option<Result<H2Send, String>>>,
+}
 
 struct H1Pool {
     permits: Arc<Semaphore>,
@@ -60,20 +78,26 @@ struct H1Pool {
 pub struct Session {
     tls: TlsConnector,
     resolver: SocketAddr,
+    ipv6: bool,
+    race: usize,
     h1_hosts: Arc<std::collections::HashSet<String>>,
     names: Mutex<HashMap<String, Arc<OnceCell<Ipv4Addr>>>>,
-    h2: Mutex<HashMap<Origin, Arc<OnceCell<H2Send>>>>,
+    h2: Mutex<HashMap<Group, H2Group>>,
     h1: Mutex<HashMap<Origin, Arc<H1Pool>>>,
     drivers: Mutex<Vec<JoinHandle<()>>>,
+    idle: Mutex<Vec<TlsStream>>,
 }
 
 static NEXT_DNS_ID: AtomicU16 = AtomicU16::new(0);
 
 impl Session {
-    /// A cold session: `tls` fresh for this page.
+    /// A cold session: `tls` fresh for this page; `ipv6`: whether IPv6 is reachable
+    /// (`dns`); `race`: HTTP/2 connection attempts per group (module rule, ≥ 1).
     pub fn new(
         tls: Arc<rustls::ClientConfig>,
         resolver: SocketAddr,
+        ipv6: bool,
+        race: usize,
         h1_hosts: Arc<std::collections::HashSet<String>>,
     ) -> Arc<Session> {
         if NEXT_DNS_ID.load(Ordering::Relaxed) == 0 {
@@ -85,11 +109,14 @@ impl Session {
         Arc::new(Session {
             tls: TlsConnector::from(tls),
             resolver,
+            ipv6,
+            race: race.max(1),
             h1_hosts,
             names: Mutex::default(),
             h2: Mutex::default(),
             h1: Mutex::default(),
             drivers: Mutex::default(),
+            idle: Mutex::default(),
         })
     }
 
@@ -102,16 +129,13 @@ impl Session {
             .or_default()
             .clone();
         let ids = [0; 3].map(|_| NEXT_DNS_ID.fetch_add(1, Ordering::Relaxed));
-        cell.get_or_try_init(|| dns::resolve(self.resolver, host, ids))
+        cell.get_or_try_init(|| dns::resolve(self.resolver, host, self.ipv6, ids))
             .await
             .copied()
     }
 
     /// A new TLS connection to `origin`, and the protocol its ALPN chose.
-    async fn connect(
-        &self,
-        (host, port): &Origin,
-    ) -> Result<(tokio_rustls::client::TlsStream<TcpStream>, bool)> {
+    async fn connect(&self, (host, port): &Origin) -> Result<(TlsStream, bool)> {
         let ip = self.resolve(host).await?;
         let tcp = TcpStream::connect((ip, *port))
             .await
@@ -131,36 +155,79 @@ impl Session {
         self.drivers.lock().unwrap().push(driver);
     }
 
-    async fn h2_sender(&self, origin: &Origin) -> Result<H2Send> {
-        let cell = self
-            .h2
-            .lock()
-            .unwrap()
-            .entry(origin.clone())
-            .or_default()
-            .clone();
-        let send = cell
-            .get_or_try_init(|| async {
-                let (tls, h2) = self.connect(origin).await?;
-                if !h2 {
-                    bail!(
-                        "{}:{} negotiated HTTP/1.1 but the plan lists it as HTTP/2",
-                        origin.0,
-                        origin.1
-                    );
+    /// One connection attempt of `group` (module rule): the group's connection if it is
+    /// the first to finish, else an idle one.
+    async fn attempt_h2(self: Arc<Self>, group: Group) {
+        let origin = (group.0.clone(), group.1);
+        let got = self.connect(&origin).await;
+        let done = |g: &mut H2Group| g.ready.borrow().as_ref().is_some_and(|r| r.is_ok());
+        let outcome = match got {
+            Ok(_) if done(self.h2.lock().unwrap().get_mut(&group).expect("group")) => {
+                if let Ok((tls, _)) = got {
+                    self.idle.lock().unwrap().push(tls); // lost the race: idle till the page ends
                 }
-                let (send, conn) = chromium::h2_builder().handshake(TokioIo::new(tls)).await?;
-                self.keep(tokio::spawn(async move {
-                    let _ = conn.await; // ends with the page (aborted) or the server's close
-                }));
-                Ok::<_, anyhow::Error>(send)
-            })
-            .await?;
-        Ok(send.clone())
+                return;
+            }
+            Ok((_, false)) => Err(format!(
+                "{}:{} negotiated HTTP/1.1 but the plan lists it as HTTP/2",
+                origin.0, origin.1
+            )),
+            Ok((tls, true)) => match chromium::h2_builder().handshake(TokioIo::new(tls)).await {
+                Ok((send, conn)) => {
+                    self.keep(tokio::spawn(async move {
+                        let _ = conn.await; // ends with the page (aborted) or the server's close
+                    }));
+                    Ok(send)
+                }
+                Err(e) => Err(format!(
+                    "HTTP/2 handshake with {}:{}: {e}",
+                    origin.0, origin.1
+                )),
+            },
+            Err(e) => Err(format!("{e:#}")),
+        };
+        let mut groups = self.h2.lock().unwrap();
+        let g = groups.get_mut(&group).expect("group");
+        match outcome {
+            Ok(send) if !done(g) => {
+                g.ready.send_replace(Some(Ok(send)));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                g.failed += 1;
+                if g.failed == g.attempts && !done(g) {
+                    g.ready.send_replace(Some(Err(e)));
+                }
+            }
+        }
     }
 
-    async fn get_h2(&self, r: &Request) -> Result<hyper::Response<hyper::body::Incoming>> {
-        let mut send = self.h2_sender(&r.origin()).await?;
+    async fn h2_sender(self: &Arc<Self>, r: &Request) -> Result<H2Send> {
+        let (host, port) = r.origin();
+        let group = (host, port, r.anonymous());
+        let mut ready = {
+            let mut groups = self.h2.lock().unwrap();
+            let g = groups.entry(group.clone()).or_insert_with(|| H2Group {
+                attempts: 0,
+                failed: 0,
+                ready: watch::channel(None).0,
+            });
+            let settled = g.ready.borrow().is_some();
+            if !settled && g.attempts < self.race {
+                g.attempts += 1;
+                tokio::spawn(self.clone().attempt_h2(group.clone()));
+            }
+            g.ready.subscribe()
+        };
+        let outcome = ready.wait_for(|v| v.is_some()).await?.clone();
+        outcome.expect("settled").map_err(|e| anyhow!(e))
+    }
+
+    async fn get_h2(
+        self: &Arc<Self>,
+        r: &Request,
+    ) -> Result<hyper::Response<hyper::body::Incoming>> {
+        let mut send = self.h2_sender(r).await?;
         send.ready().await?;
         Ok(send.send_request(h2_request(r)?).await?)
     }
@@ -202,7 +269,7 @@ impl Session {
     }
 
     /// GET one request: (status, body bytes, body sha256).
-    async fn get(&self, r: &Request) -> Result<(u16, u64, [u8; 32])> {
+    async fn get(self: &Arc<Self>, r: &Request) -> Result<(u16, u64, [u8; 32])> {
         if self.h1_hosts.contains(&r.origin().0) {
             return self.get_h1(r).await;
         }
@@ -214,6 +281,7 @@ impl Session {
         for d in self.drivers.lock().unwrap().drain(..) {
             d.abort();
         }
+        self.idle.lock().unwrap().clear();
     }
 }
 

@@ -45,6 +45,11 @@ struct Cli {
     /// The DNS resolver (IP); default the first nameserver of /etc/resolv.conf.
     #[arg(long, value_name = "IP")]
     resolver: Option<std::net::IpAddr>,
+
+    /// HTTP/2 connection attempts per origin and credentials group while it has no
+    /// connection yet (Chromium's race with a fresh profile; docs/bgusers.md).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=6))]
+    race: u16,
 }
 
 fn main() -> Result<()> {
@@ -64,6 +69,8 @@ fn main() -> Result<()> {
         Some(ip) => std::net::SocketAddr::new(ip, 53),
         None => dns::system_resolver()?,
     };
+    let ipv6 = dns::ipv6_reachable();
+    let race = usize::from(cli.race);
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -89,8 +96,13 @@ fn main() -> Result<()> {
             let page = async {
                 tokio::time::sleep(Duration::from_secs_f64(visit.think_s)).await;
                 let start = Instant::now();
-                let session =
-                    load::Session::new(chromium::tls(roots.clone())?, resolver, h1.clone());
+                let session = load::Session::new(
+                    chromium::tls(roots.clone())?,
+                    resolver,
+                    ipv6,
+                    race,
+                    h1.clone(),
+                );
                 let stats = load::load_page(session, reqs.clone()).await;
                 Ok::<_, anyhow::Error>((start, stats))
             };

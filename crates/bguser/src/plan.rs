@@ -37,6 +37,20 @@ impl Request {
         let host = self.url.host().unwrap_or_default().to_string();
         (host, self.url.port_u16().unwrap_or(443))
     }
+
+    /// Whether Chromium sends it without credentials: a CORS request (`sec-fetch-mode:
+    /// cors`: fonts, `fetch()`) to another origin (the Fetch standard's default
+    /// credentials mode `same-origin`). Chromium keeps such requests on connections of
+    /// their own (its socket pools are keyed by privacy mode).
+    pub fn anonymous(&self) -> bool {
+        let get = |name: &str| {
+            self.headers
+                .iter()
+                .find(|(n, _)| n.as_str() == name)
+                .and_then(|(_, v)| v.to_str().ok())
+        };
+        get("sec-fetch-mode") == Some("cors") && get("sec-fetch-site") != Some("same-origin")
+    }
 }
 
 /// Every page's requests and the HTTP/1.1-only hosts.
@@ -211,6 +225,33 @@ mod tests {
         let names: Vec<&str> = reqs[0].headers.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["user-agent", "accept"]);
         assert!(p.h1_hosts.contains("old.test"));
+        assert!(!reqs[0].anonymous());
+    }
+
+    #[test]
+    fn cross_origin_cors_requests_are_anonymous() {
+        let mut r = Plans::parse(&doc(0, "https://b.test/f.woff2"), "t")
+            .unwrap()
+            .pages["p"][1]
+            .clone();
+        let h = |n: &'static str, v: &'static str| {
+            (HeaderName::from_static(n), HeaderValue::from_static(v))
+        };
+        r.headers = vec![
+            h("sec-fetch-mode", "cors"),
+            h("sec-fetch-site", "cross-site"),
+        ];
+        assert!(r.anonymous());
+        r.headers = vec![
+            h("sec-fetch-mode", "cors"),
+            h("sec-fetch-site", "same-origin"),
+        ];
+        assert!(!r.anonymous(), "same-origin CORS carries credentials");
+        r.headers = vec![
+            h("sec-fetch-mode", "no-cors"),
+            h("sec-fetch-site", "cross-site"),
+        ];
+        assert!(!r.anonymous());
     }
 
     #[test]
