@@ -5,8 +5,8 @@
 //! namespace's resolver (`/etc/resolv.conf`, which `ip netns exec` points at the
 //! testbed's). A query unanswered within a second, or answered SERVFAIL or REFUSED, is
 //! sent again, ATTEMPTS times in all (resolv.conf's default `attempts:2`, which
-//! Chromium's DNS client follows; the testbed's resolver does not answer HTTPS queries
-//! with NOERROR, and Chromium sends each twice). The connection waits for every answer
+//! Chromium's DNS client follows; the testbed's dnsmasq answers HTTPS queries REFUSED,
+//! and Chromium sends each twice). The connection waits for every answer
 //! and uses the first IPv4 address.
 //!
 //! Messages are RFC 1035 §4.1: a 12-byte header (ID, flags with RD set, QDCOUNT 1), the
