@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dchlab import protocol
 from dchlab.testbed.config import TestbedConfig
-from dchlab.workloads.bgusers import think
+from dchlab.workloads.bgusers import clients, think
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ class RunConfig:
     # with devices > 1: the background users' think time between pages
     # (dchlab.workloads.bgusers.think), or `idle` (devices 2..N start no user at all)
     bg_think: str = think.DEFAULT
+    # with devices > 1: the background users' client, rust | python
+    # (dchlab.workloads.bgusers.background.CLIENTS)
+    bg_client: str = clients.DEFAULT
     # page-load protocol: h2 (TCP, today's behaviour), h3 (QUIC for every origin) or
     # recorded (dchlab.protocol); a scheme that cannot carry it is refused here
     protocol: str = "h2"
@@ -68,6 +71,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.bg_think != "idle":
             think.parse(self.bg_think, "bg_think")
+        clients.check(self.bg_client, "bg_client")
         protocol.check(self.protocol, "protocol")
         protocol.refuse(self.scheme, self.protocol, "protocol")
 

@@ -15,7 +15,7 @@ from dchlab import protocol
 from dchlab.run_config import RunConfig
 from dchlab.testbed import llc_share
 from dchlab.traces.faults import Fault, parse_burst, parse_outage, with_faults
-from dchlab.workloads.bgusers import think
+from dchlab.workloads.bgusers import clients, think
 
 
 def add_testbed_args(p: argparse.ArgumentParser, *, several_schemes: bool = False) -> None:
@@ -106,6 +106,7 @@ def run_config(args: argparse.Namespace, scheme: str, trial: int) -> RunConfig:
         devices=getattr(args, "devices", 1),
         shared_hbc=getattr(args, "shared_hbc", False),
         bg_think=getattr(args, "bg_think", think.DEFAULT),
+        bg_client=getattr(args, "bg_client", clients.DEFAULT),
     )
 
 
@@ -125,6 +126,12 @@ def add_device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", type=int, default=1, metavar="N", help="N devices ue1..ueN sharing one LLC link and queue (each with its own client agent and HBC): the workload runs on ue1, ue2..ueN replay page loads of the corpus as background users with 3GPP2 think times (default 1; docs/testbed.md)")  # fmt: skip
     p.add_argument("--shared-hbc", action="store_true", help="with --devices N > 1: the devices share one HBC link too")  # fmt: skip
     p.add_argument("--bg-think", default=think.DEFAULT, type=bg_think_value, metavar="SPEC", help="with --devices N > 1: the background users' think time between pages, exp:MEAN_S, lognormal:MEDIAN_S,SIGMA or fixed:S, or `idle` (no background user: N-1 idle devices); default %(default)s (3GPP2 C.R1002-0 §4.1.1)")  # fmt: skip
+    add_bg_client_arg(p)
+
+
+def add_bg_client_arg(p: argparse.ArgumentParser) -> None:
+    """--bg-client: which client the background users run (docs/bgusers.md)."""
+    p.add_argument("--bg-client", choices=clients.CLIENTS, default=clients.DEFAULT, help="with --devices N > 1: the background users' client: rust (crates/bguser, Chromium's ClientHello, HTTP/2 settings and DNS; within 10 %% of Chromium per channel, docs/bgusers.md) or python (httpx); default %(default)s")  # fmt: skip
 
 
 def run_configs(args: argparse.Namespace, trial: int) -> list[RunConfig]:

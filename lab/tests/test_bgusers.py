@@ -290,3 +290,42 @@ def test_idle_background_starts_no_user() -> None:
     with background_users(SimpleNamespace(cfg=SimpleNamespace(devices=1)), None, "exp:30", one):
         pass
     assert one == {}
+
+
+def test_the_rust_clients_schedule_is_the_python_users_draws(tmp_path: Path) -> None:
+    """background.schedule_text: the first N (think, page) of replay.draws with the
+    seed, the same sequence run_user follows: think, then a page (numpy's draws in
+    that order; no think before the first page without first_think)."""
+    from dchlab.workloads.bgusers import background
+
+    class _Corpus:
+        root = tmp_path
+
+    users = background.Users(_Corpus(), ("p2", "p1", "p3"), "exp:30", seed=1, client="rust")
+    doc = json.loads(background.schedule_text(users, 7, 4, first_think=False))
+    rng = np.random.default_rng(7)
+    want = []
+    for i in range(4):
+        wait = float(rng.exponential(30.0)) if i else 0.0
+        want.append([wait, ["p1", "p2", "p3"][int(rng.integers(3))]])
+    assert doc == {"schedule": want}
+    with pytest.raises(ValueError, match=r"Users\.client: background client 'go'"):
+        background.Users(_Corpus(), ("p1",), client="go")
+
+
+def test_plans_carry_each_requests_chromium_headers_in_order(tmp_path: Path) -> None:
+    """plans_text adds "headers": per page, per request, request_headers(url, entry) as
+    [name, value] pairs in their order (what the Rust client sends)."""
+    from dchlab.pages import open_corpus
+    from dchlab.workloads.bgusers import background
+    from dchlab.workloads.bgusers.headers import request_headers
+
+    corpus = open_corpus("synthetic:1:2")
+    page = corpus.pages[0].name
+    doc = json.loads(background.plans_text(background.Users(corpus, (page,))))
+    reqs = doc["pages"][page]
+    assert len(doc["headers"][page]) == len(reqs) > 1
+    entry = reqs[0]["url"]
+    for r, hdrs in zip(reqs, doc["headers"][page], strict=True):
+        assert hdrs == [list(kv) for kv in request_headers(r["url"], entry).items()]
+    assert dict(doc["headers"][page][0])["sec-fetch-mode"] == "navigate"

@@ -1,11 +1,14 @@
 """Background users live (dchlab.workloads.bgusers, issue 41): in a 3-device testbed under
-dchannel, the users on ue2 and ue3 load whole pages through their own client agents,
+dchannel, the users on ue2 and ue3 (either client: the Rust `bguser`, the Python
+replayer) load whole pages through their own client agents,
 every response byte-exact (each body's sha256 equals the corpus's content address),
 their bytes on their own devices' links and the shared LLC, none on ue1's; closing the
 testbed while they run leaves nothing behind (no namespace, run record, /etc/netns
 entry or replayer process); and against Chromium on the same page and seed (`dch
-bgusers-validate`), the replayer's downlink bytes are within 10 % (docs/bgusers.md has
-the full comparison, uplink included)."""
+bgusers-validate`), the Python replayer's downlink bytes and the Rust client's bytes
+per direction on the HBC are within 10 % (docs/bgusers.md has the full comparison).
+The Rust client alone loads a page byte-exact and exits cleanly (status 0, READY, its
+page count)."""
 
 from __future__ import annotations
 
@@ -29,13 +32,14 @@ def _leftovers(prefix: str) -> list[str]:
     return found + processes_naming([prefix])
 
 
-def test_background_users_load_pages_byte_exact_through_their_agents() -> None:
+@pytest.mark.parametrize("client", ["rust", "python"])
+def test_background_users_load_pages_byte_exact_through_their_agents(client: str) -> None:
     require_root()
-    require_binaries("chanemu", "webreplay", "dchannel")
+    require_binaries("chanemu", "webreplay", "dchannel", *(["bguser"] if client == "rust" else []))
     corpus = open_corpus("synthetic:1:2")
     page = corpus.pages[0].name
     plan = deps.page_requests(corpus, page)
-    users = background.Users(corpus, (page,), "fixed:0", seed=1)
+    users = background.Users(corpus, (page,), "fixed:0", seed=1, client=client)
     cfg = TestbedConfig(scheme="dchannel", llc="fixed:5ms/10mbit", corpus=corpus.root, devices=3)
     with Testbed(cfg) as tb:
         prefix = tb.prefix
@@ -62,7 +66,7 @@ def test_background_users_load_pages_byte_exact_through_their_agents() -> None:
 
 def test_closing_the_testbed_stops_running_background_users() -> None:
     require_root()
-    require_binaries("chanemu", "webreplay", "dchannel")
+    require_binaries("chanemu", "webreplay", "dchannel", "bguser")
     corpus = open_corpus("synthetic:1:2")
     users = background.Users(corpus, tuple(p.name for p in corpus.pages), "fixed:0", seed=2)
     cfg = TestbedConfig(scheme="dchannel", corpus=corpus.root, devices=3)
@@ -87,9 +91,44 @@ def test_replayed_downlink_bytes_are_within_10_percent_of_chromiums() -> None:
     from dchlab.run_config import RunConfig
     from dchlab.workloads.bgusers import validate
 
+    require_binaries("bguser")
     corpus = open_corpus("synthetic:1:2")
     spec = RunConfig("all-hbc", "fixed:40ms/200mbit", "urllc")
-    res = validate.run(spec, corpus, [corpus.pages[0].name])
+    by_client = validate.run_clients(spec, corpus, [corpus.pages[0].name], 1, ("python", "rust"))
+    res = by_client["python"]
     assert res["pairs"] == 1, res["invalid"]
     down = next(m for m in res["metrics"] if m["metric"] == "hbc down bytes")
     assert down["chromium"] > 500_000 and down["within"], down
+    # the Rust client: the HBC's bytes per direction and in total (its ClientHello,
+    # connections, HTTP/2 frames and DNS are Chromium's: docs/bgusers.md)
+    rust = by_client["rust"]
+    assert rust["pairs"] == 1, rust["invalid"]
+    for name in ("hbc down bytes", "hbc up bytes", "hbc both bytes"):
+        m = next(m for m in rust["metrics"] if m["metric"] == name)
+        assert m["chromium"] > 20_000 and m["within"], m
+
+
+def test_the_rust_client_loads_a_page_byte_exact_and_exits_cleanly() -> None:
+    """One page, max one page: status 0, stdout READY then `pages 1`, every body's
+    sha256 the corpus's (failed = mismatched = 0) and the bytes the corpus's sizes."""
+    require_root()
+    require_binaries("chanemu", "webreplay", "dchannel", "bguser")
+    corpus = open_corpus("synthetic:1:2")
+    page = corpus.pages[1].name
+    plan = deps.page_requests(corpus, page)
+    users = background.Users(corpus, (page,), "fixed:0", seed=3, client="rust")
+    cfg = TestbedConfig(scheme="dchannel", llc="fixed:5ms/10mbit", corpus=corpus.root)
+    with Testbed(cfg) as tb:
+        plans = tb.run_dir / "bguser-plans.json"
+        plans.write_text(background.plans_text(users))
+        log = tb.run_dir / "bguser-ue.jsonl"
+        argv = background.argv(users, 1, plans, log, max_pages=1, first_think=False)
+        assert argv[0].endswith("/bguser")
+        res = tb.run_ue(argv, timeout=90, capture_output=True)
+        lines = background.read_log(log)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode().split() == ["READY", "pages", "1"]
+    assert len(lines) == 1 and lines[0]["page"] == page
+    assert lines[0]["requests"] == len(plan)
+    assert lines[0]["failed"] == lines[0]["mismatched"] == 0, res.stderr
+    assert lines[0]["bytes"] == sum(r.size for r in plan)

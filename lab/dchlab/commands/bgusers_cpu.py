@@ -23,7 +23,8 @@ def cmd_bgusers_cpu(args: argparse.Namespace) -> int:
     from dchlab.workloads.bgusers import background, cpu
 
     corpus = open_corpus(args.corpus)
-    users = background.Users(corpus, tuple(p.name for p in corpus.pages), args.bg_think, args.seed)
+    pages = tuple(p.name for p in corpus.pages)
+    users = background.Users(corpus, pages, args.bg_think, args.seed, client=args.bg_client)
     for n in (int(x) for x in args.device_counts.split(",")):
         run = run_options.run_config(args, args.scheme, trial=0)
         cfg = testbed_config(run, None, corpus.root)
@@ -45,3 +46,4 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=float, default=30.0, help="measuring window (default 30)")
     p.add_argument("--bg-think", default="exp:30", type=run_options.bg_think_value,
                    help="background users' think time (default exp:30)")  # fmt: skip
+    run_options.add_bg_client_arg(p)

@@ -16,7 +16,7 @@ from pathlib import Path
 from dchlab.commands import add_command
 from dchlab.paths import target_dir
 
-BINARIES = ("chanemu", "dchannel", "webreplay", "objproxy")
+BINARIES = ("chanemu", "dchannel", "webreplay", "objproxy", "bguser")
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:

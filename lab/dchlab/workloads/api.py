@@ -27,6 +27,7 @@ from dchlab import protocol as P
 
 # ROW_KEYS, RunSpec, channel_counters, paired_seed: re-exported (callers of this API).
 from dchlab.run_config import RunConfig, paired_seed, testbed_config  # noqa: F401
+from dchlab.workloads.bgusers import clients
 from dchlab.workloads.measure import (  # noqa: F401
     ROW_KEYS,
     RunSpec,
@@ -113,7 +114,7 @@ def load_one(
         users: dict[str, Any] = {}  # background users' summary (devices > 1)
 
         def body(tb: Any) -> None:
-            with background_users(tb, corpus, spec.bg_think, users):
+            with background_users(tb, corpus, spec.bg_think, users, spec.bg_client):
                 browser.update(load(tb, lease, entry.entry_url, timeout_s, spec.speed_index, pool, timing))  # fmt: skip
 
         try:
@@ -146,11 +147,11 @@ def load_one(
 
 @contextlib.contextmanager
 def background_users(
-    tb: Any, corpus: Any, think_time: str, summary: dict[str, Any]
+    tb: Any, corpus: Any, think_time: str, summary: dict[str, Any], client: str = clients.DEFAULT
 ) -> Iterator[None]:
     """With several devices: background users on ue2..ueN (drawing from every page of
     `corpus`, thinking `think_time` between pages, seeded with the testbed's paired
-    seed) for the duration of the block; their summary lands in `summary`
+    seed, running `client`) for the duration of the block; their summary lands in `summary`
     (dchlab.workloads.bgusers.background.stop). `idle`: none (summary says so)."""
     if tb.cfg.devices == 1:
         yield
@@ -162,12 +163,12 @@ def background_users(
     from dchlab.workloads.bgusers import background
 
     pages = tuple(p.name for p in corpus.pages)
-    users = background.Users(corpus, pages, think_time, seed=tb.cfg.seed)
+    users = background.Users(corpus, pages, think_time, seed=tb.cfg.seed, client=client)
     running = background.start(tb, users)
     try:
         yield
     finally:
-        summary.update(background.stop(running), think=users.think)
+        summary.update(background.stop(running), think=users.think, client=client)
 
 
 def load(

@@ -1,5 +1,8 @@
-"""Background users in a testbed: one replayer (dchlab.workloads.bgusers.replay) on each
-of the devices ue2 ... ueN while ue1 runs the measured workload.
+"""Background users in a testbed: one replayer on each of the devices ue2 ... ueN while
+ue1 runs the measured workload. Two clients replay the same plans: `rust` (the
+`bguser` binary, crates/bguser: Chromium's ClientHello, HTTP/2 settings and DNS
+queries; the default: it validates against Chromium, docs/bgusers.md) and `python`
+(dchlab.workloads.bgusers.replay, httpx).
 
 Each is a child process started in its device's namespace through Testbed.popen_ue
 (tracked: stopped by PID at teardown at the latest). `start` returns once every user is
@@ -20,13 +23,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dchlab import REPO_ROOT
+import numpy as np
+
+from dchlab import REPO_ROOT, paths
 from dchlab.testbed.errors import TestbedError
 from dchlab.testbed.ue import terminate
-from dchlab.workloads.bgusers import deps, think
+from dchlab.workloads.bgusers import clients, deps, replay, think
+from dchlab.workloads.bgusers.headers import request_headers
 
 #: How long a user may take to start (Python, its plans) before the run fails.
 READY_TIMEOUT_S = 30.0
+
+#: Pages in a Rust user's schedule when no maximum is given: at the 3GPP2 mean think
+#: time (30 s) that is ~83 h of browsing, back to back (~1 s a page) ~3 h; the user
+#: then stops (its log says how many pages it loaded).
+SCHEDULE_PAGES = 10_000
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,10 @@ class Users:
     pages: tuple[str, ...]
     think: str = think.DEFAULT
     seed: int = 1
+    client: str = clients.DEFAULT
+
+    def __post_init__(self) -> None:
+        clients.check(self.client, "Users.client")
 
 
 @dataclass
@@ -53,17 +68,38 @@ _PLANS: dict[tuple[str, tuple[str, ...]], str] = {}
 
 
 def plans_text(users: Users) -> str:
-    """The users' request plans as JSON text (deps.plans), computed once per process."""
+    """The users' request plans as JSON text (deps.plans), with every request's Chromium
+    headers in order (headers.request_headers; "headers": {page: [[[name, value], ...]
+    per request]}, read by the Rust client), computed once per process."""
     key = (str(users.corpus.root), users.pages)
     if key not in _PLANS:
-        _PLANS[key] = json.dumps(deps.plans(users.corpus, list(users.pages)))
+        doc = deps.plans(users.corpus, list(users.pages))
+        doc["headers"] = {
+            page: [list(request_headers(r["url"], reqs[0]["url"]).items()) for r in reqs]
+            for page, reqs in doc["pages"].items()
+        }
+        _PLANS[key] = json.dumps(doc)
     return _PLANS[key]
+
+
+def schedule_text(users: Users, seed: int, pages: int, first_think: bool) -> str:
+    """The Rust client's schedule: the first `pages` (think time, page) draws of
+    replay.draws with `seed`, as JSON {"schedule": [[think_s, page], ...]}."""
+    rng = np.random.default_rng(seed)
+    it = replay.draws(think.parse(users.think, "think"), rng, sorted(users.pages), first_think)
+    return json.dumps({"schedule": [next(it) for _ in range(pages)]})
 
 
 def argv(users: Users, device_index: int, plans: Path, log: Path, *,
          max_pages: int | None = None, first_think: bool = True) -> list[str]:  # fmt: skip
-    """The replayer's command line for device `device_index` (2 ... N)."""
+    """The user's command line for device `device_index` (2 ... N). The Rust client's
+    schedule is written beside `log` (`<log>.schedule.json`)."""
     seed = users.seed * 1000 + device_index
+    if users.client == "rust":
+        sched = log.with_name(log.name + ".schedule.json")
+        sched.write_text(schedule_text(users, seed, max_pages or SCHEDULE_PAGES, first_think))
+        return [str(paths.binary("bguser")), "--plans", str(plans), "--schedule", str(sched),
+                "--log", str(log)]  # fmt: skip
     out = [sys.executable, "-m", "dchlab.workloads.bgusers.replay", "--plans", str(plans),
            "--seed", str(seed), "--think", users.think, "--log", str(log)]  # fmt: skip
     if max_pages is not None:

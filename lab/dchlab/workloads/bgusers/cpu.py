@@ -3,8 +3,8 @@ becomes the limit).
 
 For each N: a fresh N-device testbed, background users on ue2..ueN (think times as
 given), and over `seconds` the CPU time (user + system, /proc/<pid>/stat) of the run's
-processes by kind: emulators (chanemu), agents (dchannel), background users (the
-replayers) and servers (webreplay, dnsmasq); also the time to build the testbed and to
+processes by kind: emulators (chanemu), agents (dchannel), background users (either
+client) and servers (webreplay, dnsmasq); also the time to build the testbed and to
 start the users. The processes are those in the run's namespaces (`ip netns pids`)
 plus the emulators (root namespace, named by the run's prefix).
 """
@@ -20,7 +20,7 @@ from typing import Any
 from dchlab.testbed import Testbed, TestbedConfig
 from dchlab.workloads.bgusers import background
 
-KINDS = {"chanemu": "emulators", "dchannel": "agents", "bgusers.replay": "users",
+KINDS = {"release/bguser ": "users", "chanemu": "emulators", "dchannel": "agents", "bgusers.replay": "users",
          "webreplay": "servers", "dnsmasq": "servers"}  # fmt: skip
 _TICK = os.sysconf("SC_CLK_TCK")
 

@@ -27,7 +27,7 @@ import json
 import signal
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -111,6 +111,19 @@ def _client(ca: ssl.SSLContext) -> Any:
     )
 
 
+def draws(
+    think_time: think.ThinkTime, rng: np.random.Generator, names: list[str], first_think: bool
+) -> Iterator[tuple[float, str]]:
+    """The user's (think time s, page) before each page: a think time (0 before the first
+    page unless `first_think`), then a page drawn uniformly from `names`. Both clients
+    follow it (the Rust one as a schedule file), so they see the same draws."""
+    done = 0
+    while True:
+        wait = think_time.sample(rng) if first_think or done else 0.0
+        yield wait, names[int(rng.integers(len(names)))]
+        done += 1
+
+
 async def run_user(
     plans: dict[str, list[Request]],
     h1_hosts: set[str],
@@ -129,17 +142,17 @@ async def run_user(
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-    names = sorted(plans)
     t0 = time.monotonic()
     done = 0
     ctx = ca or ssl.create_default_context()
+    schedule = draws(think_time, rng, sorted(plans), first_think)
     while max_pages is None or done < max_pages:
+        wait, page = next(schedule)
         if first_think or done:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), think_time.sample(rng))
+                await asyncio.wait_for(stop.wait(), wait)
         if stop.is_set():
             break
-        page = names[int(rng.integers(len(names)))]
         start = time.monotonic()
         async with _client(ctx) as client:
             task = asyncio.ensure_future(load_page(client, plans[page], h1_hosts))

@@ -1,6 +1,7 @@
 """Validation of the background users against Chromium (issue 41): for the same pages,
 network and seeds, the bytes and packet sizes each channel carries under a scheme when
-Chromium loads the page and when the replayer (dchlab.workloads.bgusers.replay) does.
+Chromium loads the page and when a background user's client (dchlab.workloads.bgusers
+.clients: the Rust `bguser` or the Python replayer) does.
 
 Each load runs on the one device of a fresh single-device testbed (same paired seed, so
 the same trace offset, for both clients). Measured on ue's `hbc` and `llc` interfaces
@@ -17,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from dchlab.run_config import RunConfig, testbed_config
-from dchlab.workloads.bgusers import background
+from dchlab.workloads.bgusers import background, clients
 
 #: The agreement asked for (issue 41): within 10 % of Chromium's.
 TOLERANCE = 0.10
@@ -38,13 +39,14 @@ def counters(row: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def replay_row(spec: RunConfig, corpus: Any, page: str, timeout_s: float = 60) -> dict[str, Any]:
-    """One replayed load of `page` (no think time) on ue of a fresh testbed: its row
-    (the frame's columns; stats["background"]: the replayer's log line)."""
+def replay_row(spec: RunConfig, corpus: Any, page: str, timeout_s: float = 60,
+               client: str = clients.DEFAULT) -> dict[str, Any]:  # fmt: skip
+    """One load of `page` by `client` (no think time) on ue of a fresh testbed: its row
+    (the frame's columns; stats["background"]: the client's log line)."""
     from dchlab.workloads.measure import measure, new_row
 
     row = new_row(spec, "bguser", page)
-    users = background.Users(corpus, (page,), "fixed:0", seed=spec.seed)
+    users = background.Users(corpus, (page,), "fixed:0", seed=spec.seed, client=client)
     log: dict[str, Any] = {}
 
     def body(tb: Any) -> None:
@@ -92,19 +94,33 @@ def _metric(name: str, chromium: float, replay: float) -> dict[str, Any]:
             "within": abs(diff) <= TOLERANCE}  # fmt: skip
 
 
-def run(spec: RunConfig, corpus: Any, pages: list[str], trials: int = 1) -> dict[str, Any]:
-    """Chromium's and the replayer's rows for every page and trial, and `compare`."""
+def run(spec: RunConfig, corpus: Any, pages: list[str], trials: int = 1,
+        client: str = clients.DEFAULT) -> dict[str, Any]:  # fmt: skip
+    """Chromium's and `client`'s rows for every page and trial, and `compare`."""
+    return run_clients(spec, corpus, pages, trials, (client,))[client]
+
+
+def run_clients(spec: RunConfig, corpus: Any, pages: list[str], trials: int,
+                names: tuple[str, ...]) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Per client of `names`: `run`'s result, against the same Chromium loads (one per
+    page and trial, each followed by every client's load of the same page and seed)."""
     from dchlab.workloads.api import load_one
     from dchlab.workloads.pool import TestbedPool
 
-    chromium, replayed = [], []
+    chromium: list[dict[str, Any]] = []
+    replayed: dict[str, list[dict[str, Any]]] = {c: [] for c in names}
     with contextlib.ExitStack() as stack:
         pool = stack.enter_context(TestbedPool())
         for page in pages:
             for trial in range(trials):
                 run_spec = replace(spec, trial=trial)
                 chromium.append(load_one(run_spec, corpus, page, 60, pool))
-                replayed.append(replay_row(run_spec, corpus, page))
+                for c in names:
+                    replayed[c].append(replay_row(run_spec, corpus, page, client=c))
+    return {c: _result(chromium, replayed[c]) for c in names}
+
+
+def _result(chromium: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> dict[str, Any]:
     valid = [(c, r) for c, r in zip(chromium, replayed, strict=True) if c["valid"] and r["valid"]]
     return {
         "pairs": len(valid),
