@@ -18,6 +18,12 @@ time:
     frames in a 60-s session. The target the controller sets is taken down to a
     step of a ladder (`on_ladder`: start x 1.25^k, and the cap), so the encoder is
     rebuilt only when the estimate crosses a step;
+  * the UDP receive buffer: aioice asks 256 KiB for its sockets
+    (`aioice.turn.UDP_SOCKET_BUFFER_SIZE`); at 10 Mbit/s in ~1.3 kB packets that
+    holds ~0.2 s (the kernel counts each packet's whole buffer), and a device process
+    the shared CPU leaves waiting longer drops packets (NACKs, PLIs: key frames).
+    libwebrtc asks 1 MiB for video (`kVideoRtpRecvBufferSize`,
+    media/base/media_constants.h), as this workload does (`RECV_BUFFER_BYTES`);
   * ICE host candidates: aioice offers every address of every interface
     (`aioice.ice.get_host_addresses`); in a testbed ue has one per channel link and
     the agent's TUN, and only the address the kernel uses towards the server is
@@ -47,6 +53,8 @@ from typing import Any
 
 #: The VP8 encoder's bitrate cap this workload sets (bit/s; aiortc's own: 1.5 Mbit/s).
 MAX_BITRATE_BPS = 20_000_000
+#: The UDP receive buffer each ICE socket asks for (bytes; libwebrtc's for video).
+RECV_BUFFER_BYTES = 1 << 20
 #: aiortc's own start bitrate (bit/s; aiortc/codecs/vpx.py `DEFAULT_BITRATE`).
 AIORTC_START_BPS = 500_000
 
@@ -180,10 +188,12 @@ def configure(host_address: str, bitrates: Bitrates = BITRATES["cloud-gaming"]) 
     idempotent. `host_address`: the only ICE host candidate address this end offers."""
     global _configured
     import aioice.ice
+    import aioice.turn
     import aiortc.codecs.vpx as vpx
     from aiortc import rate, rtcrtpreceiver
 
     set_bitrates(bitrates)
+    aioice.turn.UDP_SOCKET_BUFFER_SIZE = RECV_BUFFER_BYTES  # type: ignore[misc]
     aioice.ice.get_host_addresses = lambda use_ipv4, use_ipv6: [host_address]  # type: ignore[assignment]
     if _configured:
         return
