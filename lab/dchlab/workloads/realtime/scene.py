@@ -56,18 +56,23 @@ class Scene:
 
     def render(self, n: int, values: patch.PatchValues) -> np.ndarray:
         """Frame `n` showing `values` in its patch (a new array)."""
-        w, h = self.width, self.height
+        w = self.width
         x0 = (n * SCROLL_PX) % w
         luma = self._texture[:, x0 : x0 + w].copy()
-        # The fresh-noise square bounces along the bottom part of the frame.
+        self._noise_square(luma, n)
+        patch.draw(luma, values)
+        return np.vstack([luma, self._chroma])
+
+    def _noise_square(self, luma: np.ndarray, n: int) -> None:
+        """Draw frame `n`'s square of fresh noise into `luma` (in place): it bounces
+        along the part of the frame below the patch."""
+        w, h = self.width, self.height
         span_x, span_y = w - BLOCK, h - patch.PATCH_H - BLOCK
         bx = abs((n * 7) % (2 * span_x) - span_x)
         by = patch.PATCH_H + abs((n * 3) % (2 * span_y) - span_y)
         luma[by : by + BLOCK, bx : bx + BLOCK] = self._rng.integers(
             0, 256, size=(BLOCK, BLOCK), dtype=np.uint8
         )
-        patch.draw(luma, values)
-        return np.vstack([luma, self._chroma])
 
     def frame(self, n: int, values: patch.PatchValues, fps: int) -> av.VideoFrame:
         """Frame `n` as a PyAV frame whose pts is its capture slot on the 90 kHz clock."""
@@ -113,12 +118,7 @@ class GameScene(Scene):
         gx, gy = int(self._rng.integers(0, w)), int(self._rng.integers(0, h))
         luma16 += self._grain[gy : gy + h, gx : gx + w]
         luma = np.clip(luma16, 0, 255).astype(np.uint8)
-        span_x, span_y = w - BLOCK, h - patch.PATCH_H - BLOCK
-        bx = abs((n * 7) % (2 * span_x) - span_x)
-        by = patch.PATCH_H + abs((n * 3) % (2 * span_y) - span_y)
-        luma[by : by + BLOCK, bx : bx + BLOCK] = self._rng.integers(
-            0, 256, size=(BLOCK, BLOCK), dtype=np.uint8
-        )
+        self._noise_square(luma, n)
         patch.draw(luma, values)
         uv = self._world_uv[:, y0 // 2 : y0 // 2 + h // 2, x0 // 2 : x0 // 2 + w // 2]
         return np.vstack([luma, uv.reshape(h // 2, w)])
