@@ -141,6 +141,11 @@ def test_the_target_ladder_rebuilds_the_encoder_only_across_steps() -> None:
         8 * m, 10 * m, 10 * m, 12_500_000,
     ]  # fmt: skip
     assert stack.on_ladder(m, m // 2, 20 * m) == 976_562
+    # on step 10 an estimate of 9.1 (9% below) keeps it, 8.9 (11% below) goes to 8;
+    # from step 8 an estimate of 10 goes up to 10
+    assert stack.on_ladder(9_100_000, 10 * m, 20 * m, current=10 * m) == 10 * m
+    assert stack.on_ladder(8_900_000, 10 * m, 20 * m, current=10 * m) == 8 * m
+    assert stack.on_ladder(10 * m, 10 * m, 20 * m, current=8 * m) == 10 * m
     vpx = pytest.importorskip("aiortc.codecs.vpx")
 
     class Encoder(vpx.Vp8Encoder):  # type: ignore[misc, name-defined]
@@ -152,6 +157,8 @@ def test_the_target_ladder_rebuilds_the_encoder_only_across_steps() -> None:
         stack.set_bitrates(stack.Bitrates(10 * m, 12_500_000))
         enc = Encoder()
         enc.target_bitrate = 11_900_000
+        assert enc.target_bitrate == 10 * m
+        enc.target_bitrate = 9_500_000  # 5% below step 10: held
         assert enc.target_bitrate == 10 * m
         enc.target_bitrate = 7_000_000
         assert enc.target_bitrate == 6_400_000
@@ -316,3 +323,15 @@ def test_each_ends_cpu_share_of_its_session() -> None:
         "server": None,
         "device": None,
     }
+
+
+def test_bitrate_options_fill_in_the_apps_defaults() -> None:
+    from dchlab.workloads.realtime.device import bitrates_of
+
+    m = 1_000_000
+    assert bitrates_of("cloud-gaming", None, None, None) == stack.Bitrates(10 * m, 20 * m)
+    assert bitrates_of("cloud-gaming", None, 5.0, None) == stack.Bitrates(5 * m, 5 * m)
+    assert bitrates_of("video-call", 0.1, None, None) == stack.Bitrates(100_000, 20 * m, 100_000)
+    assert bitrates_of("cloud-gaming", 10.0, None, 10.0) == stack.Bitrates(10 * m, 20 * m, 10 * m)
+    with pytest.raises(ValueError, match="<= max"):
+        bitrates_of("cloud-gaming", 12.0, 10.0, None)

@@ -140,6 +140,20 @@ async def run(
     return out
 
 
+def bitrates_of(
+    app: str, start_mbps: float | None, max_mbps: float | None, min_mbps: float | None
+) -> stack.Bitrates:
+    """The video's bitrates from the options given (Mbit/s, None: not given): the
+    app's defaults (stack.BITRATES) for the rest, a default start taken down to a
+    given cap and a default floor to the start (so `--max-bitrate 5` alone is a 5-Mbit/s
+    cloud game). ValueError when the given ones are out of order."""
+    default = stack.BITRATES[app]
+    cap = default.max_bps if max_mbps is None else round(max_mbps * 1e6)
+    start = min(default.start_bps, cap) if start_mbps is None else round(start_mbps * 1e6)
+    floor = min(default.min_bps, start) if min_mbps is None else round(min_mbps * 1e6)
+    return stack.Bitrates(start, cap, floor)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--server", required=True, help="the server's testbed address")
@@ -151,12 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-bitrate", type=float, help="video bitrate cap, Mbit/s")
     p.add_argument("--min-bitrate", type=float, help="video bitrate floor, Mbit/s")
     args = p.parse_args(argv)
-    default = stack.BITRATES[args.app]
-    bitrates = stack.Bitrates(
-        default.start_bps if args.start_bitrate is None else round(args.start_bitrate * 1e6),
-        default.max_bps if args.max_bitrate is None else round(args.max_bitrate * 1e6),
-        default.min_bps if args.min_bitrate is None else round(args.min_bitrate * 1e6),
-    )
+    bitrates = bitrates_of(args.app, args.start_bitrate, args.max_bitrate, args.min_bitrate)
     out = asyncio.run(run(args.server, args.app, args.duration, args.fps, args.input_hz, bitrates))
     sys.stdout.write(json.dumps(out) + "\n")
     return 0

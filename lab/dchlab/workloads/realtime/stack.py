@@ -16,8 +16,9 @@ time:
     through PyAV takes no new rate in place, where libwebrtc reconfigures libvpx
     without one), and a congestion controller moves the target every 0.5 s: 51 key
     frames in a 60-s session. The target the controller sets is taken down to a
-    step of a ladder (`on_ladder`: start x 1.25^k, and the cap), so the encoder is
-    rebuilt only when the estimate crosses a step;
+    step of a ladder (`on_ladder`: start x 1.25^k, and the cap; it stays on its step
+    while the estimate is less than 10% below it), so the encoder is rebuilt only
+    when the estimate crosses a step;
   * the UDP receive buffer: aioice asks 256 KiB for its sockets
     (`aioice.turn.UDP_SOCKET_BUFFER_SIZE`); at 10 Mbit/s in ~1.3 kB packets that
     holds ~0.2 s (the kernel counts each packet's whole buffer), and a device process
@@ -149,12 +150,22 @@ class Probes:
 
 #: Ratio between neighbouring steps of the encoder's target ladder.
 LADDER_RATIO = 1.25
+#: The target stays on its step while the estimate is within this fraction below it
+#: (an estimate hovering at a step's edge would otherwise flip the target, and cost
+#: a key frame, every 0.5 s; a congestion decrease is 15%: aiortc/rate.py).
+LADDER_HOLD = 0.10
 
 
-def on_ladder(bitrate: int, start: int, cap: int, ratio: float = LADDER_RATIO) -> int:
+def on_ladder(
+    bitrate: int, start: int, cap: int, current: int | None = None,
+    ratio: float = LADDER_RATIO, hold: float = LADDER_HOLD,
+) -> int:  # fmt: skip
     """The encoder target for a congestion controller's `bitrate` (bit/s): `cap` when
     it is at or above the cap, else the highest step start x ratio^k (k any integer)
-    at or below it."""
+    at or below it; but the `current` target when the estimate is below it by less
+    than `hold` of it."""
+    if current is not None and current * (1 - hold) <= bitrate < current:
+        return current
     if bitrate >= cap:
         return cap
     k = math.floor(math.log(bitrate / start, ratio) + 1e-9)
@@ -245,7 +256,10 @@ def _ladder_target(cls: Any) -> None:
 
     def set_target(self: Any, bitrate: int) -> None:
         # aiortc's setter then clamps to [MIN_BITRATE, MAX_BITRATE]
-        target.fset(self, on_ladder(max(int(bitrate), 1), vpx.DEFAULT_BITRATE, vpx.MAX_BITRATE))
+        step = on_ladder(
+            max(int(bitrate), 1), vpx.DEFAULT_BITRATE, vpx.MAX_BITRATE, target.fget(self)
+        )
+        target.fset(self, step)
 
     cls.target_bitrate = property(target.fget, set_target, doc=target.__doc__)
 
