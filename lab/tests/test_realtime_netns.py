@@ -7,8 +7,8 @@ and the frame's way down cross the 40 ms link once each); the median input-to-di
 latency is within the RTT plus the parts measured on the way (encode, decode, jitter
 buffer, sender queue and output, and one frame interval of waiting for the next
 capture). The video is held at 2 Mbit/s there so that what is checked is the path, not
-the shared machine's CPU: at the default ~10 Mbit/s, sessions at load average 15-17 on
-the 2 cores exceeded the bound by 7-18 ms over 60 s and by ~40 ms over 10 s
+the shared machine's CPU: at the default ~10 Mbit/s, sessions at load average 11-17.5 on
+the 2 cores exceeded the bound by 7-36 ms over 60 s and by 37-418 ms over 10 s
 (docs/realtime.md, the Check).
 
 The default video (5 s): it starts at the issue's 10 Mbit/s: the encoder's target is
