@@ -51,8 +51,10 @@ def test_the_encode_probe_writes_under_the_probes_lock(probes: stack.Probes) -> 
     t.join(timeout=5)
     assert not t.is_alive()
     assert list(probes.encode) == [7 * 3000]  # the fake's timestamp: frame * 3000
-    start, end, size, target = probes.encode[7 * 3000]
+    start, end, size, target, cpu, key = probes.encode[7 * 3000]
     assert start <= end and (size, target) == (15, 2_000_000)
+    # the fake's payload is no VP8 (descriptor byte 0x78: partition 8), so no key flag
+    assert cpu >= 0 and key == -1
 
 
 def test_snapshot_while_an_encoder_thread_writes(probes: stack.Probes) -> None:

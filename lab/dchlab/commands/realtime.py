@@ -43,7 +43,8 @@ def _show(row: dict[str, Any]) -> str:
         f"{fmt_ms(row.get('frame_delay_p50_ms'))}/{fmt_ms(row.get('frame_delay_p95_ms'))} ms "
         f"(encode {row.get('encode_ms')}, jitter buffer {row.get('jitter_buffer_ms')}, decode "
         f"{row.get('decode_ms')} ms), {'-' if fps is None else f'{fps:.1f}'} fps, "
-        f"{row.get('freezes')} freezes, {'-' if mbps is None else f'{mbps:.2f}'} Mbit/s, "
+        f"{row.get('freezes')} freezes, {'-' if mbps is None else f'{mbps:.2f}'} Mbit/s "
+        f"(target {row.get('target_mbps')}, {row.get('key_frames')} key frames), "
         f"HBC {row.get('bytes_hbc')} B, LLC {row.get('bytes_llc')} B: {row_state(row)}"
     )
 
@@ -62,10 +63,28 @@ def cmd_realtime(args: argparse.Namespace) -> int:
     if args.duration <= 0 or args.input_hz <= 0 or (args.fps is not None and args.fps <= 0):
         print("error: --duration, --fps and --input-hz must be > 0", file=sys.stderr)
         return 2
+    rates = [r for r in (args.min_bitrate, args.start_bitrate, args.max_bitrate) if r is not None]
+    if any(r <= 0 for r in rates) or rates != sorted(rates):
+        print(
+            "error: --min-bitrate, --start-bitrate and --max-bitrate must be > 0 and "
+            "min <= start <= max",
+            file=sys.stderr,
+        )
+        return 2
     jobs = [
         (
             f"{spec.scheme} {app} #{trial}",
-            lambda s=spec, a=app: [realtime(s, a, args.duration, args.fps, args.input_hz)],
+            lambda s=spec, a=app: [
+                realtime(
+                    s,
+                    a,
+                    args.duration,
+                    args.fps,
+                    args.input_hz,
+                    args.start_bitrate,
+                    args.max_bitrate,
+                )
+            ],
         )
         for app, trial, spec in paired_runs(args, apps)
     ]
@@ -88,5 +107,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=60.0,
         help="cloud-gaming input events per second (default 60; the issue's range 60-120)",
+    )
+    p.add_argument(
+        "--start-bitrate",
+        type=float,
+        default=None,
+        help="video start bitrate, Mbit/s (default: cloud-gaming 10, video-call 0.5)",
+    )
+    p.add_argument(
+        "--max-bitrate",
+        type=float,
+        default=None,
+        help="video bitrate cap, Mbit/s (default 20)",
+    )
+    p.add_argument(
+        "--min-bitrate",
+        type=float,
+        default=None,
+        help="video bitrate floor whatever the congestion control says, Mbit/s (default "
+        "aiortc's 0.25; = the start for a fixed-rate service)",
     )
     add_common(p)

@@ -144,6 +144,19 @@ class RealtimeColumns:
     audio_delay_p50_ms: float | None = None
     audio_delay_p95_ms: float | None = None
     audio_delay_up_p95_ms: float | None = None
+    # the video's bitrate (issue 40's >= 10 Mbit/s target; docs/realtime.md)
+    bitrate_steady_mbps: float | None = None  # received after the first warmup_s
+    target_mbps: float | None = None  # the encoder's mean target
+    start_bitrate_mbps: float | None = None
+    max_bitrate_mbps: float | None = None
+    min_bitrate_mbps: float | None = None
+    warmup_s: float | None = None
+    key_frames: int | None = None
+    frame_bytes_delta_p50: float | None = None
+    frame_bytes_key_p50: float | None = None
+    encode_cpu_ms: float | None = None  # median CPU time per frame of the encoder
+    cpu_server_pct: float | None = None  # each end's process CPU (100 = one core)
+    cpu_device_pct: float | None = None
 
 
 @dataclass(frozen=True)

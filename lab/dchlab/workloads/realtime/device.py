@@ -8,7 +8,8 @@ unordered, unreliable data channel (as games send inputs: a lost one is supersed
 the next) at `input_hz`, each seq with its send time, and displays the game video;
 video-call sends its camera video and tone audio and receives the server's. After
 `DRAIN_S` more of receiving (so the last inputs can show), it fetches the server's
-records and summarizes both ends'.
+records and summarizes both ends'. The offer carries the video's start bitrate and
+cap (`bitrates`), which both ends' encoders use.
 """
 
 from __future__ import annotations
@@ -66,11 +67,20 @@ async def _send_inputs(channel: Any, record: Record, hz: float, until: float) ->
         channel.send(INPUT.pack(seq, t))
 
 
-async def run(server: str, app: str, duration: float, fps: int, input_hz: float) -> dict[str, Any]:
-    """One session against the server at `server`: its summary."""
+async def run(
+    server: str,
+    app: str,
+    duration: float,
+    fps: int,
+    input_hz: float,
+    bitrates: stack.Bitrates | None = None,
+) -> dict[str, Any]:
+    """One session against the server at `server`: its summary. `bitrates`: the
+    video's start and cap (None: the app's, stack.BITRATES)."""
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
-    stack.configure(stack.source_address(server))
+    bitrates = bitrates or stack.BITRATES[app]
+    stack.configure(stack.source_address(server), bitrates)
     reader, writer = await asyncio.open_connection(server, signalling.PORT, limit=signalling.LIMIT)
     record = Record()
     pc = RTCPeerConnection()
@@ -92,16 +102,27 @@ async def run(server: str, app: str, duration: float, fps: int, input_hz: float)
     try:
         await pc.setLocalDescription(await pc.createOffer())
         await signalling.send(
-            writer, {"type": "offer", "sdp": pc.localDescription.sdp, "app": app, "fps": fps}
+            writer,
+            {
+                "type": "offer",
+                "sdp": pc.localDescription.sdp,
+                "app": app,
+                "fps": fps,
+                "start_bps": bitrates.start_bps,
+                "max_bps": bitrates.max_bps,
+                "min_bps": bitrates.min_bps,
+            },
         )
         answer = await signalling.receive(reader, "answer")
         await pc.setRemoteDescription(RTCSessionDescription(answer["sdp"], "answer"))
         await _connected(pc)
         t_start = time.monotonic()
+        record.start_clock()
         until = t_start + duration
         if channel is not None:
             await _send_inputs(channel, record, input_hz, until)
         await asyncio.sleep(max(0.0, until - time.monotonic()) + DRAIN_S)
+        record.stop_clock()
         await signalling.send(writer, {"type": "records"})
         theirs = await signalling.receive(reader, "records")
     finally:
@@ -111,9 +132,26 @@ async def run(server: str, app: str, duration: float, fps: int, input_hz: float)
         writer.close()
     mine = {**asdict(record), **stack.PROBES.snapshot()}
     out = summary.summarize(app, json.loads(json.dumps(mine)), theirs, fps, input_hz)
+    out["start_bitrate_mbps"] = bitrates.start_bps / 1e6
+    out["max_bitrate_mbps"] = bitrates.max_bps / 1e6
+    out["min_bitrate_mbps"] = bitrates.min_bps / 1e6
     out["duration_s"] = duration
     out["setup_s"] = round(t_start - t_setup, 3)
     return out
+
+
+def bitrates_of(
+    app: str, start_mbps: float | None, max_mbps: float | None, min_mbps: float | None
+) -> stack.Bitrates:
+    """The video's bitrates from the options given (Mbit/s, None: not given): the
+    app's defaults (stack.BITRATES) for the rest, a default start taken down to a
+    given cap and a default floor to the start (so `--max-bitrate 5` alone is a 5-Mbit/s
+    cloud game). ValueError when the given ones are out of order."""
+    default = stack.BITRATES[app]
+    cap = default.max_bps if max_mbps is None else round(max_mbps * 1e6)
+    start = min(default.start_bps, cap) if start_mbps is None else round(start_mbps * 1e6)
+    floor = min(default.min_bps, start) if min_mbps is None else round(min_mbps * 1e6)
+    return stack.Bitrates(start, cap, floor)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,8 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=60.0, help="session length, s")
     p.add_argument("--fps", type=int, default=30, help="video frame rate")
     p.add_argument("--input-hz", type=float, default=60.0, help="input events per second")
+    p.add_argument("--start-bitrate", type=float, help="video start bitrate, Mbit/s")
+    p.add_argument("--max-bitrate", type=float, help="video bitrate cap, Mbit/s")
+    p.add_argument("--min-bitrate", type=float, help="video bitrate floor, Mbit/s")
     args = p.parse_args(argv)
-    out = asyncio.run(run(args.server, args.app, args.duration, args.fps, args.input_hz))
+    bitrates = bitrates_of(args.app, args.start_bitrate, args.max_bitrate, args.min_bitrate)
+    out = asyncio.run(run(args.server, args.app, args.duration, args.fps, args.input_hz, bitrates))
     sys.stdout.write(json.dumps(out) + "\n")
     return 0
 

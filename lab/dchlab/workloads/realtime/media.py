@@ -1,7 +1,8 @@
 """The media of a real-time session: the tracks an end sends and the loops that
 receive the other end's, both writing into that end's `Record`.
 
-Sent: `PatchedVideo` renders scene frames (dchlab.workloads.realtime.scene) at `fps`
+Sent: `PatchedVideo` renders frames of a scene (dchlab.workloads.realtime.scene: the
+game's for cloud gaming, the camera's for a video call) at `fps`
 slots of the monotonic clock, each showing its frame id, capture time and the latest
 input seq the end has (cloud gaming: the server's latest input; video call: 0); a
 frame whose slot has passed while the previous one was encoded is skipped, as a game
@@ -24,7 +25,7 @@ import numpy as np
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from dchlab.workloads.realtime import patch, tones
-from dchlab.workloads.realtime.scene import VIDEO_CLOCK, Scene, luma_of
+from dchlab.workloads.realtime.scene import VIDEO_CLOCK, GameScene, Scene, luma_of
 
 
 @dataclass
@@ -37,7 +38,9 @@ class Record:
     shown: [(display time, RTP timestamp, frame id, seq, capture time)] of video
         received whose patch was readable; unreadable: frames whose patch was not;
     onsets: [(onset time, frequency index)] of audio received;
-    inputs_sent / inputs_received: {seq: time} (cloud gaming: device / server)."""
+    inputs_sent / inputs_received: {seq: time} (cloud gaming: device / server);
+    cpu_s, wall_s: the end's process CPU time (all its threads: codecs, RTP, the
+        loop) over wall_s of its session."""
 
     frames: dict[int, float] = field(default_factory=dict)
     tick: int = 0
@@ -48,6 +51,17 @@ class Record:
     onsets: list[tuple[float, int]] = field(default_factory=list)
     inputs_sent: dict[int, float] = field(default_factory=dict)
     inputs_received: dict[int, float] = field(default_factory=dict)
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
+
+    def start_clock(self) -> None:
+        """Start counting this process's CPU and wall time for the session."""
+        self._clock = (time.process_time(), time.monotonic())
+
+    def stop_clock(self) -> None:
+        """Set cpu_s and wall_s: the time since start_clock."""
+        cpu0, wall0 = self._clock
+        self.cpu_s, self.wall_s = time.process_time() - cpu0, time.monotonic() - wall0
 
     def latest_input(self) -> int:
         """The highest input seq received so far (0: none)."""
@@ -83,15 +97,16 @@ class _Paced(MediaStreamTrack):
 
 
 class PatchedVideo(_Paced):
-    """A video track of scene frames at `fps`, each patch showing `seq()`."""
+    """A video track of scene frames at `fps`, each patch showing `seq()`; `game`:
+    the cloud game's scene (GameScene), else the camera's (Scene)."""
 
     kind = "video"
 
     def __init__(self, record: Record, fps: int, seq: Callable[[], int], width: int = 640,
-                 height: int = 360) -> None:  # fmt: skip
+                 height: int = 360, game: bool = False) -> None:  # fmt: skip
         super().__init__(1 / fps)
         self.record, self.fps, self.seq = record, fps, seq
-        self.scene = Scene(width, height)
+        self.scene = (GameScene if game else Scene)(width, height)
         self.record.tick = VIDEO_CLOCK // fps
 
     async def recv(self) -> av.VideoFrame:

@@ -65,6 +65,18 @@ def columns(app: str, s: dict[str, Any]) -> RealtimeColumns:
         freezes=down.get("freezes"),
         freeze_ms=down.get("freeze_ms"),
         bitrate_mbps=down.get("bitrate_mbps"),
+        bitrate_steady_mbps=down.get("bitrate_steady_mbps"),
+        target_mbps=down.get("target_mbps"),
+        start_bitrate_mbps=s.get("start_bitrate_mbps"),
+        max_bitrate_mbps=s.get("max_bitrate_mbps"),
+        min_bitrate_mbps=s.get("min_bitrate_mbps"),
+        warmup_s=down.get("warmup_s"),
+        key_frames=down.get("key_frames"),
+        frame_bytes_delta_p50=((down.get("frame_bytes") or {}).get("delta") or {}).get("p50"),
+        frame_bytes_key_p50=((down.get("frame_bytes") or {}).get("key") or {}).get("p50"),
+        encode_cpu_ms=(down.get("encode_cpu_ms") or {}).get("p50"),
+        cpu_server_pct=(s.get("cpu_pct") or {}).get("server"),
+        cpu_device_pct=(s.get("cpu_pct") or {}).get("device"),
         encode_ms=parts.get("encode"),
         decode_ms=parts.get("decode"),
         jitter_buffer_ms=parts.get("jitter_buffer"),
@@ -100,9 +112,19 @@ def server_said(daemon: Any, lines: int = SERVER_LOG_LINES) -> str:
     return "\n".join(said[-lines:])
 
 
-def run_session(tb: Any, app: str, duration_s: float, fps: int, input_hz: float) -> dict[str, Any]:
+def run_session(
+    tb: Any,
+    app: str,
+    duration_s: float,
+    fps: int,
+    input_hz: float,
+    start_mbps: float | None = None,
+    max_mbps: float | None = None,
+    min_mbps: float | None = None,
+) -> dict[str, Any]:
     """The server in srv and the device on ue of started testbed `tb`: the summary, or
-    {"error": ...} when the device failed."""
+    {"error": ...} when the device failed. `start_mbps`, `max_mbps`, `min_mbps`: the
+    video's start bitrate, cap and floor (None: the app's, stack.BITRATES)."""
     server = [sys.executable, "-m", "dchlab.workloads.realtime.server", "--address", SERVER_TEST]
     daemon = tb.spawn(
         "realtime-server", ["env", f"PYTHONPATH={_lab_env()['PYTHONPATH']}", *server], ns="srv"
@@ -112,6 +134,9 @@ def run_session(tb: Any, app: str, duration_s: float, fps: int, input_hz: float)
         sys.executable, "-m", "dchlab.workloads.realtime.device", "--server", SERVER_TEST,
         "--app", app, "--duration", str(duration_s), "--fps", str(fps),
         "--input-hz", str(input_hz),
+        *(["--start-bitrate", str(start_mbps)] if start_mbps is not None else []),
+        *(["--max-bitrate", str(max_mbps)] if max_mbps is not None else []),
+        *(["--min-bitrate", str(min_mbps)] if min_mbps is not None else []),
     ]  # fmt: skip
     proc = tb.run_ue(argv, capture_output=True, timeout=duration_s + SLACK_S, env=_lab_env())
     lines = proc.stdout.decode(errors="replace").strip().splitlines()
@@ -129,8 +154,13 @@ def realtime(
     duration_s: float = 60.0,
     fps: int | None = None,
     input_hz: float = 60.0,
+    start_mbps: float | None = None,
+    max_mbps: float | None = None,
+    min_mbps: float | None = None,
 ) -> dict[str, Any]:
-    """One session of `app` (cloud-gaming | video-call) under `spec`: its row."""
+    """One session of `app` (cloud-gaming | video-call) under `spec`: its row.
+    `start_mbps`, `max_mbps`, `min_mbps`: the video's start bitrate, cap and floor
+    (None: the app's)."""
     from dchlab.testbed import Testbed
 
     if app not in APPS:
@@ -139,7 +169,7 @@ def realtime(
     got: dict[str, Any] = {}
 
     def body(tb: Any) -> None:
-        got.update(run_session(tb, app, duration_s, fps, input_hz))
+        got.update(run_session(tb, app, duration_s, fps, input_hz, start_mbps, max_mbps, min_mbps))
 
     frame = in_testbed(Testbed(testbed_config(spec, f"realtime:{app}")), body)
     reason = str(got["error"]) if "error" in got else judge(app, got) if got else "did not run"

@@ -7,7 +7,8 @@ another until it is stopped. Per session, by the offer's `app`:
                 time, struct "!Id") and sends the game video, whose patch shows the
                 latest seq received when each frame is captured;
   video-call    sends its camera video and tone audio and receives the device's.
-At the end it answers the device's "records" request with its Record and probes.
+Its video encoder starts at the offer's `start_bps` within [`min_bps`, `max_bps`] (the app's
+defaults, stack.BITRATES, when the offer has none). At the end it answers the device's "records" request with its Record and probes.
 """
 
 from __future__ import annotations
@@ -34,7 +35,16 @@ async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
     offer = await signalling.receive(reader, "offer")
     app, fps = offer["app"], int(offer["fps"])
+    default = stack.BITRATES[app]
+    stack.set_bitrates(
+        stack.Bitrates(
+            int(offer.get("start_bps", default.start_bps)),
+            int(offer.get("max_bps", default.max_bps)),
+            int(offer.get("min_bps", default.min_bps)),
+        )
+    )
     record = Record()
+    record.start_clock()
     stack.PROBES.reset()  # one session at a time: its probes are the process's
     pc = RTCPeerConnection()
     tasks: list[asyncio.Task[None]] = []
@@ -54,7 +64,7 @@ async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
 
     await pc.setRemoteDescription(RTCSessionDescription(offer["sdp"], "offer"))
     if app == "cloud-gaming":
-        pc.addTrack(PatchedVideo(record, fps, record.latest_input))
+        pc.addTrack(PatchedVideo(record, fps, record.latest_input, game=True))
     else:
         pc.addTrack(PatchedVideo(record, fps, lambda: 0))
         pc.addTrack(ToneAudio(record))
@@ -62,6 +72,7 @@ async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     await signalling.send(writer, {"type": "answer", "sdp": pc.localDescription.sdp})
     try:
         await signalling.receive(reader, "records")
+        record.stop_clock()
         # Stop the media first, so the records are final; an encode already in flight
         # still writes its probe after the close, which is why the probes are copied
         # under their lock (stack.Probes.snapshot).

@@ -9,20 +9,32 @@ each frame id), all on one monotonic clock:
                   jitter buffer (first packet -> decode start: the rest of the frame's
                   packets, reassembly, the queue to the decoder thread), decode, output
                   (decode end -> the application has the frame);
-  plus delivered frame rate, freezes, received bitrate and the encoder's target.
+  plus delivered frame rate, freezes, received bitrate and the encoder's target;
+  what the encoder made (key frames, bytes per key and delta frame, CPU time per
+  frame) and, per second of the session, the received bitrate, the encoder's target
+  and the receiver's congestion-control estimate (REMB) (`timeline_1s`), and the
+  received bitrate after the first WARMUP_S (`bitrate_steady_mbps`); the receiver's
+  loss reports (packets NACKed, PLIs: each PLI costs a key frame).
 Cloud gaming adds input-to-display latency per input (dchlab.workloads.realtime.metrics)
 and the inputs' one-way delay; video call adds audio delay per tone mark both ways.
+`cpu_pct` is each end's process CPU time over its session (100 = one core).
 `samples` keeps the per-input and per-frame values for CDFs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from dchlab.workloads.realtime import metrics, tones
 
 PARTS = ("sender_queue", "encode", "network", "jitter_buffer", "decode", "output")
+#: The first seconds of a session (from its first frame's capture) that
+#: `bitrate_steady_mbps` leaves out: aiortc's congestion controller takes its first
+#: throughput measurement 3 s in (aiortc/rate.py, AimdRateControl.update), and the
+#: first key frame is drained by then.
+WARMUP_S = 5.0
 
 
 def _ints(d: Mapping[str, Any]) -> dict[int, Any]:
@@ -42,6 +54,53 @@ def new_frames(shown: list[list[float]]) -> list[list[float]]:
             seen.add(int(s[2]))
             out.append(s)
     return out
+
+
+def _per_second(points: list[tuple[float, float]], t0: float, seconds: int) -> list[list[float]]:
+    """`points` [(time, value)] grouped by whole second since `t0` (seconds
+    0..`seconds`-1; earlier and later points left out)."""
+    bins: list[list[float]] = [[] for _ in range(seconds)]
+    for t, v in points:
+        i = int(t - t0)
+        if 0 <= i < seconds:
+            bins[i].append(v)
+    return bins
+
+
+def timeline(
+    encode: Mapping[int, Any], rx: list[tuple[float, int]], remb: list[tuple[float, int]],
+    t0: float, seconds: int,
+) -> dict[str, list[float | None]]:  # fmt: skip
+    """Per second since `t0`: received Mbit/s (`rx`: [(arrival, bytes)]), the
+    encoder's mean target (Mbit/s, over the frames whose encode started then) and the
+    receiver's last REMB estimate (Mbit/s, None before its first)."""
+    rx_bins = _per_second([(t, b) for t, b in rx], t0, seconds)
+    target_bins = _per_second([(e[0], e[3]) for e in encode.values()], t0, seconds)
+    remb_bins = _per_second([(t, b) for t, b in remb], t0, seconds)
+    out: dict[str, list[float | None]] = {"rx_mbps": [], "target_mbps": [], "remb_mbps": []}
+    last: float | None = None
+    for r, tg, rb in zip(rx_bins, target_bins, remb_bins, strict=True):
+        out["rx_mbps"].append(round(8 * sum(r) / 1e6, 3))
+        out["target_mbps"].append(round(sum(tg) / len(tg) / 1e6, 3) if tg else None)
+        last = rb[-1] / 1e6 if rb else last
+        out["remb_mbps"].append(None if last is None else round(last, 3))
+    return out
+
+
+def encoded(encode: Mapping[int, Any]) -> dict[str, Any]:
+    """What the encoder made of the frames it encoded (probes of 6 fields,
+    stack.Probes.encode): key frames, bytes per key / delta frame, CPU ms per frame."""
+    full = [e for e in encode.values() if len(e) >= 6]
+    key = [float(e[2]) for e in full if e[5] == 1]
+    delta = [float(e[2]) for e in full if e[5] == 0]
+    return {
+        "key_frames": len(key),
+        "frame_bytes": {
+            "key": metrics.percentiles(key, scale=1.0),
+            "delta": metrics.percentiles(delta, scale=1.0),
+        },
+        "encode_cpu_ms": metrics.percentiles([float(e[4]) for e in full]),
+    }
 
 
 def video(sender: Mapping[str, Any], receiver: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,6 +137,10 @@ def video(sender: Mapping[str, Any], receiver: Mapping[str, Any]) -> dict[str, A
     bps = metrics.bitrate_bps(rx)
     targets = [e[3] for e in encode.values()]
     fps = metrics.frame_rate(times)
+    t0 = min(frames.values(), default=None)
+    steady = None if t0 is None else metrics.bitrate_bps([a for a in rx if a[0] >= t0 + WARMUP_S])
+    remb = [(float(t), int(b)) for t, b in receiver.get("remb") or []]
+    seconds = 0 if t0 is None or not rx else math.ceil(max(t for t, _ in rx) - t0)
     return {
         "frames_sent": len(frames),
         "frames_skipped": int(sender.get("skipped") or 0),
@@ -88,6 +151,13 @@ def video(sender: Mapping[str, Any], receiver: Mapping[str, Any]) -> dict[str, A
         "freeze_ms": round(freeze_s * 1000, 1),
         "bitrate_mbps": None if bps is None else round(bps / 1e6, 3),
         "target_mbps": round(sum(targets) / len(targets) / 1e6, 3) if targets else None,
+        # the receiver's loss reports (for the audio too in a video call: one process)
+        "nack_packets": sum(int(n) for _, n in receiver.get("nack") or []),
+        "plis": len(receiver.get("pli") or []),
+        "warmup_s": WARMUP_S,
+        "bitrate_steady_mbps": None if steady is None else round(steady / 1e6, 3),
+        **encoded(encode),
+        "timeline_1s": timeline(encode, rx, remb, t0 or 0.0, seconds),
         "frame_delay_ms": metrics.percentiles(delays),
         "parts_median_ms": {p: metrics.median_ms(v) for p, v in parts.items()},
         "parts_p95_ms": {p: metrics.percentiles(v)["p95"] for p, v in parts.items()},
@@ -137,4 +207,10 @@ def summarize(
         samples["audio_delay_up_ms"] = _ms(a_up.pop("_delays"))
         out["audio_down"], out["audio_up"] = a_down, a_up
     out["samples"] = samples
+    out["cpu_pct"] = {"server": _cpu_pct(server), "device": _cpu_pct(device)}
     return out
+
+
+def _cpu_pct(record: Mapping[str, Any]) -> float | None:
+    wall = float(record.get("wall_s") or 0.0)
+    return round(100 * float(record.get("cpu_s") or 0.0) / wall, 1) if wall > 0 else None
