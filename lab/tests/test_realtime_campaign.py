@@ -41,6 +41,16 @@ def test_bad_workload_fields_name_the_field(tmp_path: Path) -> None:
         load_campaign(_campaign(tmp_path, duration_s=90, timeout_s=60), check_channels=False)
     c = load_campaign(_campaign(tmp_path, apps=["video-call"], fps=15), check_channels=False)
     assert c.workload.apps == ("video-call",) and c.workload.fps == 15
+    assert (c.workload.start_mbps, c.workload.max_mbps, c.workload.min_mbps) == (None,) * 3
+
+
+def test_bitrates_are_campaign_fields_checked_in_order(tmp_path: Path) -> None:
+    c = load_campaign(_campaign(tmp_path, start_mbps=10, min_mbps=10), check_channels=False)
+    assert (c.workload.start_mbps, c.workload.max_mbps, c.workload.min_mbps) == (10, None, 10)
+    with pytest.raises(CampaignError, match=r"workload\.start_mbps.*min_mbps <= start_mbps"):
+        load_campaign(_campaign(tmp_path, start_mbps=20, max_mbps=10), check_channels=False)
+    with pytest.raises(CampaignError, match=r"workload\.max_mbps"):
+        load_campaign(_campaign(tmp_path, max_mbps=-1), check_channels=False)
 
 
 def test_ideal_share() -> None:

@@ -83,6 +83,11 @@ class Workload:
     duration_s: float = 60.0  # realtime: one session's length
     fps: int | None = None  # realtime: video frame rate (None: the app's default)
     input_hz: float = 60.0  # realtime: cloud-gaming input events per second
+    # realtime: the video's start bitrate, cap and floor, Mbit/s (None: the app's own,
+    # docs/realtime.md "Bitrate")
+    start_mbps: float | None = None
+    max_mbps: float | None = None
+    min_mbps: float | None = None
     timeout_s: float = 60.0
     # pageload / session: record the screencast for Speed Index and atf_ms (costs the
     # PLT ~6%, docs/benchmarks.md "Page metrics"); FCP and LCP are always measured

@@ -2,7 +2,11 @@
 and srv (dchlab.workloads.realtime; docs/realtime.md).
 
     workload: {kind: realtime, apps: [cloud-gaming, video-call], duration_s: 60,
-               fps: 30, input_hz: 60}
+               fps: 30, input_hz: 60, start_mbps: 10, max_mbps: 20, min_mbps: 0.25}
+
+`start_mbps`, `max_mbps`, `min_mbps` (optional): the video's start bitrate, cap and
+floor in Mbit/s, as `dch realtime --start-bitrate/--max-bitrate/--min-bitrate`; left
+out, each app's own (cloud-gaming starts at 10, video-call at 0.5).
 
 One item per app; each cell is one session, its row a summary (RealtimeColumns) with
 the per-input and per-frame samples in stats.realtime.samples (for CDFs:
@@ -25,7 +29,9 @@ APPS = ("cloud-gaming", "video-call")
 @register
 class Realtime(WorkloadKind):
     name = "realtime"
-    fields = frozenset({"apps", "duration_s", "fps", "input_hz"})
+    fields = frozenset(
+        {"apps", "duration_s", "fps", "input_hz", "start_mbps", "max_mbps", "min_mbps"}
+    )
 
     def parse(self, v: Validator, d: dict[str, Any], timeout_s: float) -> Workload:
         apps = d.get("apps", list(APPS))
@@ -41,12 +47,25 @@ class Realtime(WorkloadKind):
                 f"{timeout_s:g} s is shorter than a session (duration_s {duration:g} s)",
             )
         fps = d.get("fps")
+        rates = {
+            k: None if d.get(k) is None else v.number(d[k], f"workload.{k}", minimum=0.01)
+            for k in ("start_mbps", "max_mbps", "min_mbps")
+        }
+        given = [r for r in (rates["min_mbps"], rates["start_mbps"], rates["max_mbps"]) if r]
+        if given != sorted(given):
+            raise v.err(
+                "workload.start_mbps",
+                f"expected min_mbps <= start_mbps <= max_mbps, got {rates}",
+            )
         return Workload(
             kind=self.name,
             apps=tuple(apps),
             duration_s=duration,
             fps=None if fps is None else v.pos_int(fps, "workload.fps"),
             input_hz=v.number(d.get("input_hz", 60.0), "workload.input_hz", minimum=1.0),
+            start_mbps=rates["start_mbps"],
+            max_mbps=rates["max_mbps"],
+            min_mbps=rates["min_mbps"],
             timeout_s=timeout_s,
         )
 
@@ -58,4 +77,16 @@ class Realtime(WorkloadKind):
     ) -> list[dict[str, Any]]:
         from dchlab.workloads.realtime.run import realtime
 
-        return [realtime(run, app, wl.duration_s, wl.fps, wl.input_hz) for app in items]
+        return [
+            realtime(
+                run,
+                app,
+                wl.duration_s,
+                wl.fps,
+                wl.input_hz,
+                wl.start_mbps,
+                wl.max_mbps,
+                wl.min_mbps,
+            )
+            for app in items
+        ]
