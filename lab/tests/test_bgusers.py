@@ -252,6 +252,25 @@ workload: {kind: pageload, corpus: synthetic:1, pages: [p1]}
     assert load_campaign(p, check_channels=False).conditions[0].bg_think == think.DEFAULT
 
 
+def test_a_campaign_condition_may_choose_the_background_client(tmp_path: Path) -> None:
+    from dchlab.experiments.campaign import CampaignError, load_campaign
+
+    text = """name: x
+schemes: [all-hbc, dchannel]
+conditions:
+  - {name: a, hbc: embb, llc: urllc, devices: 4BG}
+workload: {kind: pageload, corpus: synthetic:1, pages: [p1]}
+"""
+    p = tmp_path / "c.yaml"
+    p.write_text(text.replace("BG", ""))
+    assert load_campaign(p, check_channels=False).conditions[0].bg_client == "rust"
+    p.write_text(text.replace("BG", ", bg_client: python"))
+    assert load_campaign(p, check_channels=False).conditions[0].bg_client == "python"
+    p.write_text(text.replace("BG", ", bg_client: go"))
+    with pytest.raises(CampaignError, match=r"conditions\[0\]\.bg_client: .*'go'.*rust, python"):
+        load_campaign(p, check_channels=False)
+
+
 def test_validation_compares_per_channel_and_direction() -> None:
     """Bytes summed over the pages; mean packet size = bytes / packets; 10 % tolerance."""
     from dchlab.workloads.bgusers import validate

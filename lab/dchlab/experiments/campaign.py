@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dchlab.experiments.campaign_check import NAME_RE, CampaignError, parse_size  # noqa: F401
 from dchlab.experiments.offsets import MODES
 from dchlab.pages.cdn import CdnSpec
+from dchlab.workloads.bgusers import clients as bg_clients
 from dchlab.workloads.bgusers import think
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class Condition:
     llc_share: str = "none"
     # with devices > 1: the background users' think time or `idle` (RunConfig.bg_think)
     bg_think: str = think.DEFAULT
+    # with devices > 1: the background users' client, rust | python (RunConfig.bg_client)
+    bg_client: str = bg_clients.DEFAULT
 
 
 @dataclass(frozen=True)

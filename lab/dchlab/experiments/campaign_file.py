@@ -23,6 +23,7 @@ from dchlab.experiments.workload_kinds import get_kind, workload_kinds
 from dchlab.pages.cdn import CdnSpecError, parse_spec
 from dchlab.testbed import llc_share
 from dchlab.testbed.config import MAX_DEVICES
+from dchlab.workloads.bgusers import clients as bg_clients
 from dchlab.workloads.bgusers import think
 
 _TOP_KEYS = {
@@ -46,7 +47,7 @@ _TOP_KEYS = {
 #: gateway only (TestbedConfig.agent_args / client_args / gateway_args).
 _ARG_FIELDS = ("agent_args", "client_args", "gateway_args")
 #: How many devices share the LLC, and whether they share the HBC (a condition's).
-_DEVICE_FIELDS = ("devices", "shared_hbc", "llc_share", "bg_think")
+_DEVICE_FIELDS = ("devices", "shared_hbc", "llc_share", "bg_think", "bg_client")
 
 
 def _agent_flags(v: Validator, d: dict[str, Any], where: str) -> dict[str, tuple[str, ...]]:
@@ -103,6 +104,13 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
             think.parse(bg_think, f"{where}.bg_think")
         except ValueError as exc:
             raise v.err(f"{where}.bg_think", str(exc).split(": ", 1)[1]) from None
+    try:
+        bg_client = bg_clients.check(
+            v.string(d.get("bg_client", bg_clients.DEFAULT), f"{where}.bg_client"),
+            f"{where}.bg_client",
+        )
+    except ValueError as exc:
+        raise v.err(f"{where}.bg_client", str(exc).split(": ", 1)[1]) from None
     return Condition(
         name=v.name(d["name"], f"{where}.name"),
         hbc=hbc,
@@ -115,6 +123,7 @@ def _parse_condition(v: Validator, raw: Any, where: str, check_channels: bool) -
         shared_hbc=shared_hbc,
         llc_share=share,
         bg_think=bg_think,
+        bg_client=bg_client,
     )
 
 

@@ -183,6 +183,7 @@ def cell_config(c: Campaign, g: Group) -> RunConfig:
         shared_hbc=g.condition.shared_hbc,
         llc_share=g.condition.llc_share,
         bg_think=g.condition.bg_think,
+        bg_client=g.condition.bg_client,
         agent_args=tuple(g.scheme.agent_args) + tuple(g.condition.agent_args),
         client_args=tuple(g.scheme.client_args) + tuple(g.condition.client_args),
         gateway_args=tuple(g.scheme.gateway_args) + tuple(g.condition.gateway_args),
