@@ -14,6 +14,7 @@ Subcommands:
   capacity DIR/cells.parquet     users per cell before the LLC's p95 wait exceeds X
   compare TRACES PAGES           per page: the testbed's LLC share of packets vs llcsim's
   vs-testbed ROWS --grid DIR     the N-device testbed's rows vs llcsim at the same C, N, rule
+  compare-testbed ROWS --grid DIR ...  the same per background load (think time), with CIs
 """
 
 from __future__ import annotations
@@ -349,6 +350,60 @@ def cmd_vs_testbed(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare_testbed(args: argparse.Namespace) -> int:
+    """`dch sim compare-testbed ROWS --grid DIR [--grid DIR2]`: the testbed per background load against llcsim.
+
+    ROWS: the N-device testbed's rows (e.g. results/published/urllc_share-partial.parquet);
+    each --grid: a `dch sim run` directory (cells.parquet, pages.parquet) of one mean
+    think time. Per (C, N, background load) of --scenario's dchannel rows: the measured
+    device's share of packets on the LLC and the shared LLC link's delay p50 / p99
+    beyond --base-ms (release - arrival, so with the packet's own transmission: the
+    `testbed tx ms` column is the mean packet's), as the mean over the loads with a 95 %
+    bootstrap CI; llcsim's mean llc_frac over its users' page loads and the cell-wide
+    queueing wait p50 / p95 / p99 (means over seeds) under --rule, at the grid whose
+    think time is the load's (exp:30 -> 30 s, fixed:0 -> 0 s; a lone device and idle
+    background devices -> N = 1 of the grid with the longest think); and llcsim minus
+    the testbed. dchlab/sim/testbed_compare.py has the rules.
+    """
+    import pyarrow.parquet as pq
+
+    from dchlab.sim import testbed_compare as tc
+
+    grids: dict[str, dict[tuple[float, int], tc.SimPoint]] = {}
+    think: dict[str, float] = {}
+    try:
+        rows = pq.read_table(args.rows).to_pylist()
+        for g in args.grid:
+            cells = pq.read_table(Path(g) / "cells.parquet").to_pylist()
+            thinks = {float(c["think_s"]) for c in cells}
+            if len(thinks) != 1:
+                raise UserError(
+                    f"{g}/cells.parquet: think_s {sorted(thinks)}; expected one per grid"
+                )
+            think[g] = thinks.pop()
+            pages = pq.read_table(Path(g) / "pages.parquet").to_pylist()
+            grids[g] = tc.sim_by_point(cells, pages, args.rule)
+        bed = tc.testbed_by_load(rows, args.scenario, args.base_ms)
+    except (OSError, ValueError, KeyError) as e:
+        raise UserError(f"{e} (ROWS: a results parquet; --grid: a `dch sim run` directory)") from e
+    if not bed:
+        raise UserError(f"{args.rows}: no dchannel row of scenario {args.scenario}")
+    try:
+        head, cells_out = tc.table(tc.compare(bed, grids, think))
+    except ValueError as e:
+        raise UserError(f"{args.rows}: {e}") from e
+    if args.markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "|".join("---:" if i < 2 else "---" for i in range(len(head))) + "|")
+        for line in cells_out:
+            print("| " + " | ".join(line) + " |")
+        return 0
+    widths = [max(len(h), *(len(line[i]) for line in cells_out)) for i, h in enumerate(head)]
+    for line in [head, *cells_out]:
+        print("  ".join(v.rjust(w) for v, w in zip(line, widths, strict=True)).rstrip())
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from dchlab.sim.grid import SimOptions
 
@@ -455,3 +510,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     v.add_argument(
         "--base-ms", type=float, default=2.5, help="the LLC's one-way base delay (default 2.5)"
     )
+
+    ct = add_command(s, cmd_compare_testbed.__doc__, cmd_compare_testbed)
+    ct.add_argument("rows", metavar="ROWS", help="the N-device testbed's results parquet")
+    ct.add_argument(
+        "--grid", action="append", required=True, metavar="DIR",
+        help="a `dch sim run` directory; once per think time (e.g. 30 s and 0 s)",
+    )  # fmt: skip
+    ct.add_argument("--scenario", default="MM-S", help="the testbed's HBC scenario (default MM-S)")
+    ct.add_argument("--rule", default="none", help="llcsim's rule (default none)")
+    ct.add_argument(
+        "--base-ms", type=float, default=2.5, help="the LLC's one-way base delay (default 2.5)"
+    )
+    ct.add_argument("--markdown", action="store_true", help="a markdown table")
