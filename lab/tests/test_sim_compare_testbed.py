@@ -108,7 +108,8 @@ def test_sim_points_average_page_loads_and_seeds_of_one_rule() -> None:
     pages.append({**base, "rule": "share", "llc_frac": 0.0})
     s = tc.sim_by_point(cells, pages, "none")[(2.0, 2)]
     # the cell without an LLC packet has no wait and is not averaged as 0
-    assert s.llc_frac == pytest.approx(0.5) and s.loads == 3 and s.cells == 2
+    assert s.llc_frac.mean == pytest.approx(0.5) and s.llc_frac.n == 3 and s.cells == 2
+    assert 0.2 <= s.llc_frac.lo < 0.5 < s.llc_frac.hi <= 0.9
     assert (s.wait_p50_ms, s.wait_p95_ms, s.wait_p99_ms) == pytest.approx((0.2, 3.0, 4.0))
 
 
@@ -140,18 +141,18 @@ def test_cli_prints_testbed_mean_ci_llcsim_and_difference(
     # p99 5.00 vs p95 3.00, p99 4.00 (-1.00); mean packet 0.40 ms at 2 Mbit/s
     slow = str(tmp_path / "slow")
     assert (
-        f"| 2 | 2 | exp:30 | 2 | 0.50 [0.25, 0.75] | 0.60 | +0.10 | 1.50 [1.50, 1.50] | 0.50 |"
+        f"| 2 | 2 | exp:30 | 2 | 0.50 [0.25, 0.75] | 0.60 | 1 | +0.10 | 1.50 [1.50, 1.50] | 0.50 |"
         f" -1.00 | 5.00 [5.00, 5.00] | 3.00 | 4.00 | -1.00 | 0.40 | {slow} N=2 |" in lines
     )
     # back-to-back users against the think-0 grid; one load: no interval
     busy = str(tmp_path / "busy")
     assert (
-        f"| 2 | 2 | fixed:0 | 1 | 0.50 | 0.30 | -0.20 | 1.50 | 1.00 | -0.50 | 5.00 | 3.00 |"
+        f"| 2 | 2 | fixed:0 | 1 | 0.50 | 0.30 | 1 | -0.20 | 1.50 | 1.00 | -0.50 | 5.00 | 3.00 |"
         f" 9.00 | +4.00 | 0.40 | {busy} N=2 |" in lines
     )
     # three idle devices: llcsim's lone user (N = 1) of the slow grid
     assert (
-        f"| 2 | 4 | idle | 1 | 0.50 | 0.70 | +0.20 | 1.50 | 0.50 | -1.00 | 5.00 | 3.00 | 4.00 | -1.00 | 0.40 | {slow} N=1 |"
+        f"| 2 | 4 | idle | 1 | 0.50 | 0.70 | 1 | +0.20 | 1.50 | 0.50 | -1.00 | 5.00 | 3.00 | 4.00 | -1.00 | 0.40 | {slow} N=1 |"
         in lines
     )
 
@@ -170,3 +171,22 @@ def test_cli_names_a_grid_of_several_think_times(
     argv = ["sim", "compare-testbed", str(tmp_path / "rows.parquet"), "--grid", str(tmp_path / "g")]
     assert cli.main(argv) != 0
     assert "g/cells.parquet: think_s [0.0, 30.0]; expected one per grid" in capsys.readouterr().err
+
+
+def test_sim_only_adds_the_grids_other_users_without_a_testbed_side() -> None:
+    bed = tc.testbed_by_load([_row("exp:30", 2, 1, 3), _row(None, 1, 1, 1)], "MM-S", 2.5)
+    point = tc.SimPoint(tc.Estimate(0.4, 0.3, 0.5, 10), 0.0, 1.0, 2.0, 3)
+    grids = {"slow": {(2.0, 1): point, (2.0, 2): point, (2.0, 8): point, (10.0, 8): point}}
+    rows = tc.compare(bed, grids, {"slow": 30.0}, sim_only=True)
+    # N = 8 at C = 2 for the exp:30 load only (alone has no think time; C = 10 no testbed;
+    # N = 1 is the testbed's alone row)
+    assert [(r.capacity_mbit, r.devices, r.kind, r.bed is None) for r in rows] == [
+        (2.0, 1, "alone", False),
+        (2.0, 2, "exp:30", False),
+        (2.0, 8, "exp:30", True),
+    ]
+    head, cells = tc.table(rows)
+    # loads, LLC share: testbed, llcsim, sim loads, diff
+    assert head[3:8] == ["loads", "LLC share: testbed", "llcsim", "sim loads", "diff"]
+    assert cells[2][3:8] == ["-", "-", "0.40 [0.30, 0.50]", "10", "-"]
+    assert len(tc.compare(bed, grids, {"slow": 30.0})) == 2

@@ -363,7 +363,9 @@ def cmd_compare_testbed(args: argparse.Namespace) -> int:
     queueing wait p50 / p95 / p99 (means over seeds) under --rule, at the grid whose
     think time is the load's (exp:30 -> 30 s, fixed:0 -> 0 s; a lone device and idle
     background devices -> N = 1 of the grid with the longest think); and llcsim minus
-    the testbed. dchlab/sim/testbed_compare.py has the rules.
+    the testbed. --sim-only adds the grid's N that the testbed lacks (testbed side "-").
+    The grids model --scenario's channels (their hbc_owd_ms / llc_owd_ms); the rows of
+    other scenarios are left out. dchlab/sim/testbed_compare.py has the rules.
     """
     import pyarrow.parquet as pq
 
@@ -389,7 +391,7 @@ def cmd_compare_testbed(args: argparse.Namespace) -> int:
     if not bed:
         raise UserError(f"{args.rows}: no dchannel row of scenario {args.scenario}")
     try:
-        head, cells_out = tc.table(tc.compare(bed, grids, think))
+        head, cells_out = tc.table(tc.compare(bed, grids, think, args.sim_only))
     except ValueError as e:
         raise UserError(f"{args.rows}: {e}") from e
     if args.markdown:
@@ -523,3 +525,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--base-ms", type=float, default=2.5, help="the LLC's one-way base delay (default 2.5)"
     )
     ct.add_argument("--markdown", action="store_true", help="a markdown table")
+    ct.add_argument(
+        "--sim-only", action="store_true",
+        help="also the grid's other N (e.g. 8, 16) at the testbed's C and background loads",
+    )  # fmt: skip

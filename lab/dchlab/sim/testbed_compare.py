@@ -214,12 +214,11 @@ def testbed_by_load(
 class SimPoint:
     """llcsim at one (C, N, rule) of a grid: means over its page loads and cells."""
 
-    llc_frac: float  # mean over every user's page loads
+    llc_frac: Estimate  # mean over every user's page loads, 95 % bootstrap CI over them
     wait_p50_ms: float  # the cell-wide LLC queueing wait, mean over seeds
     wait_p95_ms: float
     wait_p99_ms: float
-    loads: int
-    cells: int
+    cells: int  # with an LLC packet
 
 
 def sim_by_point(
@@ -241,9 +240,7 @@ def sim_by_point(
             p95.append(float(c["wait_p95_ms"]))
             p99.append(float(c["wait_p99_ms"]))
     return {
-        k: SimPoint(
-            _mean(fracs.get(k, [])), _mean(a), _mean(b), _mean(d), len(fracs.get(k, [])), len(a)
-        )
+        k: SimPoint(_estimate(fracs.get(k, [])), _mean(a), _mean(b), _mean(d), len(a))
         for k, (a, b, d) in waits.items()
     }
 
@@ -266,12 +263,12 @@ def pick_grid(kind: str, think_s_of_grid: Mapping[str, float]) -> str | None:
 
 @dataclass(frozen=True)
 class Comparison:
-    """One line of `dch sim compare-testbed`."""
+    """One line of `dch sim compare-testbed`: a testbed point, a grid point, or both."""
 
     capacity_mbit: float
     devices: int
     kind: str
-    bed: BedPoint
+    bed: BedPoint | None
     grid: str | None
     sim: SimPoint | None
 
@@ -280,50 +277,65 @@ def compare(
     bed: Mapping[tuple[float, int, str], BedPoint],
     grids: Mapping[str, Mapping[tuple[float, int], SimPoint]],
     think_s_of_grid: Mapping[str, float],
+    sim_only: bool = False,
 ) -> list[Comparison]:
     """Every testbed point with its llcsim counterpart (None when no grid has it),
-    ordered by C, load kind, N."""
-    out = []
-    for c, n, kind in sorted(bed, key=lambda k: (k[0], k[2] != ALONE, k[2], k[1])):
+    ordered by C, load kind, N. With `sim_only`, also the grid's other N at the C and
+    background load (of a think time) of a testbed point, without a testbed side (an N
+    the testbed has at that C under another load, e.g. N = 1 alone, is not repeated)."""
+    measured = {(c, n) for c, n, _ in bed}
+    out = {}
+    for c, n, kind in bed:
         name = pick_grid(kind, think_s_of_grid)
         sim = grids[name].get((c, sim_users(n, kind))) if name is not None else None
-        out.append(Comparison(c, n, kind, bed[(c, n, kind)], name, sim))
-    return out
+        out[(c, n, kind)] = Comparison(c, n, kind, bed[(c, n, kind)], name, sim)
+        if sim_only and name is not None and think_mean_s(kind) is not None:
+            for (gc, gn), point in grids[name].items():
+                if gc == c and (c, gn) not in measured:
+                    out[(c, gn, kind)] = Comparison(c, gn, kind, None, name, point)
+    return [out[k] for k in sorted(out, key=lambda k: (k[0], k[2] != ALONE, k[2], k[1]))]
 
 
-def _ci(e: Estimate) -> str:
-    if e.n == 0:
+def _ci(e: Estimate | None) -> str:
+    if e is None or e.n == 0:
         return "-"
     if e.n == 1:
         return f"{e.mean:.2f}"
     return f"{e.mean:.2f} [{e.lo:.2f}, {e.hi:.2f}]"
 
 
+def _diff(sim: float, bed: Estimate | None) -> str:
+    return "-" if bed is None or bed.n == 0 else f"{sim - bed.mean:+.2f}"
+
+
 def table(rows: Iterable[Comparison]) -> tuple[list[str], list[list[str]]]:
     """Header and cells of the comparison: per point the testbed's mean [95 % CI] over
-    its loads, llcsim's value and llcsim minus the testbed's mean."""
-    head = ["C Mbit/s", "N", "background", "loads", "LLC share: testbed", "llcsim", "diff",
+    its loads, llcsim's value and llcsim minus the testbed's mean ("-": no such side)."""
+    head = ["C Mbit/s", "N", "background", "loads", "LLC share: testbed", "llcsim", "sim loads", "diff",
             "p50 ms: testbed", "llcsim", "diff", "p99 ms: testbed", "llcsim p95", "llcsim p99",
             "diff p99", "testbed tx ms", "grid"]  # fmt: skip
     out = []
     for r in rows:
         b, s = r.bed, r.sim
-        left = [f"{r.capacity_mbit:g}", str(r.devices), r.kind, str(b.llc_frac.n)]
+        frac, p50, p99 = (b.llc_frac, b.delay_p50_ms, b.delay_p99_ms) if b else (None, None, None)
+        left = [f"{r.capacity_mbit:g}", str(r.devices), r.kind, str(frac.n) if frac else "-"]
         if s is None:
-            sim = ["-"] * 7
+            sim = ["-"] * 8
         else:
             sim = [
-                f"{s.llc_frac:.2f}",
-                f"{s.llc_frac - b.llc_frac.mean:+.2f}",
+                _ci(s.llc_frac),
+                str(s.llc_frac.n),
+                _diff(s.llc_frac.mean, frac),
                 f"{s.wait_p50_ms:.2f}",
-                f"{s.wait_p50_ms - b.delay_p50_ms.mean:+.2f}",
+                _diff(s.wait_p50_ms, p50),
                 f"{s.wait_p95_ms:.2f}",
                 f"{s.wait_p99_ms:.2f}",
-                f"{s.wait_p99_ms - b.delay_p99_ms.mean:+.2f}",
+                _diff(s.wait_p99_ms, p99),
             ]
         where = "-" if r.grid is None else f"{r.grid} N={sim_users(r.devices, r.kind)}"
-        share = [_ci(b.llc_frac), sim[0], sim[1]]
-        p50 = [_ci(b.delay_p50_ms), sim[2], sim[3]]
-        p99 = [_ci(b.delay_p99_ms), sim[4], sim[5], sim[6]]
-        out.append([*left, *share, *p50, *p99, f"{b.tx_ms:.2f}", where])
+        tx = f"{b.tx_ms:.2f}" if b else "-"
+        share_cols = [_ci(frac), sim[0], sim[1], sim[2]]
+        p50_cols = [_ci(p50), sim[3], sim[4]]
+        p99_cols = [_ci(p99), sim[5], sim[6], sim[7]]
+        out.append([*left, *share_cols, *p50_cols, *p99_cols, tx, where])
     return head, out
