@@ -139,13 +139,13 @@ def test_cli_prints_testbed_mean_ci_llcsim_and_difference(
     assert lines[0].startswith("| C Mbit/s | N | background | loads | LLC share: testbed |")
     # testbed 0.50 [0.25, 0.75]; llcsim 0.60 (+0.10); p50 1.50 vs 0.50 (-1.00);
     # p99 5.00 vs p95 3.00, p99 4.00 (-1.00); mean packet 0.40 ms at 2 Mbit/s
-    slow = str(tmp_path / "slow")
+    slow = "slow"  # the grid directory's name
     assert (
         f"| 2 | 2 | exp:30 | 2 | 0.50 [0.25, 0.75] | 0.60 | 1 | +0.10 | 1.50 [1.50, 1.50] | 0.50 |"
         f" -1.00 | 5.00 [5.00, 5.00] | 3.00 | 4.00 | -1.00 | 0.40 | {slow} N=2 |" in lines
     )
     # back-to-back users against the think-0 grid; one load: no interval
-    busy = str(tmp_path / "busy")
+    busy = "busy"
     assert (
         f"| 2 | 2 | fixed:0 | 1 | 0.50 | 0.30 | 1 | -0.20 | 1.50 | 1.00 | -0.50 | 5.00 | 3.00 |"
         f" 9.00 | +4.00 | 0.40 | {busy} N=2 |" in lines

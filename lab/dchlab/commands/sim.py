@@ -375,16 +375,19 @@ def cmd_compare_testbed(args: argparse.Namespace) -> int:
     think: dict[str, float] = {}
     try:
         rows = pq.read_table(args.rows).to_pylist()
+        # a grid is named by its directory's name in the table, or its path if not unique
+        unique = len({Path(g).name for g in args.grid}) == len(args.grid)
         for g in args.grid:
+            name = Path(g).name if unique else g
             cells = pq.read_table(Path(g) / "cells.parquet").to_pylist()
             thinks = {float(c["think_s"]) for c in cells}
             if len(thinks) != 1:
                 raise UserError(
                     f"{g}/cells.parquet: think_s {sorted(thinks)}; expected one per grid"
                 )
-            think[g] = thinks.pop()
+            think[name] = thinks.pop()
             pages = pq.read_table(Path(g) / "pages.parquet").to_pylist()
-            grids[g] = tc.sim_by_point(cells, pages, args.rule)
+            grids[name] = tc.sim_by_point(cells, pages, args.rule)
         bed = tc.testbed_by_load(rows, args.scenario, args.base_ms)
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"{e} (ROWS: a results parquet; --grid: a `dch sim run` directory)") from e
