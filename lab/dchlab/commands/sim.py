@@ -318,7 +318,8 @@ def cmd_vs_testbed(args: argparse.Namespace) -> int:
     device's (testbed) or the users' (llcsim) share of packets on the LLC, and the
     LLC's delay beyond --base-ms (testbed: the shared link's p50 / p99, mean of up and
     down, with the packet's own transmission) or wait (llcsim: the cell's p50 / p99).
-    dchlab/sim/testbed_compare.py says which rules match.
+    dchlab/sim/testbed_compare.py says which rules match. Rows of one rule that differ in
+    their background load (urllc_share-partial): `dch sim compare-testbed`.
     """
     import pyarrow.parquet as pq
 
