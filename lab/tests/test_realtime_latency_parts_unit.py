@@ -87,6 +87,7 @@ def test_decompose_reports_percentiles_waits_and_a_zero_residual() -> None:
     assert d["waits"]["max"] == pytest.approx(waits)
     assert d["without_waits"]["min"] == pytest.approx(150.0 - waits)
     assert d["rest"]["min"] == pytest.approx(150.0 - 40.9 - 19.5)
+    assert (d["not_wire"]["min"], d["not_wire"]["max"]) == pytest.approx((109.1, 119.1))
     assert d["residual"]["max"] == pytest.approx(0.0, abs=1e-6)
     assert d["frame_interval_ms"] == pytest.approx(33.33)
 

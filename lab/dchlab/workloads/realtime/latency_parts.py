@@ -180,7 +180,8 @@ def decompose(device: Mapping[str, Any], server: Mapping[str, Any], fps: int) ->
     part p50/p95 (`p50_ms`, `p95_ms`) and all stats (`parts`: p50, p95, p99, mean,
     min, max), the whole over the inputs accounted, `wire` (network_up +
     network_down per input), `waits` (the sum of WAITS per input), `rest` (whole -
-    wire - render_wait: what the RTT and one frame interval do not bound),
+    wire - render_wait: what the RTT and one frame interval do not bound), `not_wire`
+    (whole - wire),
     `without_waits` (whole - waits) and `residual` (whole - sum of parts)."""
     whole, parts = per_input(device, server, fps)
     seqs = sorted(parts)
@@ -203,6 +204,7 @@ def decompose(device: Mapping[str, Any], server: Mapping[str, Any], fps: int) ->
         "rest": _stats(
             [w - n - parts[s]["render_wait"] for w, n, s in zip(total, wire, seqs, strict=True)]
         ),
+        "not_wire": _stats([w - n for w, n in zip(total, wire, strict=True)]),
         "without_waits": _stats([w - x for w, x in zip(total, waits, strict=True)]),
         "residual": _stats(residual),
     }
