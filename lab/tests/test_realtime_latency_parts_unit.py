@@ -144,3 +144,11 @@ def test_kernel_rx_time_is_when_the_datagram_arrived_not_when_it_was_read() -> N
     assert t_kernel is not None
     assert t_sent - 0.002 <= t_kernel <= t_sent + 0.02  # loopback: at once
     assert t_read - t_kernel >= 0.045  # the 50 ms the datagram waited to be read
+
+
+def test_dch_realtime_prints_the_parts_in_path_order() -> None:
+    from dchlab.commands.realtime import _parts
+
+    assert _parts(None) == ""
+    got = _parts({"network_up": 20.26, "render_wait": None, "encode": 9.88})
+    assert got == ", parts p50: network_up 20.3 render_wait - encode 9.9"
