@@ -95,6 +95,11 @@ def _session_checked(spec: RunSpec, rtt_ms: float) -> dict:
     assert row["frame_delay_p50_ms"] >= rtt_ms / 2
     assert row["bytes_hbc"] > 0 and row["fps_delivered"] > 0
     assert (row["start_bitrate_mbps"], row["max_bitrate_mbps"]) == (10.0, 20.0)
+    print(  # what the assertions saw (pytest -s)
+        f"RTT {rtt_ms} ms: whole p50 {d['whole']['p50']} (bound {bound:.1f} with tolerance),"
+        f" wire p50 {d['wire']['p50']}, not_wire p50 {d['not_wire']['p50']},"
+        f" waits p50/p95 {d['waits']['p50']}/{d['waits']['p95']} ms"
+    )
     return dict(d)
 
 
