@@ -4,7 +4,8 @@ Run one real-time session per app, scheme and trial, each in a fresh testbed: th
 server in srv, the device on ue, VP8 video (and Opus audio for a video call) with
 aiortc's REMB congestion control; cloud-gaming inputs go over a data channel and the
 server's frames show the latest input in a machine-readable patch. Reports
-input-to-display latency (p50/p95/p99), frame delay and its parts (encode, network,
+input-to-display latency (p50/p95/p99) and its parts (each measured, adding up to
+it), frame delay and its parts (encode, network,
 jitter buffer, decode), delivered frame rate, freezes (> 200 ms without a new frame),
 bitrate and bytes per channel. For an app and trial every scheme sees the same trace
 offset (paired). See docs/realtime.md.
@@ -22,13 +23,24 @@ from dchlab.workloads.cli_common import add_common, fmt_ms, paired_runs, row_sta
 APPS = ("cloud-gaming", "video-call")
 
 
+def _parts(p50: dict[str, float | None] | None) -> str:
+    """', parts p50: name ms ...' of input-to-display's parts (latency_parts), in path
+    order ('' when the session has none)."""
+    if not p50:
+        return ""
+    return ", parts p50: " + " ".join(
+        f"{k} {'-' if v is None else f'{v:.1f}'}" for k, v in p50.items()
+    )
+
+
 def _show(row: dict[str, Any]) -> str:
     if row.get("rt_app") == "cloud-gaming":
         what = (
             f"input-to-display p50/p95/p99 {fmt_ms(row.get('input_to_display_p50_ms'))}/"
             f"{fmt_ms(row.get('input_to_display_p95_ms'))}/"
             f"{fmt_ms(row.get('input_to_display_p99_ms'))} ms "
-            f"({row.get('inputs_displayed')}/{row.get('inputs_sent')} inputs)"
+            f"({row.get('inputs_displayed')}/{row.get('inputs_sent')} inputs"
+            f"{_parts(row.get('i2d_parts_p50_ms'))})"
         )
     else:
         what = (
@@ -83,6 +95,7 @@ def cmd_realtime(args: argparse.Namespace) -> int:
                     args.input_hz,
                     args.start_bitrate,
                     args.max_bitrate,
+                    args.min_bitrate,
                 )
             ],
         )

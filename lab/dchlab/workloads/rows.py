@@ -157,6 +157,15 @@ class RealtimeColumns:
     encode_cpu_ms: float | None = None  # median CPU time per frame of the encoder
     cpu_server_pct: float | None = None  # each end's process CPU (100 = one core)
     cpu_device_pct: float | None = None
+    # input-to-display taken apart (dchlab.workloads.realtime.latency_parts): per
+    # part p50 and p95 (ms), the inputs accounted, the parts' sum's residual (max |ms|)
+    # and the whole without the CPU / event-loop waits (p50, p95)
+    i2d_parts_p50_ms: dict[str, float | None] | None = None
+    i2d_parts_p95_ms: dict[str, float | None] | None = None
+    i2d_inputs_accounted: int | None = None
+    i2d_residual_max_ms: float | None = None
+    i2d_without_waits_p50_ms: float | None = None
+    i2d_without_waits_p95_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -32,17 +32,24 @@ from dchlab.workloads.realtime.scene import VIDEO_CLOCK, GameScene, Scene, luma_
 class Record:
     """What one end sent and received (times: time.monotonic(), s).
 
-    frames: {frame id: capture time} of video sent; tick: pts units per frame id;
+    frames: {frame id: capture time} of video sent (the patch's input seq is read
+        then); rendered: {frame id: when its picture was drawn and handed to aiortc};
+        slot_start: when frame slot 0 was due (slot n: slot_start + n / fps);
+        tick: pts units per frame id;
     skipped: frame slots skipped because rendering/encoding fell behind;
     marks: {tone mark k: capture time} of audio sent;
     shown: [(display time, RTP timestamp, frame id, seq, capture time)] of video
         received whose patch was readable; unreadable: frames whose patch was not;
     onsets: [(onset time, frequency index)] of audio received;
     inputs_sent / inputs_received: {seq: time} (cloud gaming: device / server);
+    inputs_wire: {seq: when the kernel received the datagram that carried it}
+        (cloud gaming: server; dchlab.workloads.realtime.wire);
     cpu_s, wall_s: the end's process CPU time (all its threads: codecs, RTP, the
         loop) over wall_s of its session."""
 
     frames: dict[int, float] = field(default_factory=dict)
+    rendered: dict[int, float] = field(default_factory=dict)
+    slot_start: float | None = None
     tick: int = 0
     skipped: int = 0
     marks: dict[int, float] = field(default_factory=dict)
@@ -51,6 +58,7 @@ class Record:
     onsets: list[tuple[float, int]] = field(default_factory=list)
     inputs_sent: dict[int, float] = field(default_factory=dict)
     inputs_received: dict[int, float] = field(default_factory=dict)
+    inputs_wire: dict[int, float] = field(default_factory=dict)
     cpu_s: float = 0.0
     wall_s: float = 0.0
 
@@ -115,8 +123,11 @@ class PatchedVideo(_Paced):
         self.record.skipped += n - before - 1
         t_cap = time.monotonic()
         self.record.frames[n] = t_cap
+        self.record.slot_start = self._start
         values = patch.PatchValues(n, self.seq(), patch.now_us(t_cap))
-        return self.scene.frame(n, values, self.fps)
+        frame = self.scene.frame(n, values, self.fps)
+        self.record.rendered[n] = time.monotonic()
+        return frame
 
 
 class ToneAudio(_Paced):

@@ -50,6 +50,9 @@ def columns(app: str, s: dict[str, Any]) -> RealtimeColumns:
     parts = down.get("parts_median_ms") or {}
     i2d = s.get("input_to_display_ms") or {}
     a_down, a_up = s.get("audio_down") or {}, s.get("audio_up") or {}
+    dec = s.get("input_to_display_parts") or {}
+    residual = dec.get("residual") or {}
+    extremes = [abs(v) for v in (residual.get("min"), residual.get("max")) if v is not None]
     return RealtimeColumns(
         rt_app=app,
         duration_s=s.get("duration_s"),
@@ -84,6 +87,12 @@ def columns(app: str, s: dict[str, Any]) -> RealtimeColumns:
         audio_delay_p50_ms=(a_down.get("delay_ms") or {}).get("p50"),
         audio_delay_p95_ms=(a_down.get("delay_ms") or {}).get("p95"),
         audio_delay_up_p95_ms=(a_up.get("delay_ms") or {}).get("p95"),
+        i2d_parts_p50_ms=dec.get("p50_ms"),
+        i2d_parts_p95_ms=dec.get("p95_ms"),
+        i2d_inputs_accounted=dec.get("inputs_accounted"),
+        i2d_residual_max_ms=max(extremes) if extremes else None,
+        i2d_without_waits_p50_ms=(dec.get("without_waits") or {}).get("p50"),
+        i2d_without_waits_p95_ms=(dec.get("without_waits") or {}).get("p95"),
     )
 
 

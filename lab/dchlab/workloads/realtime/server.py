@@ -23,7 +23,7 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from dchlab.workloads.realtime import signalling, stack
+from dchlab.workloads.realtime import signalling, stack, wire
 from dchlab.workloads.realtime.media import PatchedVideo, Record, ToneAudio, hear_audio, show_video
 
 #: An input event on the data channel: seq (uint32) and send time (double, s).
@@ -56,6 +56,9 @@ async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             if isinstance(msg, bytes) and len(msg) == INPUT.size:
                 seq, _sent = INPUT.unpack(msg)
                 record.inputs_received.setdefault(seq, time.monotonic())
+                kernel = wire.current_rx()
+                if kernel is not None:
+                    record.inputs_wire.setdefault(seq, kernel)
 
     @pc.on("track")
     def on_track(track: Any) -> None:

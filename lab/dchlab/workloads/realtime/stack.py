@@ -31,10 +31,13 @@ time:
     routed by the scheme, so both ends offer exactly one address;
   * timing probes around the codec calls and the receiver's RTP input
     (`Probes`): encode and decode start/end per frame (and the encoder thread's CPU
-    time, the frame's size and whether it is a key frame), the first packet's
-    arrival per RTP timestamp and bytes per media kind, the receiver's congestion
-    controller's estimates (each REMB it sends) and its loss reports (NACK, PLI),
-    all on time.monotonic() (one
+    time, the frame's size and whether it is a key frame), the first and last
+    packet's arrival per RTP timestamp and bytes per media kind, when the jitter
+    buffer released each video frame (`JitterBuffer.add` returning it: aiortc hands
+    it to the decoder's queue right after and exposes no time of its own), the
+    receiver's congestion controller's estimates (each REMB it sends) and its loss
+    reports (NACK, PLI), and each datagram's send and kernel receive time
+    (dchlab.workloads.realtime.wire), all on time.monotonic() (one
     CLOCK_MONOTONIC for every namespace of the machine). aiortc encodes in its
     loop's executor threads and decodes in a decoder thread, and closing the peer
     connection does not wait for an encode in flight (RTCRtpSender.stop cancels the
@@ -51,6 +54,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from dchlab.workloads.realtime import wire
 
 #: The VP8 encoder's bitrate cap this workload sets (bit/s; aiortc's own: 1.5 Mbit/s).
 MAX_BITRATE_BPS = 20_000_000
@@ -110,7 +115,17 @@ class Probes:
         sent back (REMB), the sender's encoder target until the next;
     nack: [(time, packets), ...]: each NACK the receiver sent (packets it found
         missing); pli: [time, ...]: each picture loss indication it sent (the sender
-        answers with a key frame)."""
+        answers with a key frame);
+    last_packet: {RTP timestamp: arrival of its last packet so far} (video; as
+        first_packet, when the receiver's event loop handles it);
+    released: {RTP timestamp: when the jitter buffer released the frame to the
+        decoder's queue} (video);
+    video_ssrc: the SSRC of the video received;
+    sent_rtp, rx_kernel_rtp: {SSRC: {RTP timestamp: [first, last]}}: when the
+        frame's first and last (S)RTP packet left this process (right before sendto)
+        and when the kernel received them (dchlab.workloads.realtime.wire);
+    dtls_sent: [time, ...]: each DTLS application-data datagram (SCTP: the data
+        channel's input events) sent (wire)."""
 
     encode: dict[int, tuple[float, float, int, int, float, int]] = field(default_factory=dict)
     decode: dict[int, tuple[float, float]] = field(default_factory=dict)
@@ -120,17 +135,25 @@ class Probes:
     nack: list[tuple[float, int]] = field(default_factory=list)
     pli: list[float] = field(default_factory=list)
     rtp_origin: int | None = None
+    last_packet: dict[int, float] = field(default_factory=dict)
+    released: dict[int, float] = field(default_factory=dict)
+    video_ssrc: int | None = None
+    sent_rtp: dict[int, dict[int, list[float]]] = field(default_factory=dict)
+    rx_kernel_rtp: dict[int, dict[int, list[float]]] = field(default_factory=dict)
+    dtls_sent: list[float] = field(default_factory=list)
     #: Held by every write and by `snapshot()` (the codec threads write).
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reset(self) -> None:
         """Forget everything (a new session in the same process)."""
         with self.lock:
-            for d in (self.encode, self.decode, self.first_packet, self.rx_bytes):
+            for d in (self.encode, self.decode, self.first_packet, self.rx_bytes,
+                      self.last_packet, self.released, self.sent_rtp, self.rx_kernel_rtp):  # fmt: skip
                 d.clear()
-            for seq in (self.remb, self.nack, self.pli):
+            for seq in (self.remb, self.nack, self.pli, self.dtls_sent):
                 seq.clear()
-            self.rtp_origin = None
+            self.rtp_origin = self.video_ssrc = None
+        wire.reset()
 
     def snapshot(self) -> dict[str, Any]:
         """A copy of the probes as plain data (the `records` message's fields), taken
@@ -145,6 +168,16 @@ class Probes:
                 "nack": list(self.nack),
                 "pli": list(self.pli),
                 "rtp_origin": self.rtp_origin,
+                "last_packet": dict(self.last_packet),
+                "released": dict(self.released),
+                "video_ssrc": self.video_ssrc,
+                "sent_rtp": {
+                    k: {t: list(v) for t, v in d.items()} for k, d in self.sent_rtp.items()
+                },
+                "rx_kernel_rtp": {
+                    k: {t: list(v) for t, v in d.items()} for k, d in self.rx_kernel_rtp.items()
+                },
+                "dtls_sent": list(self.dtls_sent),
             }
 
 
@@ -201,7 +234,7 @@ def configure(host_address: str, bitrates: Bitrates = BITRATES["cloud-gaming"]) 
     import aioice.ice
     import aioice.turn
     import aiortc.codecs.vpx as vpx
-    from aiortc import rate, rtcrtpreceiver
+    from aiortc import jitterbuffer, rate, rtcrtpreceiver
 
     set_bitrates(bitrates)
     aioice.turn.UDP_SOCKET_BUFFER_SIZE = RECV_BUFFER_BYTES  # type: ignore[misc]
@@ -214,6 +247,8 @@ def configure(host_address: str, bitrates: Bitrates = BITRATES["cloud-gaming"]) 
     _wrap_decoder(vpx.Vp8Decoder)
     _wrap_receiver(rtcrtpreceiver.RTCRtpReceiver)
     _wrap_estimator(rate.RemoteBitrateEstimator)
+    _wrap_jitter_buffer(jitterbuffer.JitterBuffer)
+    wire.install(PROBES, aioice.ice.StunProtocol, aioice.ice.Connection)
 
 
 def _wrap_encoder(cls: Any) -> None:
@@ -287,6 +322,8 @@ def _wrap_receiver(cls: Any) -> None:
             PROBES.rx_bytes.setdefault(kind, []).append((now, len(packet.payload)))
             if kind == "video":
                 PROBES.first_packet.setdefault(int(packet.timestamp), now)
+                PROBES.last_packet[int(packet.timestamp)] = now
+                PROBES.video_ssrc = int(packet.ssrc)
         await handle(self, packet, arrival_time_ms)
         if kind == "video" and PROBES.rtp_origin is None:
             mapper = getattr(self, "_RTCRtpReceiver__timestamp_mapper", None)
@@ -307,6 +344,21 @@ def _wrap_receiver(cls: Any) -> None:
         await send_pli(self, media_ssrc)
 
     cls._send_rtcp_nack, cls._send_rtcp_pli = probed_nack, probed_pli
+
+
+def _wrap_jitter_buffer(cls: Any) -> None:
+    # aiortc hands a frame to its decoder's queue right after `add` returns it
+    # (RTCRtpReceiver._handle_rtp_packet); the frame's timestamp is still the RTP one
+    add = cls.add
+
+    def probed(self: Any, packet: Any) -> Any:
+        pli, frame = add(self, packet)
+        if frame is not None and self._is_video:
+            with PROBES.lock:
+                PROBES.released.setdefault(int(frame.timestamp), time.monotonic())
+        return pli, frame
+
+    cls.add = probed
 
 
 def _wrap_estimator(cls: Any) -> None:

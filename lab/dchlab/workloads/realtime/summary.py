@@ -15,8 +15,9 @@ each frame id), all on one monotonic clock:
   and the receiver's congestion-control estimate (REMB) (`timeline_1s`), and the
   received bitrate after the first WARMUP_S (`bitrate_steady_mbps`); the receiver's
   loss reports (packets NACKed, PLIs: each PLI costs a key frame).
-Cloud gaming adds input-to-display latency per input (dchlab.workloads.realtime.metrics)
-and the inputs' one-way delay; video call adds audio delay per tone mark both ways.
+Cloud gaming adds input-to-display latency per input (dchlab.workloads.realtime.metrics),
+taken apart into parts that add up to it (`input_to_display_parts`,
+dchlab.workloads.realtime.latency_parts) and the inputs' one-way delay; video call adds audio delay per tone mark both ways.
 `cpu_pct` is each end's process CPU time over its session (100 = one core).
 `samples` keeps the per-input and per-frame values for CDFs.
 """
@@ -27,7 +28,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from dchlab.workloads.realtime import metrics, tones
+from dchlab.workloads.realtime import latency_parts, metrics, tones
 
 PARTS = ("sender_queue", "encode", "network", "jitter_buffer", "decode", "output")
 #: The first seconds of a session (from its first frame's capture) that
@@ -198,6 +199,7 @@ def summarize(
         out["input_to_display_ms"] = metrics.percentiles(list(lat.values()))
         out["input_delay_ms"] = metrics.percentiles(one_way)
         samples["input_to_display_ms"] = _ms([lat[s] for s in sorted(lat)])
+        out["input_to_display_parts"] = latency_parts.decompose(device, server, fps)
     else:
         up = video(device, server)
         samples["frame_delay_up_ms"] = _ms(up.pop("_delays"))
