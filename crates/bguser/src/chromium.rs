@@ -16,15 +16,12 @@
 //! INITIAL_WINDOW_SIZE 6291456, MAX_HEADER_LIST_SIZE 262144, then a WINDOW_UPDATE
 //! raising the connection window to 15 MB.
 
-use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use rustls::client::{EchGreaseConfig, EchMode};
 use rustls::crypto::aws_lc_rs;
 use rustls::crypto::hpke::HpkePublicKey;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 
 /// SETTINGS_HEADER_TABLE_SIZE (kSpdyMaxHeaderTableSize).
 pub const HEADER_TABLE_SIZE: u32 = 64 * 1024;
@@ -36,23 +33,6 @@ pub const CONNECTION_WINDOW: u32 = 15 * 1024 * 1024;
 pub const MAX_HEADER_LIST_SIZE: u32 = 256 * 1024;
 /// Chromium's parallel HTTP/1.1 connections per host.
 pub const H1_PER_HOST: usize = 6;
-
-/// The trust roots in the PEM file `ca` (the testbed's CA).
-pub fn roots(ca: &Path) -> Result<rustls::RootCertStore> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca)
-        .with_context(|| format!("cannot read CA file {}", ca.display()))?
-    {
-        let cert = cert.with_context(|| format!("CA file {}: bad PEM", ca.display()))?;
-        roots
-            .add(cert)
-            .with_context(|| format!("CA file {}: unusable certificate", ca.display()))?;
-    }
-    if roots.is_empty() {
-        bail!("CA file {}: no certificate in it", ca.display());
-    }
-    Ok(roots)
-}
 
 /// A fresh TLS client configuration (module rule) trusting `roots`.
 pub fn tls(roots: rustls::RootCertStore) -> Result<Arc<rustls::ClientConfig>> {
@@ -89,6 +69,8 @@ pub fn h2_builder() -> hyper::client::conn::http2::Builder<hyper_util::rt::Tokio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
     use rustls::NamedGroup;
 
     #[test]
@@ -167,7 +149,7 @@ mod tests {
 
     /// A tiny self-signed certificate (DER) for the root store; only parsed, never used.
     fn test_root() -> CertificateDer<'static> {
-        const PEM: &str = include_str!("../tests/data/ca.pem");
+        const PEM: &str = include_str!("../../dchannel-base/tests/data/ca.pem");
         CertificateDer::from_pem_slice(PEM.as_bytes()).unwrap()
     }
 }

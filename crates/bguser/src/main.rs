@@ -64,7 +64,7 @@ fn main() -> Result<()> {
             .map(PathBuf::from)
             .context("no --ca and no $SSL_CERT_FILE: which CA do the servers chain to?")?,
     };
-    let roots = chromium::roots(&ca)?;
+    let roots = dchannel_base::tls::roots_from_pem_file(&ca)?;
     let resolver = match cli.resolver {
         Some(ip) => std::net::SocketAddr::new(ip, 53),
         None => dns::system_resolver()?,

@@ -1,8 +1,9 @@
 //! What every dchannel crate shares, written once: the clock unit
 //! ([`Nanos`]), the two channels ([`Channel`]), the HTTP hop-by-hop header
 //! list ([`http::HOP_BY_HOP`]), and behind features the TUN device set-up
-//! (`tun`), the lab's delay oracle file (`oracle`) and the harness of the
-//! crates' integration tests (`testing`).
+//! (`tun`), the lab's delay oracle file (`oracle`), a TLS client's trust
+//! roots from a PEM file (`tls`) and the harness of the crates' integration
+//! tests (`testing`).
 //!
 //! The default build has no dependency and no I/O, so the sans-I/O crates
 //! (dchannel-core, chanemu's stages, dchannel-crypto) can use it freely.
@@ -14,6 +15,8 @@ pub mod http;
 pub mod oracle;
 #[cfg(feature = "testing")]
 pub mod testing;
+#[cfg(feature = "tls")]
+pub mod tls;
 #[cfg(feature = "tun")]
 pub mod tun;
 

@@ -11,13 +11,25 @@ use dchannel_core::{Direction, MS};
 fn bench(c: &mut Criterion) {
     let ack = build::tcp4([198, 19, 0, 2], [198, 18, 0, 1], 40000, 443, 0x10, &[]);
     let view = ChannelView::up(Some(20 * MS), Some(5 * MS));
-    for spec in ["dchannel", "pkt-state", "asap"] {
+    // A QUIC short-header data packet (UDP from port 443, crate::quic): the QUIC rules of
+    // pkt-state and pkt-control and the agents' packet class all look at its kind.
+    let mut quic_payload = vec![0u8; 1200];
+    quic_payload[0] = 0x40;
+    let quic = build::udp4([198, 18, 0, 1], [198, 19, 0, 2], 443, 40000, &quic_payload);
+    for (spec, pkt, name) in [
+        ("dchannel", &ack, ""),
+        ("pkt-state", &ack, ""),
+        ("asap", &ack, ""),
+        ("dchannel", &quic, " quic"),
+        ("pkt-state", &quic, " quic"),
+        ("pkt-control", &quic, " quic"),
+    ] {
         let mut s = Steerer::new(SteerConfig::default(), parse_spec(spec, 0.75).unwrap());
         let mut now = 0u64;
-        c.bench_function(&format!("steer/{spec}"), |b| {
+        c.bench_function(&format!("steer/{spec}{name}"), |b| {
             b.iter(|| {
                 now += 10_000;
-                black_box(s.steer(now, black_box(&ack), &view).channel)
+                black_box(s.steer(now, black_box(pkt), &view).channel)
             })
         });
     }

@@ -7,6 +7,7 @@
 //! header is named once, in [`field`]; code elsewhere asks this module
 //! ([`src_addr`], [`dst_addr`], [`parse`]) instead of indexing packets itself.
 
+use crate::quic;
 use crate::Direction;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -251,6 +252,10 @@ pub struct PacketInfo {
     pub payload_len: usize,
     /// A non-first fragment: no transport header, ports unknown (0).
     pub fragment: bool,
+    /// What QUIC packet it is taken for ([`quic::classify`]; None: not QUIC). Worked out
+    /// once here, so that the policies' QUIC rules and the agents' packet class
+    /// (crate::packet_class) read it instead of classifying the packet again.
+    pub quic: Option<quic::Kind>,
 }
 
 impl PacketInfo {
@@ -464,6 +469,7 @@ fn l4(
         payload_off: off,
         payload_len: pkt.len().saturating_sub(off),
         fragment,
+        quic: None,
     };
     if fragment {
         return Ok(info);
@@ -487,6 +493,7 @@ fn l4(
             info.dport = be16(seg, udp::DST_PORT);
             info.payload_off = off + udp::HEADER_LEN;
             info.payload_len = seg.len() - udp::HEADER_LEN;
+            info.quic = quic::classify(&info, pkt);
         }
         PROTO_ICMP | PROTO_ICMPV6 => {
             need(seg, icmp::HEADER_LEN, "ICMP", "header")?;

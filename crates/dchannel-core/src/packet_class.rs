@@ -11,7 +11,7 @@
 //! it never changes a decision.
 
 use crate::packet::{PacketInfo, TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN};
-use crate::quic::{self, Kind};
+use crate::quic::Kind;
 
 crate::counter_table! {
     /// The class of one steered packet.
@@ -43,8 +43,9 @@ impl PacketClass {
         matches!(self, PacketClass::TcpPureAck | PacketClass::QuicShortSmall)
     }
 
-    /// The class of the parsed packet `info` (None: unparsable), whose bytes are `raw`.
-    pub fn of(info: Option<&PacketInfo>, raw: &[u8]) -> PacketClass {
+    /// The class of the parsed packet `info` (None: unparsable). A UDP packet's QUIC
+    /// kind is the one the parser found ([`PacketInfo::quic`]), not worked out again.
+    pub fn of(info: Option<&PacketInfo>) -> PacketClass {
         let Some(p) = info else {
             return PacketClass::Other;
         };
@@ -62,7 +63,7 @@ impl PacketClass {
                 PacketClass::Other
             };
         }
-        match quic::classify(p, raw) {
+        match p.quic {
             Some(Kind::Handshake) => PacketClass::QuicLong,
             Some(Kind::Control) => PacketClass::QuicShortSmall,
             Some(Kind::Data) => PacketClass::QuicShortData,
@@ -80,7 +81,7 @@ mod tests {
     use crate::quic::vectors;
 
     fn class(pr: &(PacketInfo, Vec<u8>)) -> PacketClass {
-        PacketClass::of(Some(&pr.0), &pr.1)
+        PacketClass::of(Some(&pr.0))
     }
 
     #[test]
@@ -112,8 +113,8 @@ mod tests {
             ("server-data-full", PacketClass::QuicShortData),
         ];
         for (name, c) in want {
-            let (p, raw) = vectors::get(name);
-            assert_eq!(PacketClass::of(Some(&p), &raw), c, "{name}");
+            let (p, _) = vectors::get(name);
+            assert_eq!(PacketClass::of(Some(&p)), c, "{name}");
             assert_eq!(c.is_ack_like(), name.ends_with("-ack"), "{name}");
         }
     }
@@ -121,7 +122,7 @@ mod tests {
     #[test]
     fn other_udp_and_unparsable() {
         assert_eq!(class(&udp(5000, 53, 60)), PacketClass::OtherUdp);
-        assert_eq!(PacketClass::of(None, &[0x45]), PacketClass::Other);
+        assert_eq!(PacketClass::of(None), PacketClass::Other);
         assert!(packet::parse(&[0x45]).is_err());
         assert_eq!(PacketClass::QuicShortSmall.name(), "quic_short_small");
         assert_eq!(PacketClass::TcpPureAck.name(), "tcp_pure_ack");

@@ -44,7 +44,8 @@ pub enum Kind {
     Data,
 }
 
-/// The QUIC kind of `pkt` (its bytes `raw`), or None when it is not QUIC.
+/// The QUIC kind of `pkt` (its bytes `raw`), or None when it is not QUIC. The parser
+/// stores it as [`PacketInfo::quic`], which is what the rest of the crate reads.
 pub fn classify(pkt: &PacketInfo, raw: &[u8]) -> Option<Kind> {
     if !pkt.is_udp() || (pkt.sport != PORT && pkt.dport != PORT) {
         return None;
@@ -128,6 +129,7 @@ mod tests {
             assert_eq!(*name, wname);
             assert_eq!(p.payload(raw).len(), len, "{name}: UDP payload");
             assert_eq!(classify(p, raw), Some(kind), "{name}");
+            assert_eq!(p.quic, Some(kind), "{name}: the parser's record");
         }
     }
 
@@ -135,10 +137,10 @@ mod tests {
     fn only_udp_on_port_443_is_quic() {
         use crate::policy::testutil::{tcp, udp};
         let (p, raw) = udp(5000, 53, 60);
-        assert_eq!(classify(&p, &raw), None, "DNS");
+        assert_eq!((classify(&p, &raw), p.quic), (None, None), "DNS");
         let (p, raw) = tcp(crate::packet::TCP_ACK, b"x");
-        assert_eq!(classify(&p, &raw), None, "TCP to 443");
+        assert_eq!((classify(&p, &raw), p.quic), (None, None), "TCP to 443");
         let (p, raw) = udp(443, 40000, 28);
-        assert_eq!(classify(&p, &raw), None, "empty payload");
+        assert_eq!((classify(&p, &raw), p.quic), (None, None), "empty payload");
     }
 }

@@ -286,7 +286,7 @@ impl Steerer {
         flow.prev_size = info.ip_len;
         let (id, seq) = (flow.id, flow.next_seq);
         flow.next_seq = flow.next_seq.wrapping_add(1);
-        let class = PacketClass::of(Some(&info), pkt);
+        let class = PacketClass::of(Some(&info));
         let copy = d.channel.other();
         let copy = (d.duplicate && view.usable(copy)).then_some(copy);
         // A copy on the LLC is LLC traffic like any other: within the share, charged.

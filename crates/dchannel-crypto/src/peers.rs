@@ -1078,6 +1078,39 @@ mod tests {
         SocketAddr::from(([198, 18, 0, 2], port))
     }
 
+    /// Makes `gw` stop in its Diffie-Hellman work (`dh_hook`): each handshake that
+    /// reaches it sends on the returned receiver's channel, then waits for one message
+    /// on the returned sender before it goes on.
+    fn pause_dh_work(gw: &mut Peers) -> (mpsc::Receiver<()>, mpsc::Sender<()>) {
+        let (in_dh_tx, in_dh) = mpsc::channel::<()>();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        gw.dh_hook = Some(Box::new(move || {
+            in_dh_tx.send(()).unwrap();
+            release_rx.lock().unwrap().recv().unwrap();
+        }));
+        (in_dh, release)
+    }
+
+    /// Device `dev` initiates a handshake with the gateway (its peer 0), and `gw` opens
+    /// the initiation on a thread of its own (at time 1, from `addr(1)`): the receiver
+    /// gets what `open` returned.
+    fn initiate_on_thread(
+        dev: &Peers,
+        gw: &Arc<Peers>,
+    ) -> mpsc::Receiver<Result<Opened, CryptoDrop>> {
+        let mut init = [0u8; MAX_HANDSHAKE_LEN];
+        dev.connect(0, PeerId(0));
+        dev.handle_timeout(0);
+        let t = dev.poll_transmit(&mut init).unwrap();
+        let (gw2, (tx, rx)) = (Arc::clone(gw), mpsc::channel());
+        std::thread::spawn(move || {
+            tx.send(gw2.open(1, t.channel, addr(1), &mut init[..t.len]))
+                .unwrap();
+        });
+        rx
+    }
+
     /// Device `dev` (initiating with the gateway, its peer 0) hands its
     /// initiation to `gw`, and so on until `gw` has a current session with it.
     fn establish(dev: &Peers, gw: &Peers, port: u16) {
@@ -1201,23 +1234,9 @@ mod tests {
         dev_a.add_peer(gw_key.public_key(), "gw", true).unwrap();
         let mut gw = Peers::new(gw_key, Config::default());
         let a = gw.add_peer(a_key.public_key(), "a", false).unwrap();
-        let (in_dh_tx, in_dh) = mpsc::channel::<()>();
-        let (release, release_rx) = mpsc::channel::<()>();
-        let release_rx = Mutex::new(release_rx);
-        gw.dh_hook = Some(Box::new(move || {
-            in_dh_tx.send(()).unwrap();
-            release_rx.lock().unwrap().recv().unwrap();
-        }));
+        let (in_dh, release) = pause_dh_work(&mut gw);
         let gw = Arc::new(gw);
-        let mut init = [0u8; MAX_HANDSHAKE_LEN];
-        dev_a.connect(0, PeerId(0));
-        dev_a.handle_timeout(0);
-        let t = dev_a.poll_transmit(&mut init).unwrap();
-        let (gw2, (tx, rx)) = (Arc::clone(&gw), mpsc::channel());
-        std::thread::spawn(move || {
-            tx.send(gw2.open(1, t.channel, addr(1), &mut init[..t.len]))
-                .unwrap();
-        });
+        let rx = initiate_on_thread(&dev_a, &gw);
         in_dh.recv_timeout(DEADLOCK).unwrap();
         // while A's response is computed: A goes, B takes its slot
         assert_eq!(gw.remove_peer(a), Some(a_key.public_key()));
@@ -1254,13 +1273,7 @@ mod tests {
         let mut gw = Peers::new(gw_key.clone(), Config::default());
         let a = gw.add_peer(a_key.public_key(), "a", false).unwrap();
         let b = gw.add_peer(b_key.public_key(), "b", false).unwrap();
-        let (in_dh_tx, in_dh) = mpsc::channel::<()>();
-        let (release, release_rx) = mpsc::channel::<()>();
-        let release_rx = Mutex::new(release_rx);
-        gw.dh_hook = Some(Box::new(move || {
-            in_dh_tx.send(()).unwrap();
-            release_rx.lock().unwrap().recv().unwrap();
-        }));
+        let (in_dh, release) = pause_dh_work(&mut gw);
         let gw = Arc::new(gw);
 
         // B's session first (its handshake goes through the hook too: let it pass).
@@ -1274,15 +1287,7 @@ mod tests {
         let dev_b = rx_b.recv_timeout(DEADLOCK).unwrap();
 
         // A's initiation, on its own thread, stops inside the DH work.
-        let mut init = [0u8; MAX_HANDSHAKE_LEN];
-        dev_a.connect(0, PeerId(0));
-        dev_a.handle_timeout(0);
-        let t = dev_a.poll_transmit(&mut init).unwrap();
-        let (gw2, (tx_a, rx_a)) = (Arc::clone(&gw), mpsc::channel());
-        std::thread::spawn(move || {
-            tx_a.send(gw2.open(1, t.channel, addr(1), &mut init[..t.len]))
-                .unwrap();
-        });
+        let rx_a = initiate_on_thread(&dev_a, &gw);
         in_dh.recv_timeout(DEADLOCK).unwrap();
 
         // Meanwhile, on another thread: 1,000 datagrams each way with B.

@@ -5,36 +5,12 @@
 
 mod common;
 
-use common::{dev_addr, gw_addr, take_all};
+use common::{dev_addr, gw_addr, pair_with, take_all, Pair};
 use dchannel_crypto::cookie::COOKIE_LIFETIME;
 use dchannel_crypto::format::{field, COOKIE_REPLY_LEN, INITIATION_LEN};
 use dchannel_crypto::ratelimit::RateLimit;
-use dchannel_crypto::{
-    mac, Channel, Config, CryptoDrop, Nanos, Opened, PeerId, Peers, PrivateKey, SECOND,
-};
+use dchannel_crypto::{mac, Channel, Config, CryptoDrop, Nanos, Opened, Peers, PrivateKey, SECOND};
 use std::net::SocketAddr;
-
-/// A device and a gateway that know each other, and the ids on each side.
-struct Pair {
-    dev: Peers,
-    gw: Peers,
-    gw_id: PeerId,
-    dev_id: PeerId,
-}
-
-fn pair(cfg: Config) -> Pair {
-    let (dk, gk) = (PrivateKey::generate(), PrivateKey::generate());
-    let dev = Peers::new(dk.clone(), cfg);
-    let gw = Peers::new(gk.clone(), cfg);
-    let gw_id = dev.add_peer(gk.public_key(), "gateway", true).unwrap();
-    let dev_id = gw.add_peer(dk.public_key(), "phone", false).unwrap();
-    Pair {
-        dev,
-        gw,
-        gw_id,
-        dev_id,
-    }
-}
 
 /// A gateway whose global bucket (and load meter) holds 10 initiations and
 /// never refills: it is under load from the 6th initiation past mac1 on, for
@@ -83,7 +59,7 @@ fn limiter(gw: &Peers) -> (usize, u64) {
 
 #[test]
 fn bad_mac1_is_dropped_and_counted_before_any_token_state_or_dh() {
-    let mut p = pair(Config::default());
+    let mut p = pair_with(Config::default());
     let before = limiter(&p.gw);
     assert_eq!(
         before,
@@ -149,7 +125,7 @@ fn bad_mac1_is_dropped_and_counted_before_any_token_state_or_dh() {
 
 #[test]
 fn cookie_replies_only_under_load() {
-    let mut p = pair(finite_budget());
+    let mut p = pair_with(finite_budget());
     // not under load: the initiation is answered with a response at once
     let mut m = initiation(&mut p, 0);
     assert!(p.gw.open(0, Channel::Llc, dev_addr(), &mut m).is_ok());
@@ -191,7 +167,7 @@ fn cookie_replies_only_under_load() {
 
 #[test]
 fn under_load_a_valid_mac2_is_admitted_and_the_same_mac2_from_another_address_is_not() {
-    let mut p = pair(finite_budget());
+    let mut p = pair_with(finite_budget());
     keyed_junk(&mut p.gw, 0, 5); // 5 of 10 left: the next one is under load
     let t = SECOND;
     let mut m = initiation(&mut p, t);
@@ -260,7 +236,7 @@ fn under_load_a_valid_mac2_is_admitted_and_the_same_mac2_from_another_address_is
 
 #[test]
 fn the_cookie_secret_is_replaced_after_120_s() {
-    let mut p = pair(finite_budget());
+    let mut p = pair_with(finite_budget());
     keyed_junk(&mut p.gw, 0, 5);
     // the first cookie is made at t0: the secret is drawn then
     let t0 = 5 * SECOND;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{dev_addr, gw_addr, take_all};
+use common::{dev_addr, gw_addr, pair_with, take_all, Pair};
 use dchannel_crypto::format::{field, INITIATION_LEN, KEEPALIVE_LEN, PREFIX_LEN, TAG_LEN};
 use dchannel_crypto::mac;
 use dchannel_crypto::peers::Stats;
@@ -17,30 +17,6 @@ use std::net::SocketAddr;
 
 const H: usize = 16;
 const MS: Nanos = 1_000_000;
-
-struct Pair {
-    dev: Peers,
-    gw: Peers,
-    gw_id: PeerId,  // the gateway as the device's peer
-    dev_id: PeerId, // the device as the gateway's peer
-    dev_key: PrivateKey,
-}
-
-fn pair_with(cfg: Config) -> Pair {
-    let dev_key = PrivateKey::generate();
-    let gw_key = PrivateKey::generate();
-    let dev = Peers::new(dev_key.clone(), cfg);
-    let gw = Peers::new(gw_key.clone(), cfg);
-    let gw_id = dev.add_peer(gw_key.public_key(), "gateway", true).unwrap();
-    let dev_id = gw.add_peer(dev_key.public_key(), "phone", false).unwrap();
-    Pair {
-        dev,
-        gw,
-        gw_id,
-        dev_id,
-        dev_key,
-    }
-}
 
 fn pair() -> Pair {
     pair_with(Config::default())

@@ -94,6 +94,8 @@ impl LeafIssuer {
 }
 
 /// Client configuration for origins: roots from `pem` (one or more certificates).
+// Not dchannel_base::tls::roots_from_pem_file: the roots come as PEM text in the Config
+// (read by main.rs under its flag's name, or made in memory by the tests), not a file.
 pub fn client_config(roots_pem: &str) -> Result<Arc<ClientConfig>> {
     let mut roots = RootCertStore::empty();
     let mut n = 0;

@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Buf;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
@@ -82,18 +80,7 @@ pub fn parse_url(url: &str) -> Result<(String, u16, String)> {
 
 /// A rustls client configuration for HTTP/3 trusting only the certificates in `ca_pem`.
 pub fn client_tls(ca_pem: &Path) -> Result<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca_pem)
-        .with_context(|| format!("cannot read CA file {}", ca_pem.display()))?
-    {
-        let cert = cert.with_context(|| format!("CA file {}: bad PEM", ca_pem.display()))?;
-        roots
-            .add(cert)
-            .with_context(|| format!("CA file {}: unusable certificate", ca_pem.display()))?;
-    }
-    if roots.is_empty() {
-        bail!("CA file {}: no certificate in it", ca_pem.display());
-    }
+    let roots = dchannel_base::tls::roots_from_pem_file(ca_pem)?;
     let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))

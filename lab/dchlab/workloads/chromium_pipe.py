@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dchlab import protocol
 from dchlab.workloads import browser as B
@@ -283,8 +283,12 @@ class PipeChromium:
         self._fds = []
 
 
-def launch_browser(tb: Any, timing: dict[str, float]) -> PipeChromium:
-    """Start a fresh Chromium on tb's ue (NSS db trusting the testbed CA, new profile in
+_Browser = TypeVar("_Browser", bound=PipeChromium)
+
+
+def launch_browser(tb: Any, timing: dict[str, float], kind: type[_Browser], **kw: Any) -> _Browser:
+    """Start a fresh Chromium of class `kind` (PipeChromium or a subclass, which takes
+    its own arguments `kw`) on tb's ue (NSS db trusting the testbed CA, new profile in
     the run directory) without waiting for it; `timing["nss_db"]`: the db's copy (ms)."""
     from dchlab.testbed import copy_nss_db
 
@@ -292,12 +296,13 @@ def launch_browser(tb: Any, timing: dict[str, float]) -> PipeChromium:
     t0 = time.monotonic()
     copy_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
     timing["nss_db"] = round((time.monotonic() - t0) * 1000, 1)
-    b = PipeChromium(
+    b = kind(
         home,
         tb.run_dir / "chromium-profile",
         tb.run_dir / "chromium.log",
         chromium_for(tb.ue_env),
         browser_flags(tb.cfg),
+        **kw,
     )
     b.launch(tb.popen_ue)
     return b

@@ -81,9 +81,9 @@ class Lease:
 
     def launch(self, tb: Testbed) -> None:
         """Start a fresh Chromium in tb's ue (an on_ue hook)."""
-        from dchlab.workloads.chromium_pipe import launch_browser
+        from dchlab.workloads.chromium_pipe import PipeChromium, launch_browser
 
-        self.browsers.append(launch_browser(tb, self.timing))
+        self.browsers.append(launch_browser(tb, self.timing, PipeChromium))
 
     def browser(self) -> PipeChromium:
         """The browser of this load, launched now if it was not yet (a late start)."""

@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from dchlab.units import is_uint
 from dchlab.workloads import browser as B
-from dchlab.workloads.chromium_pipe import PipeChromium, browser_flags, chromium_for
+from dchlab.workloads.chromium_pipe import PipeChromium, launch_browser
 from dchlab.workloads.measure import RunSpec, in_testbed, testbed_config
 from dchlab.workloads.rows import Outcome, SessionColumns, make_row
 from dchlab.workloads.validity import page_outcome
@@ -189,23 +189,7 @@ def session_rows(
     ended: list[str] = []  # why the session ended early, if it did
 
     def launch(tb: Any) -> None:
-        from dchlab.testbed import copy_nss_db
-
-        home = tb.run_dir / "chromium-home"
-        t0 = time.monotonic()
-        copy_nss_db(home / ".pki" / "nssdb", tb.ca_cert)
-        timing["nss_db"] = round((time.monotonic() - t0) * 1000, 1)
-        b = SessionChromium(
-            home,
-            tb.run_dir / "chromium-profile",
-            tb.run_dir / "chromium.log",
-            chromium_for(tb.ue_env),
-            browser_flags(tb.cfg),
-            urls=urls,
-            timeout_s=timeout_s,
-        )
-        b.launch(tb.popen_ue)
-        holder.append(b)
+        holder.append(launch_browser(tb, timing, SessionChromium, urls=urls, timeout_s=timeout_s))
 
     def body(tb: Any) -> None:
         if not holder:

@@ -2,6 +2,7 @@
 //! gateway-wide cap on sender flows takes from the device with the most, and
 //! the per-device counters reach [`Shared`]. Synthetic time.
 
+use super::test_devices::device;
 use super::*;
 use crate::packet::build;
 use crate::policy::parse_spec;
@@ -15,16 +16,7 @@ fn gateway(total: usize) -> SendHalf<TokenAuth> {
 
 /// The send halves of `n` workers of [`gateway`]`(total)`.
 fn send_workers(total: usize, n: usize) -> Vec<SendHalf<TokenAuth>> {
-    let peer = |i: u8, token| PeerConfig {
-        name: format!("dev{i}"),
-        token,
-        tunnel_addr: Some(format!("198.19.0.{i}").parse().unwrap()),
-        endpoints: [
-            Some(format!("198.18.1.{i}:5000").parse().unwrap()),
-            Some(format!("198.18.2.{i}:5001").parse().unwrap()),
-        ],
-    };
-    let peers = vec![peer(2, 1), peer(3, 2)];
+    let peers = vec![device(2, 1), device(3, 2)];
     let mut cfg = Config::new(Role::Gateway);
     cfg.max_flows_total = total;
     let auth = TokenAuth::new(&peers).unwrap();

@@ -52,6 +52,8 @@ mod limits_tests;
 #[cfg(test)]
 mod share_tests;
 #[cfg(test)]
+mod test_devices;
+#[cfg(test)]
 mod tests;
 
 pub use auth::{AuthTransmit, DatagramAuth, Opened, Outgoing, Shape, Source, TokenAuth};

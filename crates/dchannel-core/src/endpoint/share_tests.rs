@@ -5,6 +5,7 @@
 //! users' queue from LLC probes (cleared of the sender's own queue at each
 //! probe's send) and the send half's policy seeing it.
 
+use super::test_devices::device;
 use super::*;
 use crate::llc_share::{ShareConfig, ShareStats, SharedDelayConfig};
 use crate::packet::build;
@@ -13,19 +14,6 @@ use crate::wire::{self, ProbeKind, HEADER_LEN};
 use crate::{Channel, MS};
 
 type Halves = (SendHalf<TokenAuth>, ReceiveHalf<Vec<u8>, TokenAuth>);
-
-/// Device `i`'s endpoints at the gateway (known from the start).
-fn device(i: u8, token: u64) -> PeerConfig {
-    PeerConfig {
-        name: format!("dev{i}"),
-        token,
-        tunnel_addr: Some(format!("198.19.0.{i}").parse().unwrap()),
-        endpoints: [
-            Some(format!("198.18.1.{i}:5000").parse().unwrap()),
-            Some(format!("198.18.2.{i}:5001").parse().unwrap()),
-        ],
-    }
-}
 
 fn halves(cfg: Config, peers: Vec<PeerConfig>, policy: &str) -> Halves {
     let auth = TokenAuth::new(&peers).unwrap();

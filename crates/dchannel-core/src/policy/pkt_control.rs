@@ -14,8 +14,8 @@ use crate::Channel;
 
 /// `pkt-control`: payload-free TCP segments, and QUIC's handshake and ACK-sized
 /// packets, on the LLC.
-pub fn pkt_control(pkt: &PacketInfo, raw: &[u8], _: &FlowState, _: &Ctx) -> Decision {
-    match quic::classify(pkt, raw) {
+pub fn pkt_control(pkt: &PacketInfo, _: &[u8], _: &FlowState, _: &Ctx) -> Decision {
+    match pkt.quic {
         Some(quic::Kind::Handshake) => Decision::new(Channel::Llc, Outcome::QuicHandshake),
         Some(quic::Kind::Control) => Decision::new(Channel::Llc, Outcome::QuicControl),
         Some(quic::Kind::Data) => Decision::new(Channel::Hbc, Outcome::Other),

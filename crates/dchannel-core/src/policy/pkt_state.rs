@@ -19,8 +19,8 @@ use crate::quic;
 use crate::Channel;
 
 /// `pkt-state`: HotMobile'21 Algorithm 1, with the QUIC rule above.
-pub fn pkt_state(pkt: &PacketInfo, raw: &[u8], flow: &FlowState, ctx: &Ctx) -> Decision {
-    let full_ip = match quic::classify(pkt, raw) {
+pub fn pkt_state(pkt: &PacketInfo, _: &[u8], flow: &FlowState, ctx: &Ctx) -> Decision {
+    let full_ip = match pkt.quic {
         Some(quic::Kind::Handshake) => return Decision::new(Channel::Llc, Outcome::QuicHandshake),
         Some(_) => quic::FULL_IP_LEN.min(ctx.mtu),
         None => ctx.mtu,

@@ -28,9 +28,39 @@ pub fn take_all(p: &mut Peers) -> Vec<(Transmit, Vec<u8>)> {
     out
 }
 
+/// A device and a gateway that know each other (fresh keys; the device's peer
+/// "gateway", the gateway's "phone"), the ids on each side and the device's key.
+pub struct Pair {
+    pub dev: Peers,
+    pub gw: Peers,
+    /// The gateway as the device's peer.
+    pub gw_id: PeerId,
+    /// The device as the gateway's peer.
+    pub dev_id: PeerId,
+    pub dev_key: PrivateKey,
+}
+
+/// A [`Pair`] whose tables both have configuration `cfg`.
+pub fn pair_with(cfg: Config) -> Pair {
+    let dev_key = PrivateKey::generate();
+    let gw_key = PrivateKey::generate();
+    let dev = Peers::new(dev_key.clone(), cfg);
+    let gw = Peers::new(gw_key.clone(), cfg);
+    let gw_id = dev.add_peer(gw_key.public_key(), "gateway", true).unwrap();
+    let dev_id = gw.add_peer(dev_key.public_key(), "phone", false).unwrap();
+    Pair {
+        dev,
+        gw,
+        gw_id,
+        dev_id,
+        dev_key,
+    }
+}
+
 /// The device's table (its one peer, the gateway, is the one it initiates
 /// with), the gateway's table (its one peer, the device) and the gateway's id
-/// in the device's table.
+/// in the device's table. Unlike [`pair_with`], from keys the caller holds (the fuzz
+/// test fixes them: reproducible cases), and without the device's id.
 pub fn pair(dev_key: &PrivateKey, gw_key: &PrivateKey, cfg: Config) -> (Peers, Peers, PeerId) {
     let dev = Peers::new(dev_key.clone(), cfg);
     let gw = Peers::new(gw_key.clone(), cfg);

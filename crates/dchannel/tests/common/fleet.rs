@@ -6,7 +6,7 @@
 //! 198.19.0.(10+k), and its own key; the devices file lists them in order
 //! (device `k` is the gateway's peer `k`). Everything is removed on drop.
 
-use super::{dchannel, sh, spawn_ready, terminate, unique_tag, BIN, SRV};
+use super::{dchannel, route_into_tun, sh, spawn_ready, terminate, unique_tag, BIN, SRV};
 use std::path::PathBuf;
 use std::process::Child;
 
@@ -127,16 +127,8 @@ impl Fleet {
         }
         argv.extend(extra.iter().map(|x| x.to_string()));
         let gateway = spawn_ready(&argv);
-        sh(&[
-            "ip",
-            "-n",
-            &self.gw,
-            "route",
-            "replace",
-            "198.19.0.0/24",
-            "dev",
-            &gw_tun,
-        ]);
+        // every device's tunnel address (Topo's gateway routes its one client's /32)
+        route_into_tun(&self.gw, "198.19.0.0/24", &gw_tun);
         let tag = &self.tag;
         let devices = self
             .devices
@@ -176,7 +168,7 @@ impl Fleet {
                 .map(|x| x.to_string())
                 .collect();
                 let c = spawn_ready(&argv);
-                sh(&["ip", "-n", ns, "route", "replace", "default", "dev", &tun]);
+                route_into_tun(ns, "default", &tun);
                 c
             })
             .collect();

@@ -329,25 +329,12 @@ impl Topo {
 
     /// gw routes the client's tunnel address into its TUN (again after a restart).
     pub fn route_gateway(&self) {
-        let tun = self.tuns().0;
-        sh(&[
-            "ip",
-            "-n",
-            &self.gw,
-            "route",
-            "replace",
-            "198.19.0.2/32",
-            "dev",
-            &tun,
-        ]);
+        route_into_tun(&self.gw, "198.19.0.2/32", &self.tuns().0);
     }
 
     /// ue's default route into its TUN (again after a restart).
     pub fn route_client(&self) {
-        let tun = self.tuns().1;
-        sh(&[
-            "ip", "-n", &self.ue, "route", "replace", "default", "dev", &tun,
-        ]);
+        route_into_tun(&self.ue, "default", &self.tuns().1);
     }
 }
 
@@ -355,6 +342,12 @@ impl Drop for Topo {
     fn drop(&mut self) {
         remove_namespaces([&self.ue, &self.gw, &self.srv], &self.dir);
     }
+}
+
+/// Namespace `ns` routes `prefix` into the agent's TUN `tun`; `replace`, so that it
+/// serves again after a restart, which made the TUN anew.
+pub fn route_into_tun(ns: &str, prefix: &str, tun: &str) {
+    sh(&["ip", "-n", ns, "route", "replace", prefix, "dev", tun]);
 }
 
 /// `gw` forwards, and `srv` (at 198.18.3.2, gw at 198.18.3.1) reaches the
