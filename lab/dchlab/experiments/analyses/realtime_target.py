@@ -80,14 +80,18 @@ def _num(v: Any) -> float | None:
     return None if math.isnan(x) else x
 
 
+def _trial(row: dict[str, Any]) -> int | None:
+    t = _num(row.get("trial"))
+    return None if t is None else int(t)
+
+
 def per_session(rows: Rows, col: str) -> list[tuple[int | None, float]]:
     """[(trial, value of `col`)] of the rows that have it."""
     out = []
     for r in rows:
         v = _num(r.get(col))
         if v is not None:
-            t = r.get("trial")
-            out.append((None if t is None else int(t), v))
+            out.append((_trial(r), v))
     return out
 
 
@@ -97,8 +101,7 @@ def freezes_per_min(rows: Rows) -> list[tuple[int | None, float]]:
     for r in rows:
         n, d = _num(r.get("freezes")), _num(r.get("duration_s"))
         if n is not None and d:
-            t = r.get("trial")
-            out.append((None if t is None else int(t), 60.0 * n / d))
+            out.append((_trial(r), 60.0 * n / d))
     return out
 
 
@@ -143,6 +146,8 @@ def reduction(
     if n < 2:
         return Reduction(an.CI(point, point, point, n), how)
     ok = ys > 0  # a resample whose base mean is 0 has no ratio
+    if not ok.any():
+        return Reduction(an.CI(point, point, point, 1), how)
     lo, hi = np.percentile(100.0 * (1.0 - xs[ok] / ys[ok]), [2.5, 97.5])
     return Reduction(an.CI(float(point), float(lo), float(hi), n), how)
 

@@ -47,7 +47,7 @@ from dchlab.traces.profiles import builtin
 from dchlab.workloads.realtime import latency_parts, summary
 
 DIRS = ("uplink", "downlink")
-#: How many parts a note names (the largest p95 differences).
+#: How many parts the reason table names (the largest p95 differences).
 TOP_PARTS = 3
 
 
@@ -81,8 +81,10 @@ def llc_capacity_mbps(llc: str) -> float | None:
     return None if fixed is None else fixed.rate_mbit
 
 
-def _sessions_mean(rows: Rows, get: Callable[[dict[str, Any]], Any]) -> float | None:
-    vals = [float(v) for v in (get(r) for r in rows) if v is not None]
+def _sessions_mean(rows: Rows, col: str) -> float | None:
+    """The mean of column `col` over the `rows` that have a number in it."""
+    vals = [float(r[col]) for r in rows if r.get(col) is not None]
+    vals = [v for v in vals if not math.isnan(v)]
     return float(np.mean(vals)) if vals else None
 
 
@@ -108,9 +110,9 @@ def carried(rows: Rows) -> dict[str, Any]:
         out[f"rate_{d}"] = (
             8 * tot[("llc", d)] / llc_s / 1e6 if llc_s and ("llc", d) in tot else None
         )
-    out["video_mbps"] = _sessions_mean(rows, lambda r: r.get("bitrate_mbps"))
-    out["key_b"] = _sessions_mean(rows, lambda r: r.get("frame_bytes_key_p50"))
-    out["delta_b"] = _sessions_mean(rows, lambda r: r.get("frame_bytes_delta_p50"))
+    out["video_mbps"] = _sessions_mean(rows, "bitrate_mbps")
+    out["key_b"] = _sessions_mean(rows, "frame_bytes_key_p50")
+    out["delta_b"] = _sessions_mean(rows, "frame_bytes_delta_p50")
     out["classes"] = {k: n / len(rows) for k, n in classes.items()} if rows else {}
     return out
 
@@ -269,18 +271,12 @@ def parts_table(
         cols = []
         for q in ("p50", "p95"):
             col = whole_col.format(q=q)
-            b, n = _column_mean(n_base, col), _column_mean(n_new, col)
+            b = _sessions_mean(n_base, col)
+            n = _sessions_mean(n_new, col)
             diff = None if b is None or n is None else n - b
             cols += [num(b), num(n), "—" if diff is None else f"{diff:+.1f}"]
         t.rows.append([*head, "whole", *cols])
     return (t if t.rows else None), missing
-
-
-def _column_mean(rows: Rows, col: str) -> float | None:
-    """The mean of column `col` over the `rows` that have a number in it."""
-    vals = [float(r[col]) for r in rows if r.get(col) is not None]
-    vals = [v for v in vals if not math.isnan(v)]
-    return float(np.mean(vals)) if vals else None
 
 
 def largest_p95_diffs(t: Table, cond: str, arm: str, k: int = TOP_PARTS) -> list[str]:
