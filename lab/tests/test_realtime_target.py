@@ -205,3 +205,23 @@ def test_a_met_target_needs_no_reason(tmp_path: Path) -> None:
     target = next(t for t in found.tables if "the target" in t.title)
     assert target.rows[0][5:7] == ["30.0% [30.0, 30.0]", "paired, 2"]
     assert target.rows[0][-1] == "met"
+
+
+def test_a_labelled_parameterised_policy_is_a_new_arm(tmp_path: Path) -> None:
+    data = yaml.safe_load((REPO / "experiments" / "realtime.yaml").read_text())
+    data["schemes"] = [
+        "all-hbc", "dchannel", {"label": "rt-dup-a05", "scheme": "realtime-dup:alpha=0.5"}
+    ]  # fmt: skip
+    data["conditions"] = [{"name": "MM-D", "hbc": "MM-D", "llc": "urllc"}]
+    data["workload"]["apps"] = ["cloud-gaming"]
+    data.pop("quick")
+    (tmp_path / "rt.yaml").write_text(yaml.safe_dump(data))
+    c = load_campaign(tmp_path / "rt.yaml", check_channels=False)
+    rows = [_row("dchannel", t, "i2d") for t in (0, 1)]
+    for t in (0, 1):
+        r = _row("realtime", t, "i2d")
+        rows.append({**r, "arm": "rt-dup-a05", "cell": f"MM-D|cloud-gaming|{t}|rt-dup-a05"})
+    found = get_analysis("realtime").analyze(c, rows, {})
+    target = next(t for t in found.tables if "the target" in t.title)
+    assert [r[:2] for r in target.rows] == [["MM-D", "rt-dup-a05"]]
+    assert target.rows[0][5] == "10.0% [10.0, 10.0]"
