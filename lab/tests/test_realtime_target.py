@@ -42,6 +42,10 @@ def test_unpaired_reduction_resamples_each_arm() -> None:
     assert red is not None and red.how == "unpaired, 2/1"
     assert red.ci.mean == pytest.approx(20.0)
     assert reduction([], [(0, 100.0)]) is None
+    # one session each, of the same trial: paired, no CI
+    red = reduction([(3, 75.0)], [(3, 100.0)])
+    assert red is not None and red.how == "paired, 1"
+    assert (red.ci.mean, red.ci.lo, red.ci.hi, red.ci.n) == (25.0, 25.0, 25.0, 1)
 
 
 def _ci(mean: float, lo: float, hi: float) -> CI:

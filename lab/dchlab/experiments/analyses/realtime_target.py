@@ -14,7 +14,8 @@ over each arm's valid sessions (latest row per cell):
              dchlab.workloads.realtime.run). When >= 2 trials have a valid session
              under both arms the estimate and its CI use those pairs only, resampled
              together ("paired, n"); otherwise every valid session, each arm
-             resampled independently ("unpaired, n/m");
+             resampled independently ("unpaired, n/m"; one session each, of one
+             trial: "paired, 1", without a CI);
   freezes    per minute of each session (freezes / (duration_s / 60)), mean and CI;
   bitrate    delivered Mbit/s of each session (bitrate_mbps), mean and CI.
 
@@ -135,7 +136,9 @@ def reduction(
     else:
         x = np.array([v for _, v in new])
         y = np.array([v for _, v in base])
-        how = f"unpaired, {x.size}/{y.size}"
+        # one session each, of one trial: a pair, with nothing to resample
+        one_pair = len(pairs) == 1 and x.size == y.size == 1
+        how = "paired, 1" if one_pair else f"unpaired, {x.size}/{y.size}"
         if x.size == 0 or y.size == 0:
             return None
         xs = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
