@@ -10,8 +10,10 @@ are checked against this registry by the campaign parser, and the report draws e
 Besides one file per kind, the package holds what several kinds share: `paired.py`
 (the paired-gain kinds gain, sweep, plt and reorder) with the optional tables it adds
 (`versus.py`, `hindsight.py`, `llc_usage.py`, `page_metrics.py`, `protocols.py` and
-`protocol_why.py` with `transport_facts.py`), and `item_gains.py`
-(the per-item gain table of bulk and app). They register nothing.
+`protocol_why.py` with `transport_facts.py`), `item_gains.py`
+(the per-item gain table of bulk and app), and `realtime_target.py` with
+`realtime_why.py` (issue 40's target of the realtime kind and its measured reason).
+They register nothing.
 
 `summarize` (dchlab.experiments.summary) counts the loads and calls
 `get_analysis(kind).analyze(campaign, rows, reruns)`, which returns `Findings`: the

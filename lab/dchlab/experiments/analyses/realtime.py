@@ -8,6 +8,11 @@ CI over sessions, whether that p95 is under the app's bound (`BOUND_MS`), freeze
 per minute, delivered frame rate and bitrate (session means), the LLC's share of the
 bytes, and the share of the ideal scheme's p95 reduction (against
 `analysis.baseline`) the scheme captures. Plotted as CDFs of the pooled samples.
+
+Then, per app, issue 40's target (realtime_target: the real-time policy against
+Algorithm 1, its rule there; which schemes bring the p95 under the bound where the
+baseline is above it) and, where the target is missed, the measured reason
+(realtime_why: what the LLC carried, where the time goes), with a row per miss.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import numpy as np
 
 from dchlab.experiments import analysis as an
 from dchlab.experiments.analyses import Analysis, Findings, Rows, register
+from dchlab.experiments.analyses import realtime_target as target
+from dchlab.experiments.analyses import realtime_why as why
 from dchlab.experiments.campaign import Campaign
 from dchlab.experiments.tables import Table, num
 
@@ -110,4 +117,14 @@ class Realtime(Analysis):
                         ]
                     )
             tables.append(t)
+            goal, judged = target.target_table(c, app, p95_col, cells)
+            bound_t = target.bound_table(c, app, p95_col, bound, cells, base)
+            tables += [x for x in (goal, bound_t) if x.rows]
+            missed = [j for j in judged if j.verdict.startswith("not met")]
+            if missed:
+                conds = list(dict.fromkeys(j.condition for j in missed))
+                tables.append(why.carried_table(c, app, conds, cells))
+                parts, missing = why.parts_table(c, app, missed, cells)
+                tables += [parts] if parts is not None else []
+                tables.append(why.reason_table(c, app, missed, cells, parts, missing))
         return Findings(tables, {"samples": samples, "xlabel": "latency (ms)"})
