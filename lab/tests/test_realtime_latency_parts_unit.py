@@ -152,3 +152,22 @@ def test_dch_realtime_prints_the_parts_in_path_order() -> None:
     assert _parts(None) == ""
     got = _parts({"network_up": 20.26, "render_wait": None, "encode": 9.88})
     assert got == ", parts p50: network_up 20.3 render_wait - encode 9.9"
+
+
+def test_a_retransmission_that_completes_the_frame_is_its_last_packet_on_the_wire() -> None:
+    """Under two channels a frame's packet can be lost or overtaken and come again as a
+    retransmission (RTX: own SSRC, the original's RTP timestamp, RFC 4588 §4). The
+    kernel's latest arrival before the release (`rx_kernel_last`, any SSRC) ends
+    network_down, so the NACK round trip is the wire's, not the loop's (rx_wait)."""
+    device, server = _records()
+    # the RTX copy of the frame's last packet reached the kernel at 0.1885, the loop
+    # handled it at 0.1900 (last_packet), the frame was released at 0.2200
+    device["rx_kernel_last"] = {str(ORIGIN + TICK): 0.1885}
+    _, parts = latency_parts.per_input(device, server, FPS)
+    assert parts[2]["network_down"] == pytest.approx(0.1885 - 0.1660, abs=1e-9)
+    assert parts[2]["rx_wait"] == pytest.approx(0.1900 - 0.1885, abs=1e-9)
+    assert parts[2]["jitter_buffer"] == pytest.approx(0.2200 - 0.1900, abs=1e-9)
+    # without it (older records): the original SSRC's last kernel arrival, as before
+    del device["rx_kernel_last"]
+    _, parts = latency_parts.per_input(device, server, FPS)
+    assert parts[2]["network_down"] == pytest.approx(0.1870 - 0.1660, abs=1e-9)

@@ -23,7 +23,9 @@ the first frame displayed whose patch shows >= s, as metrics.input_to_display):
   send_wait       -> its first packet leaves (the loop takes the encoder's result)
   packetize       -> its last packet leaves (aiortc sends a frame's packets back
                   to back: SRTP per packet, no pacer)
-  network_down    -> the device's kernel received the last packet (the wire)
+  network_down    -> the device's kernel received the last packet before the frame's
+                  release, a retransmission included (the wire, and its NACK round
+                  trip; packets of an already released frame do not count)
   rx_wait         -> the device's loop handled that packet
   jitter_buffer   -> the jitter buffer released the frame (aiortc releases a frame
                   when the next frame's first packet arrives: ~one frame interval)
@@ -90,6 +92,8 @@ def _frame_chains(device: Mapping[str, Any], server: Mapping[str, Any]) -> dict[
     sent = _ints((server.get("sent_rtp") or {}).get(str(ssrc)))
     kernel = _ints((device.get("rx_kernel_rtp") or {}).get(str(ssrc)))
     last, released = _ints(device.get("last_packet")), _ints(device.get("released"))
+    # the latest arrival before the release, retransmissions included (stack.Probes)
+    kernel_last = _ints(device.get("rx_kernel_last"))
     decode = _ints(device.get("decode"))
     out: dict[int, list[float]] = {}
     seen: set[int] = set()
@@ -104,8 +108,9 @@ def _frame_chains(device: Mapping[str, Any], server: Mapping[str, Any]) -> dict[
         if any(g is None for g in got):
             continue
         cap, ren, enc, snt, ker, lst, rel, dec = got
+        ker_last = kernel_last.get(rtp, ker[1])
         out[fid] = [float(cap), float(ren), float(enc[0]), float(enc[1]), float(snt[0]),
-                    float(snt[1]), float(ker[1]), float(lst), float(rel), float(dec[0]),
+                    float(snt[1]), float(ker_last), float(lst), float(rel), float(dec[0]),
                     float(dec[1]), float(t)]  # fmt: skip
     return out
 

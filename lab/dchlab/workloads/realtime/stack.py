@@ -116,8 +116,15 @@ class Probes:
     nack: [(time, packets), ...]: each NACK the receiver sent (packets it found
         missing); pli: [time, ...]: each picture loss indication it sent (the sender
         answers with a key frame);
-    last_packet: {RTP timestamp: arrival of its last packet so far} (video; as
-        first_packet, when the receiver's event loop handles it);
+    last_packet: {RTP timestamp: arrival of its last packet before the jitter
+        buffer released the frame} (video; as first_packet, when the receiver's event
+        loop handles it). A packet of an already released frame (a retransmission
+        or an overtaken packet arriving late) is not the frame's last: counting it
+        put the "last packet" after the release (a negative jitter_buffer part);
+    rx_kernel_last: {RTP timestamp: the kernel's latest arrival of an RTP packet
+        with that timestamp before the frame's release, whatever its SSRC}: a
+        retransmission (RFC 4588 §4: RTX keeps the original's timestamp, under its
+        own SSRC) that completes a frame is its last packet on the wire;
     released: {RTP timestamp: when the jitter buffer released the frame to the
         decoder's queue} (video);
     video_ssrc: the SSRC of the video received;
@@ -140,6 +147,7 @@ class Probes:
     video_ssrc: int | None = None
     sent_rtp: dict[int, dict[int, list[float]]] = field(default_factory=dict)
     rx_kernel_rtp: dict[int, dict[int, list[float]]] = field(default_factory=dict)
+    rx_kernel_last: dict[int, float] = field(default_factory=dict)
     dtls_sent: list[float] = field(default_factory=list)
     #: Held by every write and by `snapshot()` (the codec threads write).
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -148,7 +156,8 @@ class Probes:
         """Forget everything (a new session in the same process)."""
         with self.lock:
             for d in (self.encode, self.decode, self.first_packet, self.rx_bytes,
-                      self.last_packet, self.released, self.sent_rtp, self.rx_kernel_rtp):  # fmt: skip
+                      self.last_packet, self.released, self.sent_rtp, self.rx_kernel_rtp,
+                      self.rx_kernel_last):  # fmt: skip
                 d.clear()
             for seq in (self.remb, self.nack, self.pli, self.dtls_sent):
                 seq.clear()
@@ -177,6 +186,7 @@ class Probes:
                 "rx_kernel_rtp": {
                     k: {t: list(v) for t, v in d.items()} for k, d in self.rx_kernel_rtp.items()
                 },
+                "rx_kernel_last": dict(self.rx_kernel_last),
                 "dtls_sent": list(self.dtls_sent),
             }
 
@@ -322,7 +332,8 @@ def _wrap_receiver(cls: Any) -> None:
             PROBES.rx_bytes.setdefault(kind, []).append((now, len(packet.payload)))
             if kind == "video":
                 PROBES.first_packet.setdefault(int(packet.timestamp), now)
-                PROBES.last_packet[int(packet.timestamp)] = now
+                if int(packet.timestamp) not in PROBES.released:
+                    PROBES.last_packet[int(packet.timestamp)] = now
                 PROBES.video_ssrc = int(packet.ssrc)
         await handle(self, packet, arrival_time_ms)
         if kind == "video" and PROBES.rtp_origin is None:

@@ -121,6 +121,8 @@ def install(probes: Any, stun_protocol: type, connection: type) -> None:
             if key is not None:
                 with probes.lock:
                     _first_last(probes.rx_kernel_rtp, key, t)
+                    if key[1] not in probes.released:  # stack.Probes.rx_kernel_last
+                        probes.rx_kernel_last[key[1]] = t
             elif 20 <= data[0] <= 63:  # DTLS (RFC 7983 §7)
                 _pending_rx[id(data)] = t
         received(self, data, addr)
