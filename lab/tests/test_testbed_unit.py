@@ -416,6 +416,9 @@ def test_signals_interrupt_hold_during_teardown_and_restore() -> None:
     from dchlab.testbed import TestbedInterrupted, signals
 
     before = signal.getsignal(signal.SIGTERM)
+    # Python's own SIGINT handler, whatever the runner inherited: a suite started as a
+    # background job (nohup, `cmd &`) has SIGINT ignored, which holding() keeps (below).
+    before_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     tb = _OpenTestbed()
     assert signals.install(tb)
     try:
@@ -444,4 +447,22 @@ def test_signals_interrupt_hold_during_teardown_and_restore() -> None:
         signals.raise_held()  # nothing held any more
     finally:
         signals.uninstall(tb)
+        signal.signal(signal.SIGINT, before_int)
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_signals_holding_keeps_an_ignored_sigint_ignored() -> None:
+    """A background job (SIGINT ignored on entry) is not made interruptible by a
+    teardown: holding() leaves SIG_IGN in place and holds nothing (signals.py)."""
+    from dchlab.testbed import signals
+
+    before_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with signals.holding():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            _wait_for_signal()
+        signals.raise_held()  # nothing was held: no KeyboardInterrupt
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before_int)
