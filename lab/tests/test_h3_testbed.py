@@ -66,6 +66,14 @@ def test_h3_loads_every_response_over_quic_and_a_refusing_origin_invalidates(
     counts = (row["responses_h3"], row["responses_h2"], row["responses_other"])
     assert counts == (RESPONSES, 0, 0), row["stats"]["browser"].get("protocols")
     assert row["bytes_llc"] and row["bytes_hbc"]  # the agents carried the QUIC packets
+    # the servers' QUIC loss recovery (webreplay --quic-stats-json): two connections
+    # (one per origin), every packet they sent counted; a fixed link with no loss
+    quic = row["stats"]["servers"]["webreplay_quic"]
+    assert quic["totals"]["connections"] == 2, quic
+    assert {c["sni"] for c in quic["connections"]} == {DOC_HOST, IMG_HOST}
+    assert row["quic_sent_packets"] == quic["totals"]["sent_packets"] >= 2 * RESPONSES
+    assert row["quic_lost_packets"] == quic["totals"]["lost_packets"]
+    assert row["quic_congestion_events"] == quic["totals"]["congestion_events"]
 
     row = _load(corpus, "hbc-only", "h3", "--h3-refuse", IMG_HOST)
     assert not row["valid"]
@@ -77,3 +85,5 @@ def test_h3_loads_every_response_over_quic_and_a_refusing_origin_invalidates(
     row = _load(corpus, "hbc-only", "h2")
     assert row["valid"], row["invalid_reason"]
     assert (row["protocol"], row["responses_h3"], row["responses_h2"]) == ("h2", 0, RESPONSES)
+    assert row["quic_sent_packets"] is None  # no QUIC endpoint ran
+    assert "webreplay_quic" not in (row["stats"].get("servers") or {})

@@ -47,9 +47,11 @@ def test_row_keys_are_the_contract_they_were() -> None:
     # missing_expected; issue 39's `protocol` after trial and the responses by protocol
     # before stats; issue 41's `devices` after protocol; every old key keeps its place
     # relative to the others; issue 39 item 5's `handshakes`, `handshake_ms_p50` after the
-    # responses by protocol
+    # responses by protocol; the servers' QUIC loss recovery (`quic_*`, issue 39's ask.com
+    # diagnosis) after those
     responses = ["responses_h3", "responses_h2", "responses_other", "handshakes",
-                 "handshake_ms_p50"]  # fmt: skip
+                 "handshake_ms_p50", "quic_sent_packets", "quic_lost_packets",
+                 "quic_congestion_events"]  # fmt: skip
     expected = [*OLD_ROW_KEYS[:7], "protocol", "devices", *OLD_ROW_KEYS[7:20], "missing_unrecorded",
                 *OLD_ROW_KEYS[20:-1], *responses, "stats"]  # fmt: skip
     assert expected == ROW_KEYS

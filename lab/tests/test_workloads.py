@@ -88,6 +88,21 @@ def test_channel_counters() -> None:
     }
 
 
+def test_quic_counters_read_webreplays_totals_and_are_none_without_quic() -> None:
+    from dchlab.workloads.measure import quic_counters
+
+    totals = {"connections": 4, "sent_packets": 606, "lost_packets": 2, "congestion_events": 2}
+    st = {"servers": {"webreplay_quic": {"totals": totals, "connections": []}}}
+    assert quic_counters(st) == {
+        "quic_sent_packets": 606,
+        "quic_lost_packets": 2,
+        "quic_congestion_events": 2,
+    }
+    none = {"quic_sent_packets": None, "quic_lost_packets": None, "quic_congestion_events": None}
+    assert quic_counters({}) == none  # h2: webreplay wrote no QUIC statistics
+    assert quic_counters({"servers": {"webreplay_quic": {"error": "missing"}}}) == none
+
+
 # --- the Chromium driver alone (private netns with only loopback) --------------------------
 
 need_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="chromium not installed")

@@ -206,6 +206,15 @@ pub struct Common {
     /// Interval of the D-SYN probes on both channels (client side initiates).
     #[arg(long, default_value_t = 500)]
     pub probe_interval_ms: u64,
+    /// Interval of the probes while a channel's RTT window holds fewer than
+    /// --probe-min-samples samples (after a start, or lost probes): a minimum of
+    /// one or two samples is the delay those probes met, not the base RTT.
+    #[arg(long, default_value_t = 50)]
+    pub probe_fast_interval_ms: u64,
+    /// Samples the RTT window needs before probing slows to --probe-interval-ms;
+    /// 0 never probes fast.
+    #[arg(long, default_value_t = 8)]
+    pub probe_min_samples: usize,
     /// Client: before printing READY, wait up to this long for the first probe round
     /// to measure both channels (so the first packets are steered with estimates).
     #[arg(long, default_value_t = 3000)]

@@ -431,6 +431,8 @@ pub fn endpoint(
     cfg.steer.flow_idle = common.flow_idle_s * 1000 * MS;
     cfg.max_flows_total = common.gateway_flows.max(1);
     cfg.rtt.interval = common.probe_interval_ms.max(1) * MS;
+    cfg.rtt.fast_interval = common.probe_fast_interval_ms.max(1) * MS;
+    cfg.rtt.min_samples = common.probe_min_samples;
     rtt_config(&common.rtt, &mut cfg.rtt)?;
     cfg.reorder = (common.reorder == OnOff::On).then(|| ReorderConfig {
         timeout: common.reorder_timeout_ms * MS,

@@ -14,6 +14,7 @@ pub mod hosts;
 pub mod listener;
 pub mod pattern_body;
 pub mod quic;
+pub mod quic_stats;
 pub mod range;
 pub mod server;
 pub mod service;

@@ -17,6 +17,7 @@ use webreplay::cdn::{CdnConfig, Tier};
 use webreplay::certs::{self, CertAuthority};
 use webreplay::corpus::Corpus;
 use webreplay::quic::{self, QuicCtx};
+use webreplay::quic_stats::QuicStats;
 use webreplay::server::{accept_loop, Builders, ListenerCtx, TlsSites};
 use webreplay::service::AppState;
 use webreplay::{hosts, listener};
@@ -83,6 +84,12 @@ struct Cli {
     /// status, bytes, think_ms, ttfb_ms, total_ms, ...).
     #[arg(long, value_name = "FILE")]
     access_log: Option<PathBuf>,
+
+    /// At exit, write the server side of every HTTP/3 connection here as JSON: packets
+    /// sent and declared lost, congestion events, final window and RTT, per connection
+    /// and in total (QUIC's loss recovery, RFC 9002, as quinn ran it).
+    #[arg(long, value_name = "FILE")]
+    quic_stats_json: Option<PathBuf>,
 
     /// ALPN protocols offered by origins the corpus gives no `alpn` for, in preference order.
     #[arg(long, value_delimiter = ',', default_value = "h2,http/1.1")]
@@ -288,6 +295,7 @@ async fn run(cli: Cli) -> Result<()> {
         }
     }
     let mut loops = Vec::new();
+    let quic_stats = Arc::new(QuicStats::default());
     if cli.h3_port != 0 {
         for ha in &host_addrs {
             if ha
@@ -313,6 +321,7 @@ async fn run(cli: Cli) -> Result<()> {
                 default_host: Arc::from(ha.names[0].as_str()),
                 shutdown: shutdown_rx.clone(),
                 alive: alive_tx.clone(),
+                stats: quic_stats.clone(),
             };
             loops.push(tokio::spawn(quic::accept_loop(endpoint, ctx)));
         }
@@ -349,6 +358,9 @@ async fn run(cli: Cli) -> Result<()> {
     drop(state);
     if let Some(w) = log_writer {
         w.finish();
+    }
+    if let Some(p) = &cli.quic_stats_json {
+        quic_stats.write(p)?;
     }
     tracing::info!("stopped");
     Ok(())

@@ -18,6 +18,7 @@ use http::{Request, Response};
 use http_body_util::BodyExt;
 use tokio::sync::{mpsc, watch};
 
+use crate::quic_stats::QuicStats;
 use crate::service::{handle, AppState, ConnInfo};
 
 /// Time allowed for a QUIC handshake before the connection attempt is dropped.
@@ -33,6 +34,8 @@ pub struct QuicCtx {
     pub shutdown: watch::Receiver<bool>,
     /// Every connection task holds a clone; the server waits for all to be dropped.
     pub alive: mpsc::Sender<()>,
+    /// Loss recovery and congestion counters of every connection (`--quic-stats-json`).
+    pub stats: Arc<QuicStats>,
 }
 
 /// Transport parameters: as many concurrent requests as the HTTP/2 listener allows
@@ -100,6 +103,8 @@ async fn serve(incoming: quinn::Incoming, local: SocketAddr, ctx: QuicCtx) -> Re
         .and_then(|d| d.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|d| d.server_name)
         .map(|s| s.to_ascii_lowercase());
+    // summarised (final counters) when this task ends, however it ends
+    let _registered = ctx.stats.opened(&conn, sni.as_deref().unwrap_or(""));
     let info = Arc::new(ConnInfo {
         client: conn.remote_address(),
         local: SocketAddr::new(conn.local_ip().unwrap_or(local.ip()), local.port()),

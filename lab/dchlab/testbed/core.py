@@ -342,9 +342,11 @@ class Testbed:
 
     def expect_stats(self, section: str, key: str, filename: str) -> Path:
         """Declare that a daemon writes `run_dir/filename` at exit; it lands in
-        stats()[section][key]. Returns the path to pass to the daemon."""
+        stats()[section][key]. Returns the path to pass to the daemon. Declaring the
+        same file again (e.g. a daemon restarted with the same arguments) changes nothing."""
         path = self.run_dir / filename
-        self._stats_files.append((section, key, path))
+        if (section, key, path) not in self._stats_files:
+            self._stats_files.append((section, key, path))
         return path
 
     # ------------------------------------------------------------------ for users

@@ -90,5 +90,18 @@ def _extra(tb: Testbed) -> tuple[str, ...]:
     return (
         *tb.scheme.webreplay_args(tb),
         *protocol.webreplay_args(tb.cfg.protocol),
+        *_quic_stats_args(tb),
         *tb.cfg.webreplay_args,
     )
+
+
+#: Where webreplay writes its QUIC connections' loss recovery at exit (h3 only), and the
+#: stats() key it lands under (read by dchlab.workloads.measure.quic_counters).
+QUIC_STATS_FILE = "webreplay.quic.json"
+QUIC_STATS_KEY = "webreplay_quic"
+
+
+def _quic_stats_args(tb: Testbed) -> tuple[str, ...]:
+    if tb.cfg.protocol != "h3":
+        return ()
+    return ("--quic-stats-json", str(tb.expect_stats("servers", QUIC_STATS_KEY, QUIC_STATS_FILE)))

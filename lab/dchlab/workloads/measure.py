@@ -38,6 +38,17 @@ def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
     return out
 
 
+def quic_counters(stats: dict[str, Any]) -> dict[str, int | None]:
+    """The servers' QUIC loss recovery over every HTTP/3 connection of the run (webreplay
+    --quic-stats-json, in stats()["servers"]["webreplay_quic"]): packets sent, declared
+    lost, congestion events. None when no QUIC endpoint ran (h2) or it wrote nothing."""
+    totals = ((stats.get("servers") or {}).get("webreplay_quic") or {}).get("totals")
+    names = ("sent_packets", "lost_packets", "congestion_events")
+    if not isinstance(totals, dict):
+        return {f"quic_{n}": None for n in names}
+    return {f"quic_{n}": int(totals[n]) if isinstance(totals.get(n), int) else None for n in names}
+
+
 @dataclass(frozen=True)
 class Frame:
     """What the testbed measured around a workload's body (columns of rows.Outcome: the
@@ -51,6 +62,9 @@ class Frame:
     bytes_llc: int | None = None
     pkts_hbc: int | None = None
     pkts_llc: int | None = None
+    quic_sent_packets: int | None = None
+    quic_lost_packets: int | None = None
+    quic_congestion_events: int | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     #: `testbed: ...`: the testbed failed under the workload (the lab failed)
     testbed_failure: str | None = None
@@ -106,6 +120,7 @@ def in_testbed(tb: Any, body: Callable[[Any], None]) -> Frame:
         host_cpu_busy=cpu.get("host_cpu_busy"),
         host_cpu_steal=cpu.get("host_cpu_steal"),
         **channel_counters(stats),
+        **quic_counters(stats),
         stats=stats,
         testbed_failure=failure,
         scheme_failure=tb.scheme.invalid_reason(stats),

@@ -82,6 +82,12 @@ class Outcome:
     # handshake in ms (TCP + TLS for h2, QUIC for h3; dchlab.workloads.handshakes)
     handshakes: int | None = None
     handshake_ms_p50: float | None = None
+    # h3: the servers' QUIC loss recovery over all the load's connections (webreplay
+    # --quic-stats-json; dchlab.workloads.measure.quic_counters): packets sent, declared
+    # lost (RFC 9002 §6) and congestion events (window reductions). None under h2.
+    quic_sent_packets: int | None = None
+    quic_lost_packets: int | None = None
+    quic_congestion_events: int | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
 
