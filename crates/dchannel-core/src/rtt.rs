@@ -12,11 +12,11 @@
 //! probes met. So while a channel's window holds fewer than `min_samples`
 //! samples (after a start, or after probes were lost) the initiator probes
 //! every `fast_interval` instead of `interval`. Measured why (issue 39): on a
-//! fresh agent under MM-D the first two HBC probes met 69 ms while the HBC's
-//! delay was 30-40 ms most of the time; Algorithm 1 then queued data on the
-//! LLC that later HBC packets overtook, which QUIC (RFC 9002 §6.1: no undo of
-//! a spurious loss) takes as loss: 19-24 "lost" packets and a PLT 2.4x the
-//! estimate from the emulator's true delay, which none of it lost
+//! fresh agent under MM-D the first two HBC probes met a 69 ms RTT while the
+//! HBC's one-way delay was 19 ms at the median; Algorithm 1 then queued data on
+//! the LLC that later HBC packets overtook, which QUIC (RFC 9002 §6.1: no undo
+//! of a spurious loss) takes as loss: 19-24 "lost" packets and 2.4x the PLT of
+//! the same load steered with the emulator's true delay, which lost none
 //! (docs/results.md, "Fig. 3 over HTTP/3").
 //!
 //! Liveness: a channel is down once nothing has been heard on it for

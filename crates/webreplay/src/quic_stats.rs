@@ -171,16 +171,6 @@ impl QuicStats {
         }
     }
 
-    /// Totals so far, with the open connections' counters included.
-    pub fn totals(&self) -> Totals {
-        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let mut t = g.totals.clone();
-        for (conn, sni) in g.open.values() {
-            t.add(&ConnSummary::of(conn, sni, true));
-        }
-        t
-    }
-
     /// Write everything to `path` (the open connections summarised as they stand).
     pub fn write(&self, path: &Path) -> Result<()> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());

@@ -74,6 +74,8 @@ class Servers:
         hosts_file.write_text("".join(f"{ip} {h}\n" for h, ip in tb.hosts.items()))
         tb.spawn("dnsmasq", dnsmasq_argv(hosts_file, tb.run_dir), ns="srv",
                  ready="started, version", ready_exact=False)  # fmt: skip
+        if tb.cfg.protocol == "h3":  # webreplay writes it at exit (_quic_stats_args)
+            tb.expect_stats("servers", QUIC_STATS_KEY, QUIC_STATS_FILE)
         argv = webreplay_argv(
             exe, hosts_file=hosts_file, ca_cert=tb.ca_cert, ca_key=tb.ca_key,
             run_dir=tb.run_dir, corpus=_corpus(tb), extra=_extra(tb),
@@ -104,4 +106,4 @@ QUIC_STATS_KEY = "webreplay_quic"
 def _quic_stats_args(tb: Testbed) -> tuple[str, ...]:
     if tb.cfg.protocol != "h3":
         return ()
-    return ("--quic-stats-json", str(tb.expect_stats("servers", QUIC_STATS_KEY, QUIC_STATS_FILE)))
+    return ("--quic-stats-json", str(tb.run_dir / QUIC_STATS_FILE))

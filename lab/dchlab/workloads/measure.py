@@ -14,6 +14,7 @@ from typing import Any
 
 # paired_seed, testbed_config: re-exported (callers of the workload layer use them)
 from dchlab.run_config import RunConfig, paired_seed, testbed_config  # noqa: F401
+from dchlab.testbed.servers import QUIC_STATS_KEY
 
 # ROW_KEYS: re-exported (the workload layer's row keys, dchlab.workloads.rows)
 from dchlab.workloads.rows import ROW_KEYS, Outcome, make_row  # noqa: F401
@@ -40,9 +41,9 @@ def channel_counters(stats: dict[str, Any]) -> dict[str, int | None]:
 
 def quic_counters(stats: dict[str, Any]) -> dict[str, int | None]:
     """The servers' QUIC loss recovery over every HTTP/3 connection of the run (webreplay
-    --quic-stats-json, in stats()["servers"]["webreplay_quic"]): packets sent, declared
+    --quic-stats-json, in stats()["servers"][QUIC_STATS_KEY]): packets sent, declared
     lost, congestion events. None when no QUIC endpoint ran (h2) or it wrote nothing."""
-    totals = ((stats.get("servers") or {}).get("webreplay_quic") or {}).get("totals")
+    totals = ((stats.get("servers") or {}).get(QUIC_STATS_KEY) or {}).get("totals")
     names = ("sent_packets", "lost_packets", "congestion_events")
     if not isinstance(totals, dict):
         return {f"quic_{n}": None for n in names}
