@@ -97,6 +97,7 @@ def test_the_analysis_pools_samples_and_compares_with_the_ideal(tmp_path: Path) 
     assert by_arm["all-hbc"][2] == "2 (0)"
     assert by_arm["all-hbc"][7] == "no" and by_arm["ideal"][7] == "no"  # 200 / 100 ms
     assert by_arm["all-hbc"][8] == "1.00"  # 1 freeze in 2 x 30 s
-    assert by_arm["dchannel"][11] == "10.0"  # 100 of 1000 bytes on the LLC
-    assert by_arm["dchannel"][12] == "50%"  # (200 - 150) / (200 - 100)
+    assert by_arm["dchannel"][10:12] == ["2.00", "—"]  # Mbit/s received; none shown
+    assert by_arm["dchannel"][12] == "10.0"  # 100 of 1000 bytes on the LLC
+    assert by_arm["dchannel"][13] == "50%"  # (200 - 150) / (200 - 100)
     assert found.plot["samples"][("cloud-gaming MM-S", "ideal")] == [50.0, 60.0, 70.0, 80.0]

@@ -86,6 +86,8 @@ ARMS: dict[str, tuple[float, int, float, dict[str, float], dict[str, float]]] = 
     "realtime": (90.0, 1, 4.0, {"network_down": 10.0, "jitter_buffer": 30.0},
                  {"network_down": 15.0, "jitter_buffer": 60.0}),
 }  # fmt: skip
+#: Per arm: the Mbit/s the player saw (shown_mbps; all-hbc's sessions have none).
+SHOWN = {"dchannel": 2.5, "realtime": 3.5}
 
 
 def _row(arm: str, trial: int, parts: str) -> dict[str, Any]:
@@ -115,6 +117,8 @@ def _row(arm: str, trial: int, parts: str) -> dict[str, Any]:
             "samples": {"input_to_display_ms": [p95]},
             "video_down": video_down if parts == "frame" else {}}},
     }  # fmt: skip
+    if arm in SHOWN:
+        row["shown_mbps"] = SHOWN[arm]
     if parts == "i2d" and p50s:
         row["i2d_parts_p50_ms"] = json.dumps(p50s)
         row["i2d_parts_p95_ms"] = json.dumps(p95s)
@@ -130,11 +134,13 @@ def _tables(tmp_path: Path, parts: str) -> dict[str, Table]:
 def test_the_target_table_judges_the_new_policy(tmp_path: Path) -> None:
     t = _tables(tmp_path, "i2d")
     (row,) = t["the target"].rows
-    # 90 vs 100 ms in both pairs: 10% [10, 10]; one freeze a minute and 4 Mbit/s each
+    # 90 vs 100 ms in both pairs: 10% [10, 10]; one freeze a minute and 4 Mbit/s each;
+    # the Mbit/s shown are reported beside, not judged
     assert row == [
         "MM-D", "realtime", "2 / 2", "90.0 [90.0, 90.0]", "100.0 [100.0, 100.0]",
         "10.0% [10.0, 10.0]", "paired, 2", "1.00 [1.00, 1.00]", "1.00 [1.00, 1.00]",
-        "4.00 [4.00, 4.00]", "4.00 [4.00, 4.00]", "not met: p95 reduction 10.0% < 20%",
+        "4.00 [4.00, 4.00]", "4.00 [4.00, 4.00]", "3.50 [3.50, 3.50]", "2.50 [2.50, 2.50]",
+        "not met: p95 reduction 10.0% < 20%",
     ]  # fmt: skip
     # all-hbc's 120 ms is above 96; realtime's 90 is under it, CI and all
     (bound,) = t["which schemes bring the p95 under 96 ms where all-hbc is above it"].rows

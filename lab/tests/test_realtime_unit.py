@@ -254,6 +254,27 @@ def test_frame_parts_join_both_ends_records() -> None:
     assert v["key_frames"] == 0 and v["frame_bytes"]["delta"]["p50"] is None  # 4 fields
 
 
+def test_the_bitrate_shown_counts_each_displayed_frame_once() -> None:
+    """Frames 0, 1, 2 (4000, 6000, 2000 B) displayed at 10.0, 10.5, 11.0, frame 1
+    displayed twice and frame 3 (20 000 B) encoded but never displayed: the player saw
+    (4000 + 6000 + 2000) B * 8 / 1.0 s = 0.096 Mbit/s, whatever the wire carried
+    (here 0.4 Mbit/s: 50 000 B over 1 s, retransmissions included)."""
+    enc = {str(i * 3000): [10.0, 10.005, b, 2_000_000]
+           for i, b in enumerate((4000, 6000, 2000, 20_000))}  # fmt: skip
+    shown = [[10.0, 0, 0, 1, 9.9], [10.5, 3000, 1, 2, 10.4], [10.6, 3000, 1, 2, 10.4],
+             [11.0, 6000, 2, 3, 10.9]]  # fmt: skip
+    v = summary.video(
+        {"frames": {str(i): 9.9 + i / 2 for i in range(4)}, "tick": 3000, "encode": enc},
+        {"shown": shown, "rx_bytes": {"video": [[10.0, 25_000], [11.0, 25_000]]}},
+    )
+    assert v["frames_shown"] == 3
+    assert v["shown_mbps"] == 0.096
+    assert v["bitrate_mbps"] == 0.4
+    # nothing displayed, or one frame: no span to divide by
+    one = summary.video({"tick": 3000, "encode": enc}, {"shown": shown[:1]})
+    assert one["shown_mbps"] is None
+
+
 def test_bitrate_timeline_key_frames_and_the_steady_bitrate() -> None:
     """Frames captured at 100.0 + n/30 for 7 s; a 30 kB key frame at 100.0 and 10 kB
     delta frames (target 8 Mbit/s, then 9 from 103.0), CPU 4 ms each; the receiver

@@ -49,14 +49,14 @@ def _show(row: dict[str, Any]) -> str:
             f"{fmt_ms(row.get('frame_delay_up_p95_ms'))} ms"
         )
     fps = row.get("fps_delivered")
-    mbps = row.get("bitrate_mbps")
+    mbps, shown = row.get("bitrate_mbps"), row.get("shown_mbps")
     return (
         f"{row['scheme']:<12} {row['page']:<13} #{row['trial']} {what}; frame delay p50/p95 "
         f"{fmt_ms(row.get('frame_delay_p50_ms'))}/{fmt_ms(row.get('frame_delay_p95_ms'))} ms "
         f"(encode {row.get('encode_ms')}, jitter buffer {row.get('jitter_buffer_ms')}, decode "
         f"{row.get('decode_ms')} ms), {'-' if fps is None else f'{fps:.1f}'} fps, "
         f"{row.get('freezes')} freezes, {'-' if mbps is None else f'{mbps:.2f}'} Mbit/s "
-        f"(target {row.get('target_mbps')}, {row.get('key_frames')} key frames), "
+        f"({'-' if shown is None else f'{shown:.2f}'} shown, target {row.get('target_mbps')}, {row.get('key_frames')} key frames), "
         f"HBC {row.get('bytes_hbc')} B, LLC {row.get('bytes_llc')} B: {row_state(row)}"
     )
 

@@ -143,6 +143,8 @@ class RealtimeColumns:
     freezes: int | None = None
     freeze_ms: float | None = None
     bitrate_mbps: float | None = None
+    # the encoded bytes of the frames displayed, per second (what the player saw of it)
+    shown_mbps: float | None = None
     encode_ms: float | None = None
     decode_ms: float | None = None
     jitter_buffer_ms: float | None = None

@@ -5,7 +5,9 @@ Per app, condition and scheme: sessions (valid / invalid), input-to-display late
 p50 / p95 / p99 over every input of the valid sessions pooled (cloud gaming; the
 video call's audio delay instead), the mean of the sessions' p95 with a 95% bootstrap
 CI over sessions, whether that p95 is under the app's bound (`BOUND_MS`), freezes
-per minute, delivered frame rate and bitrate (session means), the LLC's share of the
+per minute, delivered frame rate and bitrate (session means; "Mbit/s" is the video's
+RTP payload received, retransmissions included, "Mbit/s shown" the encoded bytes of
+the frames the player displayed, per second), the LLC's share of the
 bytes, and the share of the ideal scheme's p95 reduction (against
 `analysis.baseline`) the scheme captures. Plotted as CDFs of the pooled samples.
 
@@ -75,7 +77,7 @@ class Realtime(Analysis):
                 f"the sessions' p95 with a 95% bootstrap CI over sessions)",
                 ["condition", "scheme", "sessions (invalid)", "p50", "p95", "p99",
                  "session p95 [CI]", f"p95 < {bound:.0f}", "freezes/min", "fps",
-                 "Mbit/s", "LLC bytes %", "share of ideal"],
+                 "Mbit/s", "Mbit/s shown", "LLC bytes %", "share of ideal"],
             )  # fmt: skip
             for cond in c.conditions:
                 p95s: dict[str, float | None] = {}
@@ -110,6 +112,7 @@ class Realtime(Analysis):
                             num(freezes / minutes if minutes else None, 2),
                             num(_mean(valid, "fps_delivered")),
                             num(_mean(valid, "bitrate_mbps"), 2),
+                            num(_mean(valid, "shown_mbps"), 2),
                             num(an.llc_bytes_pct(valid)),
                             "—"
                             if share is None or sch.label in (base, "ideal")

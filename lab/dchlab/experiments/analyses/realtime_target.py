@@ -17,7 +17,10 @@ over each arm's valid sessions (latest row per cell):
              resampled independently ("unpaired, n/m"; one session each, of one
              trial: "paired, 1", without a CI);
   freezes    per minute of each session (freezes / (duration_s / 60)), mean and CI;
-  bitrate    delivered Mbit/s of each session (bitrate_mbps), mean and CI.
+  bitrate    delivered Mbit/s of each session (bitrate_mbps: the video's RTP payload
+             received, retransmissions included), mean and CI; beside it, not judged,
+             the Mbit/s the player saw (shown_mbps: the encoded bytes of the frames it
+             displayed, per second; sessions measured before it existed have none).
 
 Verdict (`verdict`): "met" when all three hold:
   1. the reduction's point estimate is >= TARGET_PCT (20%);
@@ -160,6 +163,11 @@ def _ci(values: Sequence[tuple[int | None, float]]) -> an.CI:
     return an.bootstrap_mean([v for _, v in values])
 
 
+def _fmt_or_dash(ci: an.CI) -> str:
+    """`ci` formatted to 2 decimals, or — when no session has the column."""
+    return "—" if math.isnan(ci.mean) else ci.fmt(2)
+
+
 def verdict(
     red: Reduction | None, freezes: tuple[an.CI, an.CI], bitrate: tuple[an.CI, an.CI]
 ) -> str:
@@ -200,10 +208,12 @@ def judge(app: str, cond: str, arm: str, p95_col: str, cells: Cells) -> Judged |
     fr = (_ci(freezes_per_min(new)), _ci(freezes_per_min(base)))
     br = (_ci(per_session(new, "bitrate_mbps")), _ci(per_session(base, "bitrate_mbps")))
     v = verdict(red, fr, br)
+    shown = (_ci(per_session(new, "shown_mbps")), _ci(per_session(base, "shown_mbps")))
     row = [
         cond, arm, f"{len(p_new)} / {len(p_base)}", _ci(p_new).fmt(), _ci(p_base).fmt(),
         "—" if red is None else red.ci.fmt(unit="%"), "—" if red is None else red.how,
-        fr[0].fmt(2), fr[1].fmt(2), br[0].fmt(2), br[1].fmt(2), v,
+        fr[0].fmt(2), fr[1].fmt(2), br[0].fmt(2), br[1].fmt(2),
+        _fmt_or_dash(shown[0]), _fmt_or_dash(shown[1]), v,
     ]  # fmt: skip
     return Judged(app, cond, arm, v, row)
 
@@ -217,7 +227,8 @@ def target_table(c: Campaign, app: str, p95_col: str, cells: Cells) -> tuple[Tab
         "lower with freezes not higher and bitrate not lower (CIs overlapping or better)",
         ["condition", "scheme", "sessions (new / Alg. 1)", "p95 new", "p95 Alg. 1",
          "reduction [CI]", "sessions used", "freezes/min new", "freezes/min Alg. 1",
-         "Mbit/s new", "Mbit/s Alg. 1", "verdict"],
+         "Mbit/s new", "Mbit/s Alg. 1", "Mbit/s shown new", "Mbit/s shown Alg. 1",
+         "verdict"],
     )  # fmt: skip
     judged = []
     new_arms = [s.label for s in c.schemes if s.scheme.partition(":")[0] in NEW_ARMS]

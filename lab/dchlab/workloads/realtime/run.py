@@ -68,6 +68,7 @@ def columns(app: str, s: dict[str, Any]) -> RealtimeColumns:
         freezes=down.get("freezes"),
         freeze_ms=down.get("freeze_ms"),
         bitrate_mbps=down.get("bitrate_mbps"),
+        shown_mbps=down.get("shown_mbps"),
         bitrate_steady_mbps=down.get("bitrate_steady_mbps"),
         target_mbps=down.get("target_mbps"),
         start_bitrate_mbps=s.get("start_bitrate_mbps"),

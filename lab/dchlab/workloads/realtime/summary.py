@@ -136,6 +136,10 @@ def video(sender: Mapping[str, Any], receiver: Mapping[str, Any]) -> dict[str, A
     n_freeze, freeze_s = metrics.freezes(times)
     rx = [(float(t), int(b)) for t, b in (receiver.get("rx_bytes") or {}).get("video", [])]
     bps = metrics.bitrate_bps(rx)
+    # what the player saw: each displayed frame's encoded size at its display time
+    # (retransmitted and duplicate packets, and frames never shown, are not in it)
+    seen = [(float(f[0]), int(encode[int(f[2])][2])) for f in shown if int(f[2]) in encode]
+    shown_bps = metrics.bitrate_bps(seen)
     targets = [e[3] for e in encode.values()]
     fps = metrics.frame_rate(times)
     t0 = min(frames.values(), default=None)
@@ -151,6 +155,7 @@ def video(sender: Mapping[str, Any], receiver: Mapping[str, Any]) -> dict[str, A
         "freezes": n_freeze,
         "freeze_ms": round(freeze_s * 1000, 1),
         "bitrate_mbps": None if bps is None else round(bps / 1e6, 3),
+        "shown_mbps": None if shown_bps is None else round(shown_bps / 1e6, 3),
         "target_mbps": round(sum(targets) / len(targets) / 1e6, 3) if targets else None,
         # the receiver's loss reports (for the audio too in a video call: one process)
         "nack_packets": sum(int(n) for _, n in receiver.get("nack") or []),
