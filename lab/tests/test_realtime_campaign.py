@@ -99,5 +99,8 @@ def test_the_analysis_pools_samples_and_compares_with_the_ideal(tmp_path: Path) 
     assert by_arm["all-hbc"][8] == "1.00"  # 1 freeze in 2 x 30 s
     assert by_arm["dchannel"][10:12] == ["2.00", "—"]  # Mbit/s received; none shown
     assert by_arm["dchannel"][12] == "10.0"  # 100 of 1000 bytes on the LLC
-    assert by_arm["dchannel"][13] == "50%"  # (200 - 150) / (200 - 100)
+    # pooled p50: all-hbc 130, dchannel 95, ideal 65: (130 - 95) / (130 - 65) = 54%
+    assert by_arm["dchannel"][13] == "54%"
+    assert by_arm["dchannel"][14] == "50%"  # session p95s: (200 - 150) / (200 - 100)
+    assert by_arm["ideal"][13:] == ["—", "—"] and by_arm["all-hbc"][13:] == ["—", "—"]
     assert found.plot["samples"][("cloud-gaming MM-S", "ideal")] == [50.0, 60.0, 70.0, 80.0]

@@ -8,8 +8,13 @@ CI over sessions, whether that p95 is under the app's bound (`BOUND_MS`), freeze
 per minute, delivered frame rate and bitrate (session means; "Mbit/s" is the video's
 RTP payload received, retransmissions included, "Mbit/s shown" the encoded bytes of
 the frames the player displayed, per second), the LLC's share of the
-bytes, and the share of the ideal scheme's p95 reduction (against
-`analysis.baseline`) the scheme captures. Plotted as CDFs of the pooled samples.
+bytes, and the share of the ideal scheme's reduction (against `analysis.baseline`)
+the scheme captures, of the pooled p50 and of the mean session p95. The ideal (URLLC
+delay at eMBB rate) bounds the median, not the tail: its congestion controller, seeing
+the LLC's constant delay instead of the HBC's varying one, sends faster and meets the
+HBC trace's low-rate windows with more queued (a share of the p95 above 100% says that,
+not a scheme better than ideal). Plotted as CDFs
+of the pooled samples.
 
 Then, per app, issue 40's target (realtime_target: the real-time policy against
 Algorithm 1, its rule there; which schemes bring the p95 under the bound where the
@@ -77,14 +82,18 @@ class Realtime(Analysis):
                 f"the sessions' p95 with a 95% bootstrap CI over sessions)",
                 ["condition", "scheme", "sessions (invalid)", "p50", "p95", "p99",
                  "session p95 [CI]", f"p95 < {bound:.0f}", "freezes/min", "fps",
-                 "Mbit/s", "Mbit/s shown", "LLC bytes %", "share of ideal"],
+                 "Mbit/s", "Mbit/s shown", "LLC bytes %", "share of ideal p50",
+                 "share of ideal p95"],
             )  # fmt: skip
             for cond in c.conditions:
+                p50s: dict[str, float | None] = {}
                 p95s: dict[str, float | None] = {}
                 for sch in c.schemes:
                     valid = [
                         r for r in cells.get((app, cond.name, sch.label), []) if r.get("valid")
                     ]
+                    pooled = an.stat_samples(valid, stat).get((cond.name, sch.label), [])
+                    p50s[sch.label] = an.percentile(pooled, 50) if pooled else None
                     p95s[sch.label] = _mean(valid, p95_col)
                 for sch in c.schemes:
                     rs = cells.get((app, cond.name, sch.label), [])
@@ -98,7 +107,10 @@ class Realtime(Analysis):
                     )
                     minutes = sum(float(r.get("duration_s") or 0) for r in valid) / 60
                     freezes = sum(int(r.get("freezes") or 0) for r in valid)
-                    share = ideal_share(p95s.get(base), p95s.get(sch.label), p95s.get("ideal"))
+                    shares = [
+                        ideal_share(m.get(base), m.get(sch.label), m.get("ideal"))
+                        for m in (p50s, p95s)
+                    ]
                     t.rows.append(
                         [
                             cond.name,
@@ -114,9 +126,12 @@ class Realtime(Analysis):
                             num(_mean(valid, "bitrate_mbps"), 2),
                             num(_mean(valid, "shown_mbps"), 2),
                             num(an.llc_bytes_pct(valid)),
-                            "—"
-                            if share is None or sch.label in (base, "ideal")
-                            else f"{100 * share:.0f}%",
+                            *(
+                                "—"
+                                if share is None or sch.label in (base, "ideal")
+                                else f"{100 * share:.0f}%"
+                                for share in shares
+                            ),
                         ]
                     )
             tables.append(t)
