@@ -86,6 +86,7 @@ class Realtime(Analysis):
                  "share of ideal p95"],
             )  # fmt: skip
             for cond in c.conditions:
+                pooled_of: dict[str, list[float]] = {}
                 p50s: dict[str, float | None] = {}
                 p95s: dict[str, float | None] = {}
                 for sch in c.schemes:
@@ -93,6 +94,7 @@ class Realtime(Analysis):
                         r for r in cells.get((app, cond.name, sch.label), []) if r.get("valid")
                     ]
                     pooled = an.stat_samples(valid, stat).get((cond.name, sch.label), [])
+                    pooled_of[sch.label] = pooled
                     p50s[sch.label] = an.percentile(pooled, 50) if pooled else None
                     p95s[sch.label] = _mean(valid, p95_col)
                 for sch in c.schemes:
@@ -100,7 +102,7 @@ class Realtime(Analysis):
                     if not rs:
                         continue
                     valid = [r for r in rs if r.get("valid")]
-                    vals = an.stat_samples(valid, stat).get((cond.name, sch.label), [])
+                    vals = pooled_of[sch.label]
                     samples[(f"{app} {cond.name}", sch.label)] = vals
                     ci = an.bootstrap_mean(
                         [float(r[p95_col]) for r in valid if r.get(p95_col) is not None]
