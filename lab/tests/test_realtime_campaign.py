@@ -104,3 +104,12 @@ def test_the_analysis_pools_samples_and_compares_with_the_ideal(tmp_path: Path) 
     assert by_arm["dchannel"][14] == "50%"  # session p95s: (200 - 150) / (200 - 100)
     assert by_arm["ideal"][13:] == ["—", "—"] and by_arm["all-hbc"][13:] == ["—", "—"]
     assert found.plot["samples"][("cloud-gaming MM-S", "ideal")] == [50.0, 60.0, 70.0, 80.0]
+
+
+def test_frame_release_is_a_campaign_field(tmp_path: Path) -> None:
+    # default: aiortc's rule, so every campaign before the field measured what it did
+    assert load_campaign(_campaign(tmp_path), check_channels=False).workload.frame_release == "next"
+    c = load_campaign(_campaign(tmp_path, frame_release="marker"), check_channels=False)
+    assert c.workload.frame_release == "marker"
+    with pytest.raises(CampaignError, match=r"workload\.frame_release.*next, marker.*'last'"):
+        load_campaign(_campaign(tmp_path, frame_release="last"), check_channels=False)

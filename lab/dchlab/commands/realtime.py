@@ -19,6 +19,7 @@ from typing import Any
 
 from dchlab.commands import add_command
 from dchlab.workloads.cli_common import add_common, fmt_ms, paired_runs, row_state, run_jobs
+from dchlab.workloads.realtime.frame_release import FRAME_RELEASES
 
 APPS = ("cloud-gaming", "video-call")
 
@@ -96,6 +97,7 @@ def cmd_realtime(args: argparse.Namespace) -> int:
                     args.start_bitrate,
                     args.max_bitrate,
                     args.min_bitrate,
+                    args.frame_release,
                 )
             ],
         )
@@ -139,5 +141,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="video bitrate floor whatever the congestion control says, Mbit/s (default "
         "aiortc's 0.25; = the start for a fixed-rate service)",
+    )
+    p.add_argument(
+        "--frame-release",
+        choices=FRAME_RELEASES,
+        default=FRAME_RELEASES[0],
+        help="when the video jitter buffers hand a frame to the decoder: next (default, "
+        "aiortc's: when the next frame's first packet arrives) or marker (libwebrtc's: on "
+        "the packet with the RTP marker bit, the frame's last); docs/realtime.md",
     )
     add_common(p)

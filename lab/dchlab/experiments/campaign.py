@@ -91,6 +91,9 @@ class Workload:
     start_mbps: float | None = None
     max_mbps: float | None = None
     min_mbps: float | None = None
+    # realtime: when the video jitter buffers release a frame (next: aiortc's, marker:
+    # libwebrtc's; dchlab.workloads.realtime.frame_release)
+    frame_release: str = "next"
     timeout_s: float = 60.0
     # pageload / session: record the screencast for Speed Index and atf_ms (costs the
     # PLT ~6%, docs/benchmarks.md "Page metrics"); FCP and LCP are always measured

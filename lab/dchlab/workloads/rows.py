@@ -131,6 +131,9 @@ class RealtimeColumns:
 
     rt_app: str | None = None
     duration_s: float | None = None
+    # when the video jitter buffers released a frame: next (aiortc's) or marker
+    # (libwebrtc's; dchlab.workloads.realtime.frame_release); None: next (rows before it)
+    frame_release: str | None = None
     input_to_display_p50_ms: float | None = None
     input_to_display_p95_ms: float | None = None
     input_to_display_p99_ms: float | None = None

@@ -2,11 +2,15 @@
 and srv (dchlab.workloads.realtime; docs/realtime.md).
 
     workload: {kind: realtime, apps: [cloud-gaming, video-call], duration_s: 60,
-               fps: 30, input_hz: 60, start_mbps: 10, max_mbps: 20, min_mbps: 0.25}
+               fps: 30, input_hz: 60, start_mbps: 10, max_mbps: 20, min_mbps: 0.25,
+               frame_release: next}
 
 `start_mbps`, `max_mbps`, `min_mbps` (optional): the video's start bitrate, cap and
 floor in Mbit/s, as `dch realtime --start-bitrate/--max-bitrate/--min-bitrate`; left
-out, each app's own (cloud-gaming starts at 10, video-call at 0.5).
+out, each app's own (cloud-gaming starts at 10, video-call at 0.5). `frame_release`
+(optional, `next` by default): when the video jitter buffers release a frame, `next`
+(aiortc's: on the next frame's first packet) or `marker` (libwebrtc's: on the RTP
+marker bit), as `dch realtime --frame-release` (dchlab.workloads.realtime.frame_release).
 
 One item per app; each cell is one session, its row a summary (RealtimeColumns) with
 the per-input and per-frame samples in stats.realtime.samples (for CDFs:
@@ -22,6 +26,7 @@ from dchlab.experiments.campaign_check import Validator
 from dchlab.experiments.workload_kinds import WorkloadKind, register
 from dchlab.run_config import RunConfig
 from dchlab.workloads.pool import TestbedPool
+from dchlab.workloads.realtime.frame_release import FRAME_RELEASES
 
 APPS = ("cloud-gaming", "video-call")
 
@@ -30,7 +35,16 @@ APPS = ("cloud-gaming", "video-call")
 class Realtime(WorkloadKind):
     name = "realtime"
     fields = frozenset(
-        {"apps", "duration_s", "fps", "input_hz", "start_mbps", "max_mbps", "min_mbps"}
+        {
+            "apps",
+            "duration_s",
+            "fps",
+            "input_hz",
+            "start_mbps",
+            "max_mbps",
+            "min_mbps",
+            "frame_release",
+        }
     )
 
     def parse(self, v: Validator, d: dict[str, Any], timeout_s: float) -> Workload:
@@ -57,6 +71,12 @@ class Realtime(WorkloadKind):
                 "workload.start_mbps",
                 f"expected min_mbps <= start_mbps <= max_mbps, got {rates}",
             )
+        release = d.get("frame_release", FRAME_RELEASES[0])
+        if release not in FRAME_RELEASES:
+            raise v.err(
+                "workload.frame_release",
+                f"expected one of {', '.join(FRAME_RELEASES)}, got {release!r}",
+            )
         return Workload(
             kind=self.name,
             apps=tuple(apps),
@@ -66,6 +86,7 @@ class Realtime(WorkloadKind):
             start_mbps=rates["start_mbps"],
             max_mbps=rates["max_mbps"],
             min_mbps=rates["min_mbps"],
+            frame_release=release,
             timeout_s=timeout_s,
         )
 
@@ -87,6 +108,7 @@ class Realtime(WorkloadKind):
                 wl.start_mbps,
                 wl.max_mbps,
                 wl.min_mbps,
+                wl.frame_release,
             )
             for app in items
         ]

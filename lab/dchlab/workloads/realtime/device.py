@@ -9,7 +9,8 @@ the next) at `input_hz`, each seq with its send time, and displays the game vide
 video-call sends its camera video and tone audio and receives the server's. After
 `DRAIN_S` more of receiving (so the last inputs can show), it fetches the server's
 records and summarizes both ends'. The offer carries the video's start bitrate and
-cap (`bitrates`), which both ends' encoders use.
+cap (`bitrates`), which both ends' encoders use, and the rule by which both ends'
+video jitter buffers release a frame (`frame_release`: dchlab.workloads.realtime.frame_release).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import asdict
 from typing import Any
 
 from dchlab.workloads.realtime import signalling, stack, summary
+from dchlab.workloads.realtime.frame_release import FRAME_RELEASES
 from dchlab.workloads.realtime.media import PatchedVideo, Record, ToneAudio, hear_audio, show_video
 from dchlab.workloads.realtime.server import INPUT
 
@@ -74,12 +76,15 @@ async def run(
     fps: int,
     input_hz: float,
     bitrates: stack.Bitrates | None = None,
+    frame_release: str = "next",
 ) -> dict[str, Any]:
     """One session against the server at `server`: its summary. `bitrates`: the
-    video's start and cap (None: the app's, stack.BITRATES)."""
+    video's start and cap (None: the app's, stack.BITRATES); `frame_release`: when the
+    video jitter buffers release a frame (frame_release.FRAME_RELEASES)."""
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
     bitrates = bitrates or stack.BITRATES[app]
+    stack.set_frame_release(frame_release)
     stack.configure(stack.source_address(server), bitrates)
     reader, writer = await asyncio.open_connection(server, signalling.PORT, limit=signalling.LIMIT)
     record = Record()
@@ -111,6 +116,7 @@ async def run(
                 "start_bps": bitrates.start_bps,
                 "max_bps": bitrates.max_bps,
                 "min_bps": bitrates.min_bps,
+                "frame_release": frame_release,
             },
         )
         answer = await signalling.receive(reader, "answer")
@@ -135,6 +141,7 @@ async def run(
     out["start_bitrate_mbps"] = bitrates.start_bps / 1e6
     out["max_bitrate_mbps"] = bitrates.max_bps / 1e6
     out["min_bitrate_mbps"] = bitrates.min_bps / 1e6
+    out["frame_release"] = frame_release
     out["duration_s"] = duration
     out["setup_s"] = round(t_start - t_setup, 3)
     return out
@@ -164,9 +171,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start-bitrate", type=float, help="video start bitrate, Mbit/s")
     p.add_argument("--max-bitrate", type=float, help="video bitrate cap, Mbit/s")
     p.add_argument("--min-bitrate", type=float, help="video bitrate floor, Mbit/s")
+    p.add_argument(
+        "--frame-release",
+        choices=FRAME_RELEASES,
+        default=FRAME_RELEASES[0],
+        help="when the video jitter buffers release a frame: next (aiortc's: on the next "
+        "frame's first packet) or marker (libwebrtc's: on the RTP marker bit)",
+    )
     args = p.parse_args(argv)
     bitrates = bitrates_of(args.app, args.start_bitrate, args.max_bitrate, args.min_bitrate)
-    out = asyncio.run(run(args.server, args.app, args.duration, args.fps, args.input_hz, bitrates))
+    out = asyncio.run(
+        run(
+            args.server, args.app, args.duration, args.fps, args.input_hz, bitrates,
+            args.frame_release,
+        )
+    )  # fmt: skip
     sys.stdout.write(json.dumps(out) + "\n")
     return 0
 

@@ -21,6 +21,7 @@ from typing import Any
 from dchlab import REPO_ROOT
 from dchlab.testbed.addressing import SERVER_TEST
 from dchlab.workloads.measure import RunSpec, in_testbed, testbed_config
+from dchlab.workloads.realtime.frame_release import FRAME_RELEASES
 from dchlab.workloads.rows import Outcome, RealtimeColumns, make_row
 
 APPS = ("cloud-gaming", "video-call")
@@ -56,6 +57,7 @@ def columns(app: str, s: dict[str, Any]) -> RealtimeColumns:
     return RealtimeColumns(
         rt_app=app,
         duration_s=s.get("duration_s"),
+        frame_release=s.get("frame_release"),
         input_to_display_p50_ms=i2d.get("p50"),
         input_to_display_p95_ms=i2d.get("p95"),
         input_to_display_p99_ms=i2d.get("p99"),
@@ -131,10 +133,12 @@ def run_session(
     start_mbps: float | None = None,
     max_mbps: float | None = None,
     min_mbps: float | None = None,
+    frame_release: str = "next",
 ) -> dict[str, Any]:
     """The server in srv and the device on ue of started testbed `tb`: the summary, or
     {"error": ...} when the device failed. `start_mbps`, `max_mbps`, `min_mbps`: the
-    video's start bitrate, cap and floor (None: the app's, stack.BITRATES)."""
+    video's start bitrate, cap and floor (None: the app's, stack.BITRATES);
+    `frame_release`: the video jitter buffers' rule (frame_release.FRAME_RELEASES)."""
     server = [sys.executable, "-m", "dchlab.workloads.realtime.server", "--address", SERVER_TEST]
     daemon = tb.spawn(
         "realtime-server", ["env", f"PYTHONPATH={_lab_env()['PYTHONPATH']}", *server], ns="srv"
@@ -147,6 +151,7 @@ def run_session(
         *(["--start-bitrate", str(start_mbps)] if start_mbps is not None else []),
         *(["--max-bitrate", str(max_mbps)] if max_mbps is not None else []),
         *(["--min-bitrate", str(min_mbps)] if min_mbps is not None else []),
+        "--frame-release", frame_release,
     ]  # fmt: skip
     proc = tb.run_ue(argv, capture_output=True, timeout=duration_s + SLACK_S, env=_lab_env())
     lines = proc.stdout.decode(errors="replace").strip().splitlines()
@@ -167,19 +172,29 @@ def realtime(
     start_mbps: float | None = None,
     max_mbps: float | None = None,
     min_mbps: float | None = None,
+    frame_release: str = "next",
 ) -> dict[str, Any]:
     """One session of `app` (cloud-gaming | video-call) under `spec`: its row.
     `start_mbps`, `max_mbps`, `min_mbps`: the video's start bitrate, cap and floor
-    (None: the app's)."""
+    (None: the app's); `frame_release`: when the video jitter buffers release a frame
+    (frame_release.FRAME_RELEASES: next, aiortc's; marker, libwebrtc's)."""
     from dchlab.testbed import Testbed
 
     if app not in APPS:
         raise ValueError(f"unknown real-time app {app!r}: expected one of {', '.join(APPS)}")
+    if frame_release not in FRAME_RELEASES:
+        raise ValueError(
+            f"unknown frame release {frame_release!r}: expected {', '.join(FRAME_RELEASES)}"
+        )
     fps = fps or DEFAULT_FPS[app]
     got: dict[str, Any] = {}
 
     def body(tb: Any) -> None:
-        got.update(run_session(tb, app, duration_s, fps, input_hz, start_mbps, max_mbps, min_mbps))
+        got.update(
+            run_session(
+                tb, app, duration_s, fps, input_hz, start_mbps, max_mbps, min_mbps, frame_release
+            )
+        )
 
     frame = in_testbed(Testbed(testbed_config(spec, f"realtime:{app}")), body)
     reason = str(got["error"]) if "error" in got else judge(app, got) if got else "did not run"

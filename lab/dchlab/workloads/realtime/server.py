@@ -43,6 +43,7 @@ async def session(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
             int(offer.get("min_bps", default.min_bps)),
         )
     )
+    stack.set_frame_release(str(offer.get("frame_release", "next")))
     record = Record()
     record.start_clock()
     stack.PROBES.reset()  # one session at a time: its probes are the process's

@@ -19,6 +19,9 @@ time:
     step of a ladder (`on_ladder`: start x 1.25^k, and the cap; it stays on its step
     while the estimate is less than 10% below it), so the encoder is rebuilt only
     when the estimate crosses a step;
+  * when the video jitter buffer releases a frame (`set_frame_release`, per session):
+    aiortc's rule (on the next frame's first packet) or the marker bit's, as
+    libwebrtc (dchlab.workloads.realtime.frame_release); audio keeps aiortc's;
   * the UDP receive buffer: aioice asks 256 KiB for its sockets
     (`aioice.turn.UDP_SOCKET_BUFFER_SIZE`); at 10 Mbit/s in ~1.3 kB packets that
     holds ~0.2 s (the kernel counts each packet's whole buffer), and a device process
@@ -55,7 +58,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from dchlab.workloads.realtime import wire
+from dchlab.workloads.realtime import frame_release, wire
 
 #: The VP8 encoder's bitrate cap this workload sets (bit/s; aiortc's own: 1.5 Mbit/s).
 MAX_BITRATE_BPS = 20_000_000
@@ -237,6 +240,22 @@ def set_bitrates(bitrates: Bitrates) -> None:
     vpx.MIN_BITRATE = bitrates.min_bps  # type: ignore[misc]
 
 
+#: The session's video frame release rule (frame_release.FRAME_RELEASES), read by the
+#: jitter buffer on every packet; `set_frame_release` sets it.
+_frame_release = frame_release.FRAME_RELEASES[0]
+
+
+def set_frame_release(rule: str) -> None:
+    """When the video jitter buffers release a frame from now on (a session's, before
+    its tracks are negotiated): `next` (aiortc's) or `marker` (libwebrtc's)."""
+    global _frame_release
+    if rule not in frame_release.FRAME_RELEASES:
+        raise ValueError(
+            f"unknown frame release {rule!r}: expected {', '.join(frame_release.FRAME_RELEASES)}"
+        )
+    _frame_release = rule
+
+
 def configure(host_address: str, bitrates: Bitrates = BITRATES["cloud-gaming"]) -> None:
     """Apply this workload's changes to aiortc and aioice (see the module docstring);
     idempotent. `host_address`: the only ICE host candidate address this end offers."""
@@ -257,6 +276,7 @@ def configure(host_address: str, bitrates: Bitrates = BITRATES["cloud-gaming"]) 
     _wrap_decoder(vpx.Vp8Decoder)
     _wrap_receiver(rtcrtpreceiver.RTCRtpReceiver)
     _wrap_estimator(rate.RemoteBitrateEstimator)
+    _release_rule(jitterbuffer.JitterBuffer)
     _wrap_jitter_buffer(jitterbuffer.JitterBuffer)
     wire.install(PROBES, aioice.ice.StunProtocol, aioice.ice.Connection)
 
@@ -355,6 +375,18 @@ def _wrap_receiver(cls: Any) -> None:
         await send_pli(self, media_ssrc)
 
     cls._send_rtcp_nack, cls._send_rtcp_pli = probed_nack, probed_pli
+
+
+def _release_rule(cls: Any) -> None:
+    # aiortc's own code stays the `next` rule's (and audio's, whose buffer prefetches)
+    remove_frame = cls._remove_frame
+
+    def by_rule(self: Any, sequence_number: int) -> Any:
+        if self._is_video and _frame_release != "next":
+            return frame_release.release_frame(self, _frame_release)
+        return remove_frame(self, sequence_number)
+
+    cls._remove_frame = by_rule
 
 
 def _wrap_jitter_buffer(cls: Any) -> None:
