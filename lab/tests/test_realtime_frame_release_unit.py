@@ -13,13 +13,13 @@ import pytest
 
 pytest.importorskip("aiortc")
 
-from aiortc.jitterbuffer import JitterBuffer  # noqa: E402
-from aiortc.rtp import RtpPacket  # noqa: E402
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from aiortc.jitterbuffer import JitterBuffer
+from aiortc.rtp import RtpPacket
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from dchlab.workloads.realtime import stack  # noqa: E402
-from dchlab.workloads.realtime.frame_release import FRAME_RELEASES, release_frame  # noqa: E402
+from dchlab.workloads.realtime import stack
+from dchlab.workloads.realtime.frame_release import FRAME_RELEASES, release_frame
 
 #: VP8's RTP clock ticks per frame at 30 fps (90 kHz / 30).
 TICKS = 3000
