@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dchlab.workloads.realtime import stack
-from dchlab.workloads.realtime.frame_release import FRAME_RELEASES, release_frame
+from dchlab.workloads.realtime.frame_release import FRAME_RELEASES, check_rule, release_frame
 
 #: VP8's RTP clock ticks per frame at 30 fps (90 kHz / 30).
 TICKS = 3000
@@ -121,7 +121,7 @@ def test_marker_across_the_sequence_number_wrap() -> None:
 
 def test_unknown_rule_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown frame release 'first'"):
-        release_frame(RuleBuffer("next"), "first")
+        check_rule("first")
     with pytest.raises(ValueError, match="expected next, marker"):
         stack.set_frame_release("first")
 

@@ -35,14 +35,21 @@ from typing import Any
 FRAME_RELEASES = ("next", "marker")
 
 
+def check_rule(rule: str) -> str:
+    """`rule`, or ValueError naming it and the rules there are (checked once per
+    session, not per packet)."""
+    if rule not in FRAME_RELEASES:
+        raise ValueError(f"unknown frame release {rule!r}: expected {', '.join(FRAME_RELEASES)}")
+    return rule
+
+
 def release_frame(buffer: Any, rule: str) -> Any:
     """The frame the jitter buffer `buffer` releases now under `rule` (an
     aiortc.jitterbuffer.JitterFrame, its packets removed from the buffer), or None.
-    Buffers with a prefetch (aiortc's audio: 4 frames) are not handled here."""
+    Runs on every video packet: `rule` is one of FRAME_RELEASES (`check_rule`, when it
+    was set). Buffers with a prefetch (aiortc's audio: 4 frames) are not handled here."""
     from aiortc.jitterbuffer import JitterFrame
 
-    if rule not in FRAME_RELEASES:
-        raise ValueError(f"unknown frame release {rule!r}: expected {', '.join(FRAME_RELEASES)}")
     if buffer._origin is None:
         return None
     packets: list[Any] = []

@@ -21,7 +21,7 @@ from typing import Any
 from dchlab import REPO_ROOT
 from dchlab.testbed.addressing import SERVER_TEST
 from dchlab.workloads.measure import RunSpec, in_testbed, testbed_config
-from dchlab.workloads.realtime.frame_release import FRAME_RELEASES
+from dchlab.workloads.realtime.frame_release import check_rule
 from dchlab.workloads.rows import Outcome, RealtimeColumns, make_row
 
 APPS = ("cloud-gaming", "video-call")
@@ -182,10 +182,7 @@ def realtime(
 
     if app not in APPS:
         raise ValueError(f"unknown real-time app {app!r}: expected one of {', '.join(APPS)}")
-    if frame_release not in FRAME_RELEASES:
-        raise ValueError(
-            f"unknown frame release {frame_release!r}: expected {', '.join(FRAME_RELEASES)}"
-        )
+    check_rule(frame_release)
     fps = fps or DEFAULT_FPS[app]
     got: dict[str, Any] = {}
 

@@ -249,11 +249,7 @@ def set_frame_release(rule: str) -> None:
     """When the video jitter buffers release a frame from now on (a session's, before
     its tracks are negotiated): `next` (aiortc's) or `marker` (libwebrtc's)."""
     global _frame_release
-    if rule not in frame_release.FRAME_RELEASES:
-        raise ValueError(
-            f"unknown frame release {rule!r}: expected {', '.join(frame_release.FRAME_RELEASES)}"
-        )
-    _frame_release = rule
+    _frame_release = frame_release.check_rule(rule)
 
 
 def configure(host_address: str, bitrates: Bitrates = BITRATES["cloud-gaming"]) -> None:
