@@ -198,6 +198,23 @@ def test_freezes_rate_and_bitrate() -> None:
     assert p == {"p50": 55.0, "p95": 95.5, "p99": 99.1, "mean": 55.0}
 
 
+def test_a_lost_connection_ends_the_session_in_one_freeze() -> None:
+    """Frames at 0, 0.125, 0.25, then the connection is lost and the session was due
+    to end at 1.25: the dark 1.0 s is one freeze; without a loss (no `end`) the tail
+    is not a freeze, and an end before the last frame adds nothing."""
+    assert metrics.freezes([0.0, 0.125, 0.25], end=1.25) == (1, 1.0)
+    assert metrics.freezes([0.0, 0.125, 0.25]) == (0, 0.0)
+    assert metrics.freezes([0.0, 0.125, 0.25], end=0.25) == (0, 0.0)
+    assert metrics.freezes([0.0, 0.125, 0.25], end=0.375) == (0, 0.0)  # 0.125 s: no freeze
+    # the same through the summary: the device's record says when it was lost
+    shown = [[t, 3000 * i, i, i + 1, t - 0.05] for i, t in enumerate((10.0, 10.125, 10.25))]
+    device = {"shown": shown, "session_end": 11.25}
+    held = summary.summarize("cloud-gaming", device, {}, 30, 60.0)["video_down"]
+    lost = summary.summarize("cloud-gaming", {**device, "lost_at": 10.3}, {}, 30, 60.0)
+    assert (held["freezes"], held["freeze_ms"]) == (0, 0.0)
+    assert (lost["video_down"]["freezes"], lost["video_down"]["freeze_ms"]) == (1, 1000.0)
+
+
 def test_tone_marks_are_found_and_matched() -> None:
     """The sender's frames, delayed by 30 ms + 300 samples (a frame boundary is not
     where the receiver sees it) and received one 20 ms frame at a time: every mark's
@@ -325,6 +342,11 @@ def test_a_session_is_judged_by_what_it_showed() -> None:
         "no tone mark heard (audio_up)"
     )
     c = columns("cloud-gaming", ok)
+    assert c.connection_lost_s is None
+    # a lost connection is the scheme's outcome, not a failed measurement: still valid
+    lost = {**ok, "connection_lost_s": 31.5}
+    assert judge("cloud-gaming", lost) == ""
+    assert columns("cloud-gaming", lost).connection_lost_s == 31.5
     assert (c.input_to_display_p95_ms, c.frame_delay_p50_ms, c.jitter_buffer_ms) == (
         150.0,
         70.0,

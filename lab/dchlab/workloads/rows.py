@@ -134,6 +134,9 @@ class RealtimeColumns:
     # when the video jitter buffers released a frame: next (aiortc's) or marker
     # (libwebrtc's; dchlab.workloads.realtime.frame_release); None: next (rows before it)
     frame_release: str | None = None
+    # when the peer connection failed, s into the session (ICE consent expired: no
+    # check answered for 30 s); None: it held. The rest of the session is one freeze.
+    connection_lost_s: float | None = None
     input_to_display_p50_ms: float | None = None
     input_to_display_p95_ms: float | None = None
     input_to_display_p99_ms: float | None = None

@@ -4,9 +4,11 @@
 Per app, condition and scheme: sessions (valid / invalid), input-to-display latency
 p50 / p95 / p99 over every input of the valid sessions pooled (cloud gaming; the
 video call's audio delay instead), the mean of the sessions' p95 with a 95% bootstrap
-CI over sessions, whether that p95 is under the app's bound (`BOUND_MS`), freezes
-per minute, delivered frame rate and bitrate (session means; "Mbit/s" is the video's
-RTP payload received, retransmissions included, "Mbit/s shown" the encoded bytes of
+CI over sessions, whether that p95 is under the app's bound (`BOUND_MS`), the
+sessions whose connection was lost (`connection_lost_s`: their latencies cover only
+what was displayed before, and the dark rest is one freeze), freezes per minute,
+delivered frame rate and bitrate (session means; "Mbit/s" is the video's RTP payload
+received, retransmissions included, "Mbit/s shown" the encoded bytes of
 the frames the player displayed, per second), the LLC's share of the
 bytes, and the share of the ideal scheme's reduction (against `analysis.baseline`)
 the scheme captures, of the pooled p50 and of the mean session p95. The ideal (URLLC
@@ -80,7 +82,7 @@ class Realtime(Analysis):
             t = Table(
                 f"{app}: {what} (ms, every sample of the valid sessions pooled; mean of "
                 f"the sessions' p95 with a 95% bootstrap CI over sessions)",
-                ["condition", "scheme", "sessions (invalid)", "p50", "p95", "p99",
+                ["condition", "scheme", "sessions (invalid)", "lost", "p50", "p95", "p99",
                  "session p95 [CI]", f"p95 < {bound:.0f}", "freezes/min", "fps",
                  "Mbit/s", "Mbit/s shown", "LLC bytes %", "share of ideal p50",
                  "share of ideal p95"],
@@ -118,6 +120,7 @@ class Realtime(Analysis):
                             cond.name,
                             sch.label,
                             f"{len(valid)} ({len(rs) - len(valid)})",
+                            str(sum(r.get("connection_lost_s") is not None for r in valid)),
                             num(an.percentile(vals, 50)),
                             num(an.percentile(vals, 95)),
                             num(an.percentile(vals, 99)),

@@ -50,6 +50,8 @@ async def _connected(pc: Any) -> None:
 
 
 async def _send_inputs(channel: Any, record: Record, hz: float, until: float) -> None:
+    """Send input events at `hz` until `until`, or until the channel closes (the
+    connection was lost: no input can reach the server any more)."""
     if channel.readyState != "open":
         opened = asyncio.Event()
         channel.on("open", opened.set)
@@ -64,6 +66,8 @@ async def _send_inputs(channel: Any, record: Record, hz: float, until: float) ->
             return
         if due > now:
             await asyncio.sleep(due - now)
+        if channel.readyState != "open":
+            return
         t = time.monotonic()
         record.inputs_sent[seq] = t
         channel.send(INPUT.pack(seq, t))
@@ -96,6 +100,13 @@ async def run(
         loop = show_video if track.kind == "video" else hear_audio
         tasks.append(asyncio.ensure_future(loop(track, record)))
 
+    live = False  # the session is running: a failed or closed connection now is lost
+
+    @pc.on("connectionstatechange")
+    def on_lost() -> None:
+        if live and record.lost_at is None and pc.connectionState in ("failed", "closed"):
+            record.lost_at = time.monotonic()
+
     channel = None
     if app == "cloud-gaming":
         channel = pc.createDataChannel("input", ordered=False, maxRetransmits=0)
@@ -125,10 +136,13 @@ async def run(
         t_start = time.monotonic()
         record.start_clock()
         until = t_start + duration
+        record.session_end = until
+        live = True
         if channel is not None:
             await _send_inputs(channel, record, input_hz, until)
         await asyncio.sleep(max(0.0, until - time.monotonic()) + DRAIN_S)
         record.stop_clock()
+        live = False
         await signalling.send(writer, {"type": "records"})
         theirs = await signalling.receive(reader, "records")
     finally:
@@ -144,6 +158,9 @@ async def run(
     out["frame_release"] = frame_release
     out["duration_s"] = duration
     out["setup_s"] = round(t_start - t_setup, 3)
+    # when the connection failed, s into the session (None: it held to the end)
+    lost = record.lost_at
+    out["connection_lost_s"] = None if lost is None else round(lost - t_start, 3)
     return out
 
 

@@ -45,7 +45,11 @@ class Record:
     inputs_wire: {seq: when the kernel received the datagram that carried it}
         (cloud gaming: server; dchlab.workloads.realtime.wire);
     cpu_s, wall_s: the end's process CPU time (all its threads: codecs, RTP, the
-        loop) over wall_s of its session."""
+        loop) over wall_s of its session;
+    session_end: when the session was due to end (device: its start + duration);
+    lost_at: when the peer connection failed during the session (device; None: it
+        held), e.g. ICE consent expired because no check was answered for 30 s
+        (RFC 7675) behind a queue the video keeps full."""
 
     frames: dict[int, float] = field(default_factory=dict)
     rendered: dict[int, float] = field(default_factory=dict)
@@ -61,6 +65,8 @@ class Record:
     inputs_wire: dict[int, float] = field(default_factory=dict)
     cpu_s: float = 0.0
     wall_s: float = 0.0
+    session_end: float | None = None
+    lost_at: float | None = None
 
     def start_clock(self) -> None:
         """Start counting this process's CPU and wall time for the session."""

@@ -7,7 +7,8 @@ hand-computed inputs:
     was sent (the server draws the latest seq it received, so that frame is the first
     to reflect s); inputs no displayed frame reflects are "undelivered";
   * freezes: gaps > FREEZE_S between consecutive new frames displayed (the issue's
-    definition), counted, with their total length;
+    definition), counted, with their total length; when the connection was lost, the
+    gap from the last frame to the session's end is one more;
   * delivered frame rate: new frames displayed / (last display - first display);
   * bitrate: payload bits received / span of the arrivals.
 """
@@ -44,9 +45,15 @@ def input_to_display(
     return out
 
 
-def freezes(display_times: Iterable[float], threshold: float = FREEZE_S) -> tuple[int, float]:
-    """(count, total length s) of gaps > `threshold` between consecutive times."""
+def freezes(
+    display_times: Iterable[float], threshold: float = FREEZE_S, end: float | None = None
+) -> tuple[int, float]:
+    """(count, total length s) of gaps > `threshold` between consecutive times, and,
+    given `end` (a session whose connection was lost: it ends dark), from the last
+    time to `end`."""
     ts = sorted(display_times)
+    if end is not None and ts and end > ts[-1]:
+        ts.append(end)
     gaps = [b - a for a, b in itertools.pairwise(ts) if b - a > threshold]
     return len(gaps), float(sum(gaps))
 

@@ -58,6 +58,7 @@ def columns(app: str, s: dict[str, Any]) -> RealtimeColumns:
         rt_app=app,
         duration_s=s.get("duration_s"),
         frame_release=s.get("frame_release"),
+        connection_lost_s=s.get("connection_lost_s"),
         input_to_display_p50_ms=i2d.get("p50"),
         input_to_display_p95_ms=i2d.get("p95"),
         input_to_display_p99_ms=i2d.get("p99"),

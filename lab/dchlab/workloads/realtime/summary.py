@@ -104,8 +104,12 @@ def encoded(encode: Mapping[int, Any]) -> dict[str, Any]:
     }
 
 
-def video(sender: Mapping[str, Any], receiver: Mapping[str, Any]) -> dict[str, Any]:
-    """The video direction from `sender` to `receiver` (their records and probes)."""
+def video(
+    sender: Mapping[str, Any], receiver: Mapping[str, Any], dark_from: float | None = None
+) -> dict[str, Any]:
+    """The video direction from `sender` to `receiver` (their records and probes).
+    `dark_from`: the session's end when its connection was lost (the freeze from the
+    last frame to it counts)."""
     frames = _ints(sender.get("frames") or {})
     tick = int(sender.get("tick") or 1)
     # the encoder's media timestamps are the frame slots' on the 90 kHz clock, rounded
@@ -133,7 +137,7 @@ def video(sender: Mapping[str, Any], receiver: Mapping[str, Any]) -> dict[str, A
         parts["decode"].append(dec[1] - dec[0])
         parts["output"].append(t - dec[1])
     times = [s[0] for s in shown]
-    n_freeze, freeze_s = metrics.freezes(times)
+    n_freeze, freeze_s = metrics.freezes(times, end=dark_from)
     rx = [(float(t), int(b)) for t, b in (receiver.get("rx_bytes") or {}).get("video", [])]
     bps = metrics.bitrate_bps(rx)
     # what the player saw: each displayed frame's encoded size at its display time
@@ -189,7 +193,10 @@ def summarize(
 ) -> dict[str, Any]:
     """The session's summary (module docstring) from the device's and server's records."""
     out: dict[str, Any] = {"app": app, "fps": fps, "input_hz": input_hz}
-    down = video(server, device)
+    # a lost connection ends the session dark: the rest of it is one freeze
+    lost_at, due = device.get("lost_at"), device.get("session_end")
+    end = float(due) if lost_at is not None and due is not None else None
+    down = video(server, device, end)
     samples: dict[str, list[float]] = {"frame_delay_ms": _ms(down.pop("_delays"))}
     out["video_down"] = down
     if app == "cloud-gaming":
@@ -206,7 +213,7 @@ def summarize(
         samples["input_to_display_ms"] = _ms([lat[s] for s in sorted(lat)])
         out["input_to_display_parts"] = latency_parts.decompose(device, server, fps)
     else:
-        up = video(device, server)
+        up = video(device, server, end)
         samples["frame_delay_up_ms"] = _ms(up.pop("_delays"))
         out["video_up"] = up
         a_down, a_up = audio(server, device), audio(device, server)
