@@ -60,13 +60,15 @@ def test_ideal_share() -> None:
     assert ideal_share(None, 150.0, 100.0) is None
 
 
-def _row(arm: str, trial: int, samples: list[float], p95: float, freezes: int) -> dict:
+def _row(
+    arm: str, trial: int, samples: list[float], p95: float, freezes: int, lost: float | None = None
+) -> dict:
     return {  # TEST DATA ONLY
         "workload": "realtime", "condition": "MM-S", "arm": arm, "scheme": arm,
         "item": "cloud-gaming", "page": "cloud-gaming", "trial": trial, "valid": True,
         "cell": f"MM-S|cloud-gaming|{trial}|{arm}", "input_to_display_p95_ms": p95,
         "duration_s": 30.0, "freezes": freezes, "fps_delivered": 30.0, "bitrate_mbps": 2.0,
-        "bytes_hbc": 900, "bytes_llc": 100,
+        "bytes_hbc": 900, "bytes_llc": 100, "connection_lost_s": lost,
         "stats": {"realtime": {"samples": {"input_to_display_ms": samples}}},
     }  # fmt: skip
 
@@ -83,7 +85,7 @@ def test_the_analysis_pools_samples_and_compares_with_the_ideal(tmp_path: Path) 
         _row("all-hbc", 0, [100.0, 120.0], 200.0, 1),
         _row("all-hbc", 1, [140.0, 160.0], 200.0, 0),
         _row("dchannel", 0, [80.0, 90.0], 150.0, 0),
-        _row("dchannel", 1, [100.0, 110.0], 150.0, 0),
+        _row("dchannel", 1, [100.0, 110.0], 150.0, 0, lost=31.0),
         _row("ideal", 0, [50.0, 60.0], 100.0, 0),
         _row("ideal", 1, [70.0, 80.0], 100.0, 0),
     ]
@@ -93,16 +95,18 @@ def test_the_analysis_pools_samples_and_compares_with_the_ideal(tmp_path: Path) 
     assert bound.rows == [["MM-S", "200.0 [200.0, 200.0]", "none"]]
     by_arm = {r[1]: r for r in t.rows}
     # all-hbc pooled: 100, 120, 140, 160 -> p50 130 (numpy linear), p95 157
-    assert by_arm["all-hbc"][3:6] == ["130.0", "157.0", "159.4"]
+    assert by_arm["all-hbc"][4:7] == ["130.0", "157.0", "159.4"]
     assert by_arm["all-hbc"][2] == "2 (0)"
-    assert by_arm["all-hbc"][7] == "no" and by_arm["ideal"][7] == "no"  # 200 / 100 ms
-    assert by_arm["all-hbc"][8] == "1.00"  # 1 freeze in 2 x 30 s
-    assert by_arm["dchannel"][10:12] == ["2.00", "—"]  # Mbit/s received; none shown
-    assert by_arm["dchannel"][12] == "10.0"  # 100 of 1000 bytes on the LLC
+    # a lost connection is counted, and the session stays in the numbers (valid)
+    assert (by_arm["all-hbc"][3], by_arm["dchannel"][3]) == ("0", "1")
+    assert by_arm["all-hbc"][8] == "no" and by_arm["ideal"][8] == "no"  # 200 / 100 ms
+    assert by_arm["all-hbc"][9] == "1.00"  # 1 freeze in 2 x 30 s
+    assert by_arm["dchannel"][11:13] == ["2.00", "—"]  # Mbit/s received; none shown
+    assert by_arm["dchannel"][13] == "10.0"  # 100 of 1000 bytes on the LLC
     # pooled p50: all-hbc 130, dchannel 95, ideal 65: (130 - 95) / (130 - 65) = 54%
-    assert by_arm["dchannel"][13] == "54%"
-    assert by_arm["dchannel"][14] == "50%"  # session p95s: (200 - 150) / (200 - 100)
-    assert by_arm["ideal"][13:] == ["—", "—"] and by_arm["all-hbc"][13:] == ["—", "—"]
+    assert by_arm["dchannel"][14] == "54%"
+    assert by_arm["dchannel"][15] == "50%"  # session p95s: (200 - 150) / (200 - 100)
+    assert by_arm["ideal"][14:] == ["—", "—"] and by_arm["all-hbc"][14:] == ["—", "—"]
     assert found.plot["samples"][("cloud-gaming MM-S", "ideal")] == [50.0, 60.0, 70.0, 80.0]
 
 
