@@ -105,10 +105,10 @@ def encoded(encode: Mapping[int, Any]) -> dict[str, Any]:
 
 
 def video(
-    sender: Mapping[str, Any], receiver: Mapping[str, Any], dark_from: float | None = None
+    sender: Mapping[str, Any], receiver: Mapping[str, Any], dark_until: float | None = None
 ) -> dict[str, Any]:
     """The video direction from `sender` to `receiver` (their records and probes).
-    `dark_from`: the session's end when its connection was lost (the freeze from the
+    `dark_until`: the session's end when its connection was lost (the freeze from the
     last frame to it counts)."""
     frames = _ints(sender.get("frames") or {})
     tick = int(sender.get("tick") or 1)
@@ -137,7 +137,7 @@ def video(
         parts["decode"].append(dec[1] - dec[0])
         parts["output"].append(t - dec[1])
     times = [s[0] for s in shown]
-    n_freeze, freeze_s = metrics.freezes(times, end=dark_from)
+    n_freeze, freeze_s = metrics.freezes(times, end=dark_until)
     rx = [(float(t), int(b)) for t, b in (receiver.get("rx_bytes") or {}).get("video", [])]
     bps = metrics.bitrate_bps(rx)
     # what the player saw: each displayed frame's encoded size at its display time
