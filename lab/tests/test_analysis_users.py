@@ -28,6 +28,12 @@ analysis: {kind: users, baseline: all-hbc}
 #: (never half: > 4 / 10 = 0.40).
 DCHANNEL = {"A-C2-N1": (800, 800), "A-C2-N2": (1000, 800), "A-C2-N4": (950, 950),
             "A-C10-N1": (800, 800), "A-C10-N4": (850, 850)}  # fmt: skip
+#: all-hbc is 1000 ms except at C = 2, N = 4, where this machine would have slowed it,
+#: with dchannel's PLT scaled alike (the gain stays 5 %): 1.5 × N = 1's all-hbc.
+BASE = {"A-C2-N4": 1500}
+DCHANNEL["A-C2-N4"] = (1425, 1425)
+#: the rows' load averages per condition; the C = 10, N = 4 rows have none.
+LOAD = {"A-C2-N1": 1.0, "A-C2-N2": 1.5, "A-C2-N4": 2.0, "A-C10-N1": 0.5}
 
 
 def test_users_tables_read_the_gain_per_mbit_and_its_halving(tmp_path: Path) -> None:
@@ -36,15 +42,17 @@ def test_users_tables_read_the_gain_per_mbit_and_its_halving(tmp_path: Path) -> 
     c = load_campaign(p, check_channels=False)
     rows = [
         {"condition": cond, "arm": arm, "item": page, "trial": 0, "valid": True,
-         "plt_ms": float(1000 if arm == "all-hbc" else plt[k]), "cell": f"{cond}{arm}{page}"}
+         "plt_ms": float(BASE.get(cond, 1000) if arm == "all-hbc" else plt[k]),
+         "cell": f"{cond}{arm}{page}", "host_load1": LOAD.get(cond)}
         for cond, plt in DCHANNEL.items() for arm in ("all-hbc", "dchannel")
         for k, page in enumerate(("p1", "p2"))
     ]  # fmt: skip
     tables = get_analysis("users").analyze(c, rows, {}).tables
     per, half = tables[-2], tables[-1]
-    got = [(r[3], r[4], r[5], r[7]) for r in per.rows]
-    assert got == [("2", "1", "0.50", "100%"), ("2", "2", "1.00", "50%"), ("2", "4", "2.00", "25%"),
-                   ("10", "1", "0.10", "100%"), ("10", "4", "0.40", "75%")]  # fmt: skip
+    got = [(r[3], r[4], r[5], r[7], r[8], r[9]) for r in per.rows]
+    assert got == [("2", "1", "0.50", "100%", "1.00", "1.0"), ("2", "2", "1.00", "50%", "1.00", "1.5"),
+                   ("2", "4", "2.00", "25%", "1.50", "2.0"),
+                   ("10", "1", "0.10", "100%", "1.00", "0.5"), ("10", "4", "0.40", "75%", "1.00", "—")]  # fmt: skip
     assert [(r[3], r[4], r[5], r[6]) for r in half.rows] == [
         ("2", "20.0", "2.00", "1, 2, 4"),
         ("10", "20.0", "> 0.40 (not reached)", "1, 4"),

@@ -8,6 +8,12 @@ with N / C users per Mbit/s and the share of the N = 1 gain it keeps; then where
 gain falls to half of the N = 1 gain: the smallest measured N / C whose gain's 95 % CI
 lies at or below half the N = 1 mean gain (a mean below half with a CI above it is
 noise, not a halving; not reached: the largest N / C measured, marked ">").
+
+The gain table also says what the machine did: all-hbc's mean PLT against N = 1's
+(all-hbc puts nothing on the LLC and every device has its own HBC, so a slower all-hbc
+at larger N is this machine's CPU, not the shared channel) and the rows' mean load
+average (`host_load1`). Where all-hbc slows, the gain is measured on a loaded machine:
+docs/results.md "URLLC shared by N devices" says where that starts and stops the study.
 """
 
 from __future__ import annotations
@@ -30,39 +36,56 @@ def _coords(x: dict[str, Any]) -> tuple[str, float, int, str] | None:
         return None
 
 
-def users_tables(c: Campaign, gains: dict[tuple[str, str], an.Gain]) -> list[Table]:
+def _mean_load(rows: Rows) -> dict[str, float]:
+    """Mean `host_load1` per condition over the rows that have it."""
+    loads: dict[str, list[float]] = {}
+    for r in rows:
+        v = r.get("host_load1")
+        if isinstance(v, int | float) and v == v:
+            loads.setdefault(str(r.get("condition")), []).append(float(v))
+    return {k: sum(v) / len(v) for k, v in loads.items()}
+
+
+def users_tables(
+    c: Campaign, gains: dict[tuple[str, str], an.Gain], rows: Rows | None = None
+) -> list[Table]:
     """The gain-per-users table and the halving table (module doc)."""
     per = Table("Gain against users per Mbit/s of URLLC (N devices share C Mbit/s)",
                 ["scheme", "scenario", "rule", "C Mbit/s", "N", "users per Mbit/s",
-                 "gain % [CI]", "of the N = 1 gain"])  # fmt: skip
+                 "gain % [CI]", "of the N = 1 gain", "all-hbc PLT / N = 1's",
+                 "load average"])  # fmt: skip
+    load = _mean_load(rows or [])
     half = Table("Users per Mbit/s at which the gain falls to half of one device's",
                  ["scheme", "scenario", "rule", "C Mbit/s", "N = 1 gain %", "half reached at",
                   "N measured"])  # fmt: skip
     conds = [(cond.name, xy) for cond in c.conditions if (xy := _coords(cond.x)) is not None]
     for arm in compared_arms(c, c.analysis.get("baseline", "all-hbc")):
-        single = {(s, mb): gains[(name, arm)] for name, (s, mb, n, _) in conds
+        single = {(s, mb): (name, gains[(name, arm)]) for name, (s, mb, n, _) in conds
                   if n == 1 and (name, arm) in gains}  # fmt: skip
-        groups: dict[tuple[str, str, float], list[tuple[int, an.Gain]]] = {}
+        groups: dict[tuple[str, str, float], list[tuple[int, str, an.Gain]]] = {}
         for name, (s, mb, n, rule) in conds:
             if (name, arm) in gains and n > 1:
-                groups.setdefault((s, rule, mb), []).append((n, gains[(name, arm)]))
+                groups.setdefault((s, rule, mb), []).append((n, name, gains[(name, arm)]))
         for (s, rule, mb), points in sorted(groups.items()):
-            ref = single.get((s, mb))
-            series = ([(1, ref)] if ref else []) + sorted(points, key=lambda p: p[0])
+            ref_name, ref = single.get((s, mb), ("", None))
+            series = ([(1, ref_name, ref)] if ref else []) + sorted(points, key=lambda p: p[0])
             base = ref.gain_pct.mean if ref else None
             reached = None
-            for n, g in series:
+            for n, name, g in series:
                 kept = g.gain_pct.mean / base if base else None
+                slower = g.base_mean_ms / ref.base_mean_ms if ref and ref.base_mean_ms > 0 else None
                 per.rows.append([arm, s, rule, f"{mb:g}", str(n), f"{n / mb:.2f}",
                                  g.gain_pct.fmt(1, "%"),
-                                 "—" if kept is None else f"{100 * kept:.0f}%"])  # fmt: skip
+                                 "—" if kept is None else f"{100 * kept:.0f}%",
+                                 "—" if slower is None or slower != slower else f"{slower:.2f}",
+                                 f"{load[name]:.1f}" if name in load else "—"])  # fmt: skip
                 if reached is None and base and base > 0 and g.gain_pct.hi <= base / 2:
                     reached = n / mb
-            top = max(n for n, _ in series) / mb
+            top = max(n for n, _, _ in series) / mb
             shown = ("—" if not base or base <= 0 else f"{reached:.2f}" if reached is not None
                      else f"> {top:.2f} (not reached)")  # fmt: skip
             half.rows.append([arm, s, rule, f"{mb:g}", "—" if base is None else f"{base:.1f}",
-                              shown, ", ".join(str(n) for n, _ in series)])  # fmt: skip
+                              shown, ", ".join(str(n) for n, _, _ in series)])  # fmt: skip
     return [per, half]
 
 
@@ -72,4 +95,4 @@ class Users(Sweep):
 
     def around_gains(self, c: Campaign, rows: Rows, metric: str) -> tuple[list[Table], list[Table]]:
         gains = an.paired_gains(rows, metric=metric, baseline=c.analysis.get("baseline", "all-hbc"))
-        return [], users_tables(c, gains)
+        return [], users_tables(c, gains, rows)
