@@ -40,7 +40,8 @@ def test_each_rule_adds_its_flags_and_none_adds_nothing() -> None:
     for rule in ("none", "priority"):
         for role in ("client", "gateway"):
             assert llc_share.agent_args(rule, role, 2.0, 3) == []
-    assert llc_share.agent_args("probe", "gateway", 2.0, 3) == []
+    # rule (c) on every sender: the gateway sends a page's downlink
+    assert llc_share.agent_args("probe", "gateway", 2.0, 3) == ["--llc-share", "probe"]
     assert llc_share.chanemu_args("priority", "llc") == ["--control-first"]
     for link in ("hbc", "hbc1", "srvpath"):
         assert llc_share.chanemu_args("priority", link) == []

@@ -9,8 +9,11 @@ rule adds to the agents' and the LLC emulator's command lines. One place per rul
   (`--llc-share token-bucket --llc-capacity C`, split among its N configured devices)
   and each client its own uplink to C/N (`--llc-share-rate`); an over-budget packet
   goes on the HBC, never dropped.
-- `probe` (rule c): each client learns the other users' LLC queue from its LLC probes
-  and adds it to Algorithm 1's `queue_llc` (`--llc-share probe`); the gateway as today.
+- `probe` (rule c): every sender learns the other users' LLC queue from its LLC probes
+  and adds it to Algorithm 1's `queue_llc` (`--llc-share probe`): each client for its
+  uplink and the gateway, per device, for the downlink. The gateway sends most of a
+  page load's bytes, so a client-only rule (c) left the page's downlink under rule (a)
+  (measured: docs/results.md "URLLC shared by N devices").
 - `priority` (rule d): the shared LLC emulator serves control packets first
   (`chanemu --control-first`); the agents as today.
 
@@ -53,7 +56,7 @@ def agent_args(rule: str, role: str, llc_mbit: float, devices: int) -> list[str]
             return ["--llc-share", "token-bucket", "--llc-capacity", str(capacity)]
         # the same equal split the gateway makes (ShareConfig::equal_split: rounded down)
         return ["--llc-share", "token-bucket", "--llc-share-rate", str(capacity // devices)]
-    if rule == "probe" and role == "client":
+    if rule == "probe":
         return ["--llc-share", "probe"]
     return []
 
