@@ -6,8 +6,11 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from dchlab.experiments.analyses import get_analysis
 from dchlab.experiments.campaign import load_campaign
+from dchlab.experiments.campaign_check import CampaignError
 
 YAML = """
 name: u
@@ -57,3 +60,40 @@ def test_users_tables_read_the_gain_per_mbit_and_its_halving(tmp_path: Path) -> 
         ("2", "20.0", "2.00", "1, 2, 4"),
         ("10", "20.0", "> 0.40 (not reached)", "1, 4"),
     ]
+
+
+def test_points_where_the_machine_is_the_limit_are_listed_not_judged(tmp_path: Path) -> None:
+    """With machine_limit 1.4, C = 2, N = 4 (all-hbc 1.5x slower than alone) measures the
+    machine: listed and marked, but the halving search stops before it, so C = 2 is
+    "not reached" up to N = 2 (N = 2's CI [0, 20] reaches above half of 20)."""
+    p = tmp_path / "u.yaml"
+    p.write_text(
+        textwrap.dedent(YAML).replace(
+            "baseline: all-hbc}", "baseline: all-hbc, machine_limit: 1.4}"
+        )
+    )
+    c = load_campaign(p, check_channels=False)
+    rows = [
+        {"condition": cond, "arm": arm, "item": page, "trial": 0, "valid": True,
+         "plt_ms": float(BASE.get(cond, 1000) if arm == "all-hbc" else plt[k]),
+         "cell": f"{cond}{arm}{page}"}
+        for cond, plt in DCHANNEL.items() for arm in ("all-hbc", "dchannel")
+        for k, page in enumerate(("p1", "p2"))
+    ]  # fmt: skip
+    per, half = get_analysis("users").analyze(c, rows, {}).tables[-2:]
+    assert [r[8] for r in per.rows] == ["1.00", "1.00", "1.50 machine", "1.00", "1.00"]
+    assert [(r[3], r[5], r[6]) for r in half.rows] == [
+        ("2", "> 1.00 (not reached)", "1, 2"),
+        ("10", "> 0.40 (not reached)", "1, 4"),
+    ]
+
+
+def test_a_bad_machine_limit_names_the_field(tmp_path: Path) -> None:
+    p = tmp_path / "u.yaml"
+    p.write_text(
+        textwrap.dedent(YAML).replace(
+            "baseline: all-hbc}", "baseline: all-hbc, machine_limit: 0.5}"
+        )
+    )
+    with pytest.raises(CampaignError, match=r"analysis.machine_limit: expected a number >= 1"):
+        load_campaign(p, check_channels=False)

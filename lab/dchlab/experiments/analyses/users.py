@@ -14,6 +14,10 @@ The gain table also says what the machine did: all-hbc's mean PLT against N = 1'
 at larger N is this machine's CPU, not the shared channel) and the rows' mean load
 average (`host_load1`). Where all-hbc slows, the gain is measured on a loaded machine:
 docs/results.md "URLLC shared by N devices" says where that starts and stops the study.
+A point where all-hbc is more than `machine_limit` times slower than alone (the
+analysis field; default 1.5) measures the machine, not the shared channel: it is
+listed, marked "machine", but not searched for the halving, and "N measured" stops
+before it (the issue's "say where the machine becomes the limit, and stop there").
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ def _coords(x: dict[str, Any]) -> tuple[str, float, int, str] | None:
         return None
 
 
+#: Beyond this all-hbc slowdown against N = 1 a point measures the machine (module doc).
+MACHINE_LIMIT = 1.5
+
+
 def _mean_load(rows: Rows) -> dict[str, float]:
     """Mean `host_load1` per condition over the rows that have it."""
     loads: dict[str, list[float]] = {}
@@ -55,6 +63,7 @@ def users_tables(
                  "gain % [CI]", "of the N = 1 gain", "all-hbc PLT / N = 1's",
                  "load average"])  # fmt: skip
     load = _mean_load(rows or [])
+    limit = float(c.analysis.get("machine_limit", MACHINE_LIMIT))
     half = Table("Users per Mbit/s at which the gain falls to half of one device's",
                  ["scheme", "scenario", "rule", "C Mbit/s", "N = 1 gain %", "half reached at",
                   "N measured"])  # fmt: skip
@@ -71,21 +80,28 @@ def users_tables(
             series = ([(1, ref_name, ref)] if ref else []) + sorted(points, key=lambda p: p[0])
             base = ref.gain_pct.mean if ref else None
             reached = None
+            measured: list[int] = []
+            stopped = False
             for n, name, g in series:
                 kept = g.gain_pct.mean / base if base else None
                 slower = g.base_mean_ms / ref.base_mean_ms if ref and ref.base_mean_ms > 0 else None
                 per.rows.append([arm, s, rule, f"{mb:g}", str(n), f"{n / mb:.2f}",
                                  g.gain_pct.fmt(1, "%"),
                                  "—" if kept is None else f"{100 * kept:.0f}%",
-                                 "—" if slower is None or slower != slower else f"{slower:.2f}",
+                                 "—" if slower is None or slower != slower
+                                 else f"{slower:.2f}" + (" machine" if stopped or slower > limit else ""),
                                  f"{load[name]:.1f}" if name in load else "—"])  # fmt: skip
+                stopped = stopped or (slower is not None and slower > limit)
+                if stopped:
+                    continue  # the machine's limit from here on, not the channel's: listed, not judged
+                measured.append(n)
                 if reached is None and base and base > 0 and g.gain_pct.hi <= base / 2:
                     reached = n / mb
-            top = max(n for n, _, _ in series) / mb
+            top = max(measured, default=0) / mb
             shown = ("—" if not base or base <= 0 else f"{reached:.2f}" if reached is not None
                      else f"> {top:.2f} (not reached)")  # fmt: skip
             half.rows.append([arm, s, rule, f"{mb:g}", "—" if base is None else f"{base:.1f}",
-                              shown, ", ".join(str(n) for n, _, _ in series)])  # fmt: skip
+                              shown, ", ".join(str(n) for n in measured)])  # fmt: skip
     return [per, half]
 
 
