@@ -56,9 +56,10 @@ def test_users_tables_read_the_gain_per_mbit_and_its_halving(tmp_path: Path) -> 
     assert got == [("2", "1", "0.50", "100%", "1.00", "1.0"), ("2", "2", "1.00", "50%", "1.00", "1.5"),
                    ("2", "4", "2.00", "25%", "1.50", "2.0"),
                    ("10", "1", "0.10", "100%", "1.00", "0.5"), ("10", "4", "0.40", "75%", "1.00", "—")]  # fmt: skip
-    assert [(r[3], r[4], r[5], r[6]) for r in half.rows] == [
-        ("2", "20.0", "2.00", "1, 2, 4"),
-        ("10", "20.0", "> 0.40 (not reached)", "1, 4"),
+    # N = 2's mean (10 %) is at half, not below it; N = 4's (5 %) is below
+    assert [(r[3], r[4], r[5], r[6], r[7]) for r in half.rows] == [
+        ("2", "20.0", "2.00", "1, 2, 4", "2.00"),
+        ("10", "20.0", "> 0.40 (not reached)", "1, 4", "not below"),
     ]
 
 

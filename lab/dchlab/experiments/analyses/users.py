@@ -7,7 +7,9 @@ reference). After the gain table: per scheme, scenario, rule and C the gain at e
 with N / C users per Mbit/s and the share of the N = 1 gain it keeps; then where the
 gain falls to half of the N = 1 gain: the smallest measured N / C whose gain's 95 % CI
 lies at or below half the N = 1 mean gain (a mean below half with a CI above it is
-noise, not a halving; not reached: the largest N / C measured, marked ">").
+noise, not a halving; not reached: the largest N / C measured, marked ">"), and beside
+it the smallest N / C whose mean alone is below half (a point estimate, for when the
+CIs are too wide to establish the halving).
 
 The gain table also says what the machine did: all-hbc's mean PLT against N = 1's
 (all-hbc puts nothing on the LLC and every device has its own HBC, so a slower all-hbc
@@ -66,7 +68,7 @@ def users_tables(
     limit = float(c.analysis.get("machine_limit", MACHINE_LIMIT))
     half = Table("Users per Mbit/s at which the gain falls to half of one device's",
                  ["scheme", "scenario", "rule", "C Mbit/s", "N = 1 gain %", "half reached at",
-                  "N measured"])  # fmt: skip
+                  "N measured", "mean below half at"])  # fmt: skip
     conds = [(cond.name, xy) for cond in c.conditions if (xy := _coords(cond.x)) is not None]
     for arm in compared_arms(c, c.analysis.get("baseline", "all-hbc")):
         single = {(s, mb): (name, gains[(name, arm)]) for name, (s, mb, n, _) in conds
@@ -80,6 +82,7 @@ def users_tables(
             series = ([(1, ref_name, ref)] if ref else []) + sorted(points, key=lambda p: p[0])
             base = ref.gain_pct.mean if ref else None
             reached = None
+            below: float | None = None
             measured: list[int] = []
             stopped = False
             for n, name, g in series:
@@ -95,13 +98,17 @@ def users_tables(
                 if stopped:
                     continue  # the machine's limit from here on, not the channel's: listed, not judged
                 measured.append(n)
+                if below is None and base and base > 0 and g.gain_pct.mean < base / 2:
+                    below = n / mb
                 if reached is None and base and base > 0 and g.gain_pct.hi <= base / 2:
                     reached = n / mb
             top = max(measured, default=0) / mb
             shown = ("—" if not base or base <= 0 else f"{reached:.2f}" if reached is not None
                      else f"> {top:.2f} (not reached)")  # fmt: skip
             half.rows.append([arm, s, rule, f"{mb:g}", "—" if base is None else f"{base:.1f}",
-                              shown, ", ".join(str(n) for n in measured)])  # fmt: skip
+                              shown, ", ".join(str(n) for n in measured),
+                              "—" if not base or base <= 0 else "not below" if below is None
+                              else f"{below:.2f}"])  # fmt: skip
     return [per, half]
 
 
