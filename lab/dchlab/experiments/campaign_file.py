@@ -252,8 +252,11 @@ def parse_campaign(data: Any, path: Path, check_channels: bool = True) -> Campai
     for flag in ("llc_usage", "by_protocol"):
         if not isinstance(analysis.get(flag, False), bool):
             raise v.err(f"analysis.{flag}", f"expected true or false, got {analysis[flag]!r}")
-    limit = analysis.get("machine_limit", 1.5)
-    if isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 1:
+    # the default lives with the analysis (analyses/users.py MACHINE_LIMIT)
+    limit = analysis.get("machine_limit")
+    if limit is not None and (
+        isinstance(limit, bool) or not isinstance(limit, int | float) or not limit >= 1
+    ):
         raise v.err(
             "analysis.machine_limit",
             f"expected a number >= 1 (all-hbc's slowdown against N = 1), got {limit!r}",

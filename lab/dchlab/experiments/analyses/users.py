@@ -88,13 +88,13 @@ def users_tables(
             for n, name, g in series:
                 kept = g.gain_pct.mean / base if base else None
                 slower = g.base_mean_ms / ref.base_mean_ms if ref and ref.base_mean_ms > 0 else None
+                stopped = stopped or (slower is not None and slower > limit)
                 per.rows.append([arm, s, rule, f"{mb:g}", str(n), f"{n / mb:.2f}",
                                  g.gain_pct.fmt(1, "%"),
                                  "—" if kept is None else f"{100 * kept:.0f}%",
                                  "—" if slower is None or slower != slower
-                                 else f"{slower:.2f}" + (" machine" if stopped or slower > limit else ""),
+                                 else f"{slower:.2f}" + (" machine" if stopped else ""),
                                  f"{load[name]:.1f}" if name in load else "—"])  # fmt: skip
-                stopped = stopped or (slower is not None and slower > limit)
                 if stopped:
                     continue  # the machine's limit from here on, not the channel's: listed, not judged
                 measured.append(n)
