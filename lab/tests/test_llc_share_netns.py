@@ -5,12 +5,19 @@ devices both download at once under `all-llc` over a 2 Mbit/s shared LLC:
   device's LLC packets to the HBC (its per-device counters), admitting no more than
   each device's 1 Mbit/s share plus one packet over the run;
 - priority: the LLC emulator runs with --control-first and the transfers are
-  byte-exact (the stage's behaviour is chanemu's unit tests).
+  byte-exact (the stage's behaviour is chanemu's unit tests);
+- probe: while ue2 alone fills the shared LLC downlink (a UDP flood at 1.5x C), the
+  idle ue1's probes see the queue: the gateway's and ue1's estimates of the other
+  users' queue (`llc_others_bytes`) are large and no larger than the queue the
+  emulator measured, while the gateway's estimate for ue2, whose own virtual queue
+  explains the delay, stays small (the estimator's arithmetic and its use in
+  Algorithm 1 are the Rust unit tests of `llc_share/probe_delay.rs`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import shutil
 import time
 from pathlib import Path
 
@@ -18,6 +25,7 @@ import pytest
 from conftest import require_binaries, require_root
 
 from dchlab.testbed import Testbed, TestbedConfig
+from dchlab.testbed.addressing import SERVER_TEST
 
 pytestmark = pytest.mark.netns
 
@@ -85,3 +93,36 @@ def test_priority_runs_the_llc_emulator_control_first() -> None:
     # the shared LLC's one emulator, not the devices' HBCs nor the server path
     assert len(emulators) >= 3 and len(llc) == 1, emulators
     assert llc[0][llc[0].index("--dev-b") + 1] == "llc", llc
+
+
+def test_probe_learns_the_other_devices_queue() -> None:
+    require_root()
+    require_binaries("chanemu", "webreplay", "dchannel")
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 not installed (scripts/setup.sh installs it)")
+    with Testbed(_cfg("probe")) as tb:
+        tb.spawn("iperf3", ["iperf3", "-s", "--forceflush"], ns="srv",
+                 ready="Server listening", ready_exact=False)  # fmt: skip
+        time.sleep(1.0)  # probes learn the empty LLC's base RTT
+        # ue2 alone: 3 Mbit/s of UDP from the server, all on the 2 Mbit/s LLC
+        # (all-llc), so the shared downlink queue grows by ~125 kB/s; 5 s of it stay
+        # under the 800-packet drop-tail limit.
+        cmd = ["iperf3", "-c", SERVER_TEST, "-u", "-R", "-b", "3M", "-t", "30"]
+        flood = tb.popen_ue(cmd, device="ue2", stdout=-1, stderr=-1, text=True)
+        time.sleep(5.0)
+        assert flood.poll() is None, flood.communicate()
+    # teardown signalled the flood, then stopped the agents: their last estimates
+    stats = tb.stats()
+    gw = {p["peer"]: p for p in stats["agents"]["gateway"]["peers"]}
+    ue1_gw = gw["ue1"]["llc_others_bytes"]
+    ue2_gw = gw["ue2"]["llc_others_bytes"]
+    ue1_client = stats["agents"]["client"]["peers"][0]["llc_others_bytes"]
+    down = stats["links"]["llc"]["downlink"]
+    # the largest queue the emulator held: (max one-way delay - base 2.5 ms) * C
+    queued_max = (down["delay_ms"]["max"] - 2.5) / 1e3 * C_BITS / 8
+    assert queued_max > 100_000, down  # the flood did build a queue
+    for name, est in (("gateway's for ue1", ue1_gw), ("ue1's own", ue1_client)):
+        # it lags the queue by one RTT of it (measured: 0.87x); never above it
+        assert 0.4 * queued_max <= est <= 1.25 * queued_max + 3_000, (name, est, queued_max, gw)
+    # ue2's delay is its own queue, which its virtual queue accounts for
+    assert ue2_gw <= 0.1 * ue1_gw, (ue2_gw, ue1_gw, gw)  # measured: 0.8 kB against 415
