@@ -11,7 +11,9 @@ devices both download at once under `all-llc` over a 2 Mbit/s shared LLC:
   users' queue (`llc_others_bytes`) are large and no larger than the queue the
   emulator measured, while the gateway's estimate for ue2, whose own virtual queue
   explains the delay, stays small (the estimator's arithmetic and its use in
-  Algorithm 1 are the Rust unit tests of `llc_share/probe_delay.rs`).
+  Algorithm 1 are the Rust unit tests of `llc_share/probe_delay.rs`);
+- priority, under the same flood: the probes jump the bulk queue, so every LLC RTT
+  the agents measure stays near its base (why rule (d) loses in the study).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import hashlib
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import require_binaries, require_root
@@ -95,34 +98,67 @@ def test_priority_runs_the_llc_emulator_control_first() -> None:
     assert llc[0][llc[0].index("--dev-b") + 1] == "llc", llc
 
 
+def _flood_from_ue2(tb: Testbed) -> None:
+    """ue2 alone: 3 Mbit/s of UDP from the server, all on the 2 Mbit/s LLC (all-llc),
+    so the shared downlink queue grows by ~125 kB/s; its 5 s stay under the
+    800-packet drop-tail limit. Still running when the caller closes the testbed
+    (teardown signals it, then stops the agents: their stats are the flood's end)."""
+    if shutil.which("iperf3") is None:
+        pytest.skip("iperf3 not installed (scripts/setup.sh installs it)")
+    tb.spawn("iperf3", ["iperf3", "-s", "--forceflush"], ns="srv",
+             ready="Server listening", ready_exact=False)  # fmt: skip
+    time.sleep(1.0)  # probes learn the empty LLC's base RTT
+    cmd = ["iperf3", "-c", SERVER_TEST, "-u", "-R", "-b", "3M", "-t", "30"]
+    flood = tb.popen_ue(cmd, device="ue2", stdout=-1, stderr=-1, text=True)
+    time.sleep(5.0)
+    assert flood.poll() is None, flood.communicate()
+
+
+def _queued_max(stats: dict[str, Any]) -> float:
+    """The largest queue the shared LLC downlink held, in bytes: (max one-way delay -
+    its base 2.5 ms) * C."""
+    down = stats["links"]["llc"]["downlink"]
+    return float((down["delay_ms"]["max"] - 2.5) / 1e3 * C_BITS / 8)
+
+
 def test_probe_learns_the_other_devices_queue() -> None:
     require_root()
     require_binaries("chanemu", "webreplay", "dchannel")
-    if shutil.which("iperf3") is None:
-        pytest.skip("iperf3 not installed (scripts/setup.sh installs it)")
     with Testbed(_cfg("probe")) as tb:
-        tb.spawn("iperf3", ["iperf3", "-s", "--forceflush"], ns="srv",
-                 ready="Server listening", ready_exact=False)  # fmt: skip
-        time.sleep(1.0)  # probes learn the empty LLC's base RTT
-        # ue2 alone: 3 Mbit/s of UDP from the server, all on the 2 Mbit/s LLC
-        # (all-llc), so the shared downlink queue grows by ~125 kB/s; 5 s of it stay
-        # under the 800-packet drop-tail limit.
-        cmd = ["iperf3", "-c", SERVER_TEST, "-u", "-R", "-b", "3M", "-t", "30"]
-        flood = tb.popen_ue(cmd, device="ue2", stdout=-1, stderr=-1, text=True)
-        time.sleep(5.0)
-        assert flood.poll() is None, flood.communicate()
-    # teardown signalled the flood, then stopped the agents: their last estimates
+        _flood_from_ue2(tb)
     stats = tb.stats()
     gw = {p["peer"]: p for p in stats["agents"]["gateway"]["peers"]}
     ue1_gw = gw["ue1"]["llc_others_bytes"]
     ue2_gw = gw["ue2"]["llc_others_bytes"]
     ue1_client = stats["agents"]["client"]["peers"][0]["llc_others_bytes"]
-    down = stats["links"]["llc"]["downlink"]
-    # the largest queue the emulator held: (max one-way delay - base 2.5 ms) * C
-    queued_max = (down["delay_ms"]["max"] - 2.5) / 1e3 * C_BITS / 8
-    assert queued_max > 100_000, down  # the flood did build a queue
+    queued_max = _queued_max(stats)
+    assert queued_max > 100_000, stats["links"]["llc"]  # the flood did build a queue
     for name, est in (("gateway's for ue1", ue1_gw), ("ue1's own", ue1_client)):
         # it lags the queue by one RTT of it (measured: 0.87x); never above it
         assert 0.4 * queued_max <= est <= 1.25 * queued_max + 3_000, (name, est, queued_max, gw)
     # ue2's delay is its own queue, which its virtual queue accounts for
     assert ue2_gw <= 0.1 * ue1_gw, (ue2_gw, ue1_gw, gw)  # measured: 0.8 kB against 415
+
+
+def test_priority_lets_the_probes_jump_the_queue() -> None:
+    """Why rule (d) loses (docs/results.md, "URLLC shared by N devices"): probes are
+    control packets, so under --control-first they skip the bulk queue and Algorithm 1's
+    LLC RTT stays near its base while the queue holds hundreds of kB."""
+    require_root()
+    require_binaries("chanemu", "webreplay", "dchannel")
+    with Testbed(_cfg("priority")) as tb:
+        _flood_from_ue2(tb)
+    stats = tb.stats()
+    queued_max = _queued_max(stats)
+    assert queued_max > 100_000, stats["links"]["llc"]
+    gw = {p["peer"]: p for p in stats["agents"]["gateway"]["peers"]}
+    rtts = {
+        "gateway to ue1": gw["ue1"]["measured_rtt_ms"]["llc"],
+        "gateway to ue2": gw["ue2"]["measured_rtt_ms"]["llc"],
+        "ue1": stats["agents"]["client"]["peers"][0]["measured_rtt_ms"]["llc"],
+    }
+    queue_ms = queued_max * 8 / C_BITS * 1e3  # measured: ~1,900 ms
+    assert queue_ms > 800, queue_ms
+    for name, rtt in rtts.items():
+        # base RTT 5 ms; measured 6.1-7.0 ms; the queue's delay would be > 800 ms
+        assert rtt < 50, (name, rtt, queue_ms)
