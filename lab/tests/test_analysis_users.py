@@ -52,7 +52,8 @@ def test_users_tables_read_the_gain_per_mbit_and_its_halving(tmp_path: Path) -> 
     ]  # fmt: skip
     tables = get_analysis("users").analyze(c, rows, {}).tables
     per, half = tables[-2], tables[-1]
-    got = [(r[3], r[4], r[5], r[7], r[8], r[9]) for r in per.rows]
+    got = [(r[3], r[4], r[5], r[8], r[9], r[10]) for r in per.rows]
+    assert [r[7] for r in per.rows] == ["20.0%"] * 5  # every point has N = 1's pages
     assert got == [("2", "1", "0.50", "100%", "1.00", "1.0"), ("2", "2", "1.00", "50%", "1.00", "1.5"),
                    ("2", "4", "2.00", "25%", "1.50", "2.0"),
                    ("10", "1", "0.10", "100%", "1.00", "0.5"), ("10", "4", "0.40", "75%", "1.00", "—")]  # fmt: skip
@@ -82,7 +83,7 @@ def test_points_where_the_machine_is_the_limit_are_listed_not_judged(tmp_path: P
         for k, page in enumerate(("p1", "p2"))
     ]  # fmt: skip
     per, half = get_analysis("users").analyze(c, rows, {}).tables[-2:]
-    assert [r[8] for r in per.rows] == ["1.00", "1.00", "1.50 machine", "1.00", "1.00"]
+    assert [r[9] for r in per.rows] == ["1.00", "1.00", "1.50 machine", "1.00", "1.00"]
     assert [(r[3], r[5], r[6]) for r in half.rows] == [
         ("2", "> 1.00 (not reached)", "1, 2"),
         ("10", "> 0.40 (not reached)", "1, 4"),
@@ -98,3 +99,33 @@ def test_a_bad_machine_limit_names_the_field(tmp_path: Path) -> None:
     )
     with pytest.raises(CampaignError, match=r"analysis.machine_limit: expected a number >= 1"):
         load_campaign(p, check_channels=False)
+
+
+def test_each_point_is_judged_against_n1_on_its_own_pages(tmp_path: Path) -> None:
+    """N = 1 measured on p1, p2 and p3, N = 2 on p1 and p2 only (a campaign extended
+    with --pages for N = 1). all-hbc 1000 ms but 2000 on p3 at N = 1; dchannel at
+    N = 1: 800, 800, 400 ms (gains 20, 20, 80 %: 40 % over all three pages, 20 % on p1
+    and p2); at N = 2: 900, 900 (10 %). Against the whole N = 1 the point would keep 25 % and be below
+    half; on its own pages it keeps 10 / 20 = 50 %: at half, not below. all-hbc's
+    slowdown is on the same pages: N = 1's all-hbc means 1333 ms over three pages and
+    1000 on p1 and p2, so N = 2's 1000 ms is 1.00x, not 0.75x."""
+    p = tmp_path / "u.yaml"
+    p.write_text(textwrap.dedent(YAML).replace("pages: [p1, p2]", "pages: [p1, p2, p3]"))
+    c = load_campaign(p, check_channels=False)
+    plt = {("A-C2-N1", "p1"): 800, ("A-C2-N1", "p2"): 800, ("A-C2-N1", "p3"): 400,
+           ("A-C2-N2", "p1"): 900, ("A-C2-N2", "p2"): 900}  # fmt: skip
+    base = {("A-C2-N1", "p3"): 2000}
+    rows = [
+        {"condition": cond, "arm": arm, "item": page, "trial": 0, "valid": True,
+         "plt_ms": float(base.get((cond, page), 1000) if arm == "all-hbc" else ms),
+         "cell": f"{cond}{arm}{page}"}
+        for (cond, page), ms in plt.items() for arm in ("all-hbc", "dchannel")
+    ]  # fmt: skip
+    per, half = get_analysis("users").analyze(c, rows, {}).tables[-2:]
+    # (N, gain's mean, N = 1 on its pages, kept, all-hbc slowdown)
+    assert [(r[4], r[6].split()[0], r[7], r[8], r[9]) for r in per.rows] == [
+        ("1", "40.0%", "40.0%", "100%", "1.00"),
+        ("2", "10.0%", "20.0%", "50%", "1.00"),
+    ]
+    # the halving table keeps N = 1's whole gain; N = 2 is at half, not below it
+    assert [(r[4], r[6], r[7]) for r in half.rows] == [("40.0", "1, 2", "not below")]
