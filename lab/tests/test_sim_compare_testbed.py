@@ -30,11 +30,14 @@ def _row(
     up: tuple[float, float] = (4.5, 8.5),
     down: tuple[float, float] = (2.5, 4.5),
     valid: bool = True,
+    llc_share: str | None = None,
 ) -> dict[str, object]:
     """One page-load row: uplink 3 packets of 300 B in all, downlink 1 of 100 B."""
     stats: dict[str, object] = {
         "links": {"llc": {"uplink": _link(*up, 3, 300), "downlink": _link(*down, 1, 100)}}
     }
+    if llc_share is not None:
+        stats["llc_share"] = llc_share
     if think is not None:
         stats["background"] = {"think": think, "users": devices - 1}
     x = {"llc_mbit": c, "rule": "none", "scenario": scenario}
@@ -190,3 +193,21 @@ def test_sim_only_adds_the_grids_other_users_without_a_testbed_side() -> None:
     assert head[3:8] == ["loads", "LLC share: testbed", "llcsim", "sim loads", "diff"]
     assert cells[2][3:8] == ["-", "-", "0.40 [0.30, 0.50]", "10", "-"]
     assert len(tc.compare(bed, grids, {"slow": 30.0})) == 2
+
+
+def test_only_the_rows_of_the_simulated_rule_are_compared() -> None:
+    """urllc_share runs four sharing rules at the same (C, N, load): under llcsim's
+    `none` only rule none's rows (and rows from before the rules) count, under `share`
+    only token-bucket's; probe and priority have no llcsim counterpart."""
+    rows = [
+        _row("fixed:0", 2, 1, 3),  # before the rules: none (share 0.25)
+        _row("fixed:0", 2, 3, 1, llc_share="none"),  # share 0.75
+        _row("fixed:0", 2, 1, 4, llc_share="token-bucket"),  # share 0.2
+        _row("fixed:0", 2, 9, 1, llc_share="probe"),
+        _row("fixed:0", 2, 9, 1, llc_share="priority"),
+    ]
+    none = tc.testbed_by_load(rows, "MM-S", 2.5)[(2.0, 2, "fixed:0")]
+    assert none.llc_frac.n == 2 and none.llc_frac.mean == pytest.approx(0.5)
+    share = tc.testbed_by_load(rows, "MM-S", 2.5, "share")[(2.0, 2, "fixed:0")]
+    assert share.llc_frac.n == 1 and share.llc_frac.mean == pytest.approx(0.2)
+    assert [tc.row_rule(r) for r in rows] == ["none", "none", "share", None, None]

@@ -361,7 +361,8 @@ def cmd_compare_testbed(args: argparse.Namespace) -> int:
     beyond --base-ms (release - arrival, so with the packet's own transmission: the
     `testbed tx ms` column is the mean packet's), as the mean over the loads with a 95 %
     bootstrap CI; llcsim's mean llc_frac over its users' page loads and the cell-wide
-    queueing wait p50 / p95 / p99 (means over seeds) under --rule, at the grid whose
+    queueing wait p50 / p95 / p99 (means over seeds) under --rule (the testbed's rows
+    of the same rule: none, or token-bucket for llcsim's share), at the grid whose
     think time is the load's (exp:30 -> 30 s, fixed:0 -> 0 s; a lone device and idle
     background devices -> N = 1 of the grid with the longest think); and llcsim minus
     the testbed. --sim-only adds the grid's N that the testbed lacks (testbed side "-").
@@ -389,7 +390,7 @@ def cmd_compare_testbed(args: argparse.Namespace) -> int:
             think[name] = thinks.pop()
             pages = pq.read_table(Path(g) / "pages.parquet").to_pylist()
             grids[name] = tc.sim_by_point(cells, pages, args.rule)
-        bed = tc.testbed_by_load(rows, args.scenario, args.base_ms)
+        bed = tc.testbed_by_load(rows, args.scenario, args.base_ms, args.rule)
     except (OSError, ValueError, KeyError) as e:
         raise UserError(f"{e} (ROWS: a results parquet; --grid: a `dch sim run` directory)") from e
     if not bed:

@@ -178,13 +178,22 @@ def link_mean_tx_ms(llc: Mapping[str, Any], capacity_mbit: float) -> float:
     return size * 8 / pkts / (capacity_mbit * 1e3) if pkts else float("nan")
 
 
+def row_rule(row: Mapping[str, Any]) -> str | None:
+    """The llcsim rule a testbed row ran under: its testbed's `llc_share`
+    (`stats.llc_share`; absent in rows from before the rules: none), mapped by
+    RULE_NAMES; None for a rule llcsim does not simulate (probe, priority)."""
+    applied = (_json(row.get("stats")) or {}).get("llc_share") or "none"
+    return RULE_NAMES.get(str(applied))
+
+
 def testbed_by_load(
-    rows: Iterable[Mapping[str, Any]], scenario: str, base_ms: float
+    rows: Iterable[Mapping[str, Any]], scenario: str, base_ms: float, rule: str = "none"
 ) -> dict[tuple[float, int, str], BedPoint]:
-    """The measured device's dchannel rows of `scenario` by (C Mbit/s, devices, load
-    kind): its share of packets on the LLC (`pkts_llc / (pkts_llc + pkts_hbc)`) and the
-    shared LLC link's delay p50 / p99 beyond the base (`stats.links.llc`; the link carries
-    every device's LLC packets, over the run from link start to teardown)."""
+    """The measured device's dchannel rows of `scenario` run under llcsim's `rule`
+    (row_rule) by (C Mbit/s, devices, load kind): its share of packets on the LLC
+    (`pkts_llc / (pkts_llc + pkts_hbc)`) and the shared LLC link's delay p50 / p99 beyond
+    the base (`stats.links.llc`; the link carries every device's LLC packets, over the run
+    from link start to teardown)."""
     acc: dict[tuple[float, int, str], tuple[list[float], list[float], list[float], list[float]]]
     acc = {}
     for r in rows:
@@ -193,6 +202,8 @@ def testbed_by_load(
         x = _json(r.get("x")) or {}
         if x.get("scenario", r.get("hbc")) != scenario or r.get("devices") is None:
             continue
+        if row_rule(r) != rule:
+            continue  # another sharing rule's rows (experiments/urllc_share.yaml has four)
         c = float(x["llc_mbit"])
         key = (c, int(r["devices"]), load_kind(r))
         frac, p50, p99, tx = acc.setdefault(key, ([], [], [], []))
