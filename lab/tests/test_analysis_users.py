@@ -129,3 +129,27 @@ def test_each_point_is_judged_against_n1_on_its_own_pages(tmp_path: Path) -> Non
     ]
     # the halving table keeps N = 1's whole gain; N = 2 is at half, not below it
     assert [(r[4], r[6], r[7]) for r in half.rows] == [("40.0", "1, 2", "not below")]
+
+
+def test_a_page_without_a_valid_pair_leaves_the_reference_too(tmp_path: Path) -> None:
+    """N = 2's dchannel loads of p2 are invalid (timeouts), so its gain counts p1 only,
+    and so does its reference: N = 1 on p1 (all-hbc 1000, dchannel 800: 20 %), not on
+    p1 and p2 (p2: 1000 against 400, 60 %; 40 % over both). N = 2's p1 gains 10 %: half
+    of its reference, not a quarter."""
+    p = tmp_path / "u.yaml"
+    p.write_text(textwrap.dedent(YAML))
+    c = load_campaign(p, check_channels=False)
+    plt = {("A-C2-N1", "p1"): 800, ("A-C2-N1", "p2"): 400,
+           ("A-C2-N2", "p1"): 900, ("A-C2-N2", "p2"): None}  # fmt: skip
+    rows = [
+        {"condition": cond, "arm": arm, "item": page, "trial": 0,
+         "valid": arm == "all-hbc" or ms is not None,
+         "plt_ms": 1000.0 if arm == "all-hbc" else (float(ms) if ms else None),
+         "cell": f"{cond}{arm}{page}"}
+        for (cond, page), ms in plt.items() for arm in ("all-hbc", "dchannel")
+    ]  # fmt: skip
+    per = get_analysis("users").analyze(c, rows, {}).tables[-2]
+    assert [(r[4], r[6].split()[0], r[7], r[8]) for r in per.rows] == [
+        ("1", "40.0%", "40.0%", "100%"),
+        ("2", "10.0%", "20.0%", "50%"),
+    ]

@@ -24,7 +24,7 @@ before it (the issue's "say where the machine becomes the limit, and stop there"
 Every point is judged against N = 1 **on its own pages**: when N = 1 was measured on
 more pages than a point (a campaign extended with `--pages` for some conditions only),
 the reference gain, its half and all-hbc's slowdown are those of N = 1's rows on the
-point's pages, shown in "N = 1 on its pages" (a point with pages N = 1 lacks is
+point's pages (those with a valid pair of loads), shown in "N = 1 on its pages" (a point with pages N = 1 lacks is
 compared with the whole N = 1); the halving table's "N = 1 gain %" is N = 1's gain
 over all its pages.
 """
@@ -63,11 +63,15 @@ def _mean_load(rows: Rows) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in loads.items()}
 
 
-def _pages(rows: Rows) -> dict[str, frozenset[str]]:
-    """The pages (workload items) each condition's rows hold, any scheme."""
-    out: dict[str, set[str]] = {}
-    for r in rows:
-        out.setdefault(str(r.get("condition")), set()).add(str(r.get("item")))
+def _paired_pages(rows: Rows, metric: str, baseline: str) -> dict[tuple[str, str], frozenset[str]]:
+    """{(condition, arm): the pages (workload items) its gain counts}: those with at least
+    one trial where both the arm's and the baseline's loads are valid (an.paired_gains)."""
+    valid = {(str(r.get("condition")), str(r.get("arm")), str(r.get("item")), r.get("trial"))
+             for r in rows if an.is_valid(r, metric)}  # fmt: skip
+    out: dict[tuple[str, str], set[str]] = {}
+    for cond, arm, item, trial in valid:
+        if arm != baseline and (cond, baseline, item, trial) in valid:
+            out.setdefault((cond, arm), set()).add(item)
     return {k: frozenset(v) for k, v in out.items()}
 
 
@@ -76,12 +80,12 @@ class _Reference:
 
     def __init__(self, rows: Rows, metric: str, baseline: str) -> None:
         self._rows, self._metric, self._baseline = rows, metric, baseline
-        self._pages = _pages(rows)
+        self._pages = _paired_pages(rows, metric, baseline)
         self._memo: dict[tuple[str, str, frozenset[str]], an.Gain | None] = {}
 
     def on_pages_of(self, ref_name: str, arm: str, ref: an.Gain, point: str) -> an.Gain | None:
-        pages = self._pages.get(point)
-        if not pages or pages >= self._pages.get(ref_name, frozenset()):
+        pages = self._pages.get((point, arm))
+        if not pages or pages >= self._pages.get((ref_name, arm), frozenset()):
             return ref  # the point has every page N = 1 has (or no rows): the whole reference
         key = (ref_name, arm, pages)
         if key not in self._memo:
