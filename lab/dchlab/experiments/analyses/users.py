@@ -64,15 +64,15 @@ def _mean_load(rows: Rows) -> dict[str, float]:
 
 
 def _paired_pages(rows: Rows, metric: str, baseline: str) -> dict[tuple[str, str], frozenset[str]]:
-    """{(condition, arm): the pages (workload items) its gain counts}: those with at least
-    one trial where both the arm's and the baseline's loads are valid (an.paired_gains)."""
-    valid = {(str(r.get("condition")), str(r.get("arm")), str(r.get("item")), r.get("trial"))
-             for r in rows if an.is_valid(r, metric)}  # fmt: skip
-    out: dict[tuple[str, str], set[str]] = {}
-    for cond, arm, item, trial in valid:
-        if arm != baseline and (cond, baseline, item, trial) in valid:
-            out.setdefault((cond, arm), set()).add(item)
-    return {k: frozenset(v) for k, v in out.items()}
+    """{(condition, arm): the pages (workload items) its gain counts}: an.page_gains' pages,
+    those with at least one trial where both the arm's and the baseline's loads are valid."""
+    out: dict[tuple[str, str], frozenset[str]] = {}
+    for cond, arms in an.by_condition(rows).items():
+        base = arms.get(baseline)
+        for arm, items in arms.items():
+            if base is not None and arm != baseline:
+                out[(cond, arm)] = frozenset(an.page_gains(items, base, metric))
+    return out
 
 
 class _Reference:
