@@ -238,14 +238,18 @@ async fn route(shared: &Arc<Shared>, origin: &Origin, req: Outgoing) -> Result<P
                 shared.config.oracle.as_ref().and_then(|o| {
                     o.size(origin.scheme(), &origin.authority(), &req.path_and_query)
                 });
-            let d = match size {
-                Some(s) => policy.decide(s, &views, origin.https),
-                None => Decision::new(Channel::Hbc, Reason::Default),
+            // Decided and committed under one lock, before the request leaves, so that
+            // the next decision (Chromium asks for many objects at once) already sees
+            // these bytes queued: views read outside the lock could miss a neighbour's.
+            let (d, commitment) = {
+                let _decide = shared.commit_lock.lock().expect("commit lock");
+                let d = match size {
+                    Some(s) => policy.decide(s, &shared.views(origin), origin.https),
+                    None => Decision::new(Channel::Hbc, Reason::Default),
+                };
+                (d, size.map(|s| Commitment::new(shared, d.channel, s)))
             };
             record(shared, d, size);
-            // Committed before the request leaves, so that the next decision (Chromium
-            // asks for many objects at once) already sees these bytes queued.
-            let commitment = size.map(|s| Commitment::new(shared, d.channel, s));
             let resp = upstream::send(shared, d.channel, origin, &req).await?;
             Ok(forward_committed(
                 resp, None, 0, d.channel, shared, commitment,

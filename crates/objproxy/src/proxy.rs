@@ -40,6 +40,10 @@ pub struct Shared {
     /// Bytes of objects decided for each channel that have not streamed through yet
     /// (index = [`Channel::index`]; [`Commitment`] keeps it).
     pub committed: [AtomicU64; 2],
+    /// Held from reading `committed` to adding a decision's bytes to it, so that two
+    /// requests decided at the same moment cannot both see the other's bytes missing
+    /// (CI once saw six of eight concurrent objects on the LLC where five is right).
+    pub commit_lock: Mutex<()>,
 }
 
 /// `size` bytes committed to `ch` until they stream through (each data chunk of the
@@ -150,6 +154,7 @@ pub async fn start(config: Config) -> Result<Proxy> {
         client_tls,
         started: Instant::now(),
         committed: Default::default(),
+        commit_lock: Mutex::new(()),
     });
     spawn_rate_sampler(&shared);
     let s = shared.clone();
