@@ -20,9 +20,9 @@
 //! (docs/results.md, "Fig. 3 over HTTP/3").
 //!
 //! Liveness: a channel is down once nothing has been heard on it for
-//! `dead_after` (2 s). The LLC is also declared down as soon as a probe round
-//! shows it silent (`llc_probe_slack`), so that traffic leaves a dead LLC within
-//! about one probe interval (issue 16), not 2 s:
+//! `dead_after` (2 s). The LLC is also declared down as soon as a probe shows
+//! it silent (`llc_probe_slack`), so that traffic leaves a dead LLC within
+//! one probe interval (issue 16), not 2 s:
 //!
 //! * initiator: a D-SYN sent on the LLC at `t0` is unanswered at
 //!   `t0 + grace` and nothing has been heard on the LLC since `t0`;
@@ -30,12 +30,27 @@
 //!   (where it is normally first) by `t + grace`, no later LLC D-SYN either, and
 //!   nothing has been heard on the LLC for `grace` (`t` is the first such round:
 //!   later rounds that miss the LLC too do not restart the clock);
+//! * responder, between rounds: no LLC D-SYN has arrived for the spacing the
+//!   initiator keeps between its LLC D-SYNs plus `grace`, and nothing has been
+//!   heard on the LLC for `grace` either;
 //!
-//! with `grace = 2 x max(latest, min) LLC RTT + llc_probe_slack`. Anything heard
-//! on the LLC afterwards brings it back at once. Only the LLC: taking a live HBC
-//! for dead (a D-SYN stuck behind an upload's queue) would push everything onto
-//! the narrow LLC, while taking a live LLC for dead only sends its packets the
-//! way `all-hbc` would until the next probe is answered.
+//! with `grace = 2 x max(latest, min) LLC RTT + llc_probe_slack`.
+//!
+//! Every rule needs a D-SYN sent after the outage began. With rounds alone the
+//! worst case is a whole interval plus the grace (plus the HBC's one-way delay
+//! at the responder), past issue 16's bound: the gateway steered onto a dead
+//! LLC 541 and 564 ms into an outage in 2 of 22 windows on 2026-11-27. So the
+//! initiator also sends a D-SYN on the LLC alone every `llc_probe_interval`
+//! (250 ms) between two slow rounds, which halves that phase. The responder
+//! expects LLC D-SYNs at least that often, or at the longest spacing it has
+//! seen between two consecutively numbered ones (a peer configured otherwise;
+//! ids skipped by lost probes do not count). The LLC-only samples feed the
+//! filter but not `min_samples`, so probing still speeds up after an outage.
+//!
+//! Anything heard on the LLC afterwards brings it back at once. Only the LLC:
+//! taking a live HBC for dead (a D-SYN stuck behind an upload's queue) would
+//! push everything onto the narrow LLC, while taking a live LLC for dead only
+//! sends its packets the way `all-hbc` would until the next probe is answered.
 
 use crate::wire::ProbeKind;
 use crate::{Channel, Nanos, MS};
@@ -43,6 +58,8 @@ use std::collections::VecDeque;
 
 /// Outstanding probes remembered per channel; older ones count as lost.
 const MAX_OUTSTANDING: usize = 16;
+/// Spacings between consecutively numbered LLC D-SYNs a responder keeps.
+const LLC_GAPS: usize = 8;
 /// Samples kept per channel at most (the window normally holds far fewer).
 const MAX_SAMPLES: usize = 1024;
 
@@ -70,6 +87,10 @@ pub struct RttConfig {
     /// Slack on top of twice the LLC's RTT after which a silent probe round
     /// declares the LLC down (module docs); `None`: only `dead_after`.
     pub llc_probe_slack: Option<Nanos>,
+    /// Initiator: spacing of the LLC-only D-SYNs between two slow rounds;
+    /// responder: the LLC D-SYN spacing it expects at least (module docs).
+    /// `None`, or no `llc_probe_slack`: full rounds only.
+    pub llc_probe_interval: Option<Nanos>,
 }
 
 impl Default for RttConfig {
@@ -84,6 +105,7 @@ impl Default for RttConfig {
             hbc_scale: 1.0,
             dead_after: 2_000 * MS,
             llc_probe_slack: Some(50 * MS),
+            llc_probe_interval: Some(250 * MS),
         }
     }
 }
@@ -140,6 +162,13 @@ pub struct RttEstimator {
     recent: [VecDeque<Nanos>; 2],
     /// When the initiator sent its last round.
     last_round: Nanos,
+    /// When the initiator last sent a D-SYN on the LLC (round or LLC-only).
+    last_llc_syn: Nanos,
+    /// Ids of the LLC-only D-SYNs awaiting their answer: their samples feed the
+    /// filter but not `recent`, so that probing still speeds up after an LLC
+    /// outage emptied the window of rounds (measured: without that, the client's
+    /// slower return after an outage cost a 450 ms stall in the next one).
+    llc_only_sent: VecDeque<u32>,
     last_heard: [Option<Nanos>; 2],
     /// Latest RTT sample per channel (the grace of a probe round).
     latest: [Option<Nanos>; 2],
@@ -148,6 +177,9 @@ pub struct RttEstimator {
     /// Responder: arrival on the HBC of the first D-SYN round the LLC has not
     /// delivered since its own last D-SYN (cleared by the next LLC D-SYN).
     llc_missing_since: Option<Nanos>,
+    /// Responder: the latest spacings between two LLC D-SYNs whose ids follow
+    /// each other (the initiator's schedule, outages excluded).
+    llc_gaps: VecDeque<Nanos>,
     /// The latest LLC sample not yet taken by [`Self::take_llc_sample`].
     llc_sample: Option<LlcSample>,
     /// Counters.
@@ -167,10 +199,13 @@ impl RttEstimator {
             mins: Default::default(),
             recent: Default::default(),
             last_round: 0,
+            last_llc_syn: 0,
+            llc_only_sent: VecDeque::new(),
             last_heard: [None, None],
             latest: [None, None],
             syn_seen: [None, None],
             llc_missing_since: None,
+            llc_gaps: VecDeque::new(),
             llc_sample: None,
             stats: RttStats::default(),
         }
@@ -181,15 +216,23 @@ impl RttEstimator {
         &self.cfg
     }
 
-    /// D-SYNs due at `now` (on both channels), for the initiator.
+    /// D-SYNs due at `now`, for the initiator: a round on both channels, or
+    /// one on the LLC alone between slow rounds (module docs).
     pub fn poll_probes(&mut self, now: Nanos, out: &mut Vec<ProbeOut>) {
         self.started.get_or_insert(now);
-        if !self.cfg.initiator || now < self.next_probe {
+        if !self.cfg.initiator {
             return;
         }
+        let channels: &[Channel] = if now >= self.next_probe {
+            &Channel::ALL
+        } else if self.next_llc_probe().is_some_and(|t| t <= now) {
+            &[Channel::Llc]
+        } else {
+            return;
+        };
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        for ch in Channel::ALL {
+        for &ch in channels {
             let q = &mut self.syn_sent[ch.index()];
             if q.len() == MAX_OUTSTANDING {
                 q.pop_front();
@@ -202,8 +245,25 @@ impl RttEstimator {
                 id,
             });
         }
-        self.last_round = now;
-        self.next_probe = now + self.interval_at(now);
+        self.last_llc_syn = now;
+        if channels.len() == 1 {
+            if self.llc_only_sent.len() == MAX_OUTSTANDING {
+                self.llc_only_sent.pop_front();
+            }
+            self.llc_only_sent.push_back(id);
+        }
+        if channels.len() == 2 {
+            self.last_round = now;
+            self.next_probe = now + self.interval_at(now);
+        }
+    }
+
+    /// When the next LLC-only D-SYN is due: `llc_probe_interval` after the last
+    /// LLC D-SYN, if that is before the next round (never while probing fast).
+    fn next_llc_probe(&self) -> Option<Nanos> {
+        self.cfg.llc_probe_slack?;
+        let t = self.last_llc_syn + self.cfg.llc_probe_interval?;
+        (t < self.next_probe).then_some(t)
     }
 
     /// The time from the last round to the next: `fast_interval` while either
@@ -226,7 +286,10 @@ impl RttEstimator {
 
     /// When [`poll_probes`](Self::poll_probes) next has work (initiator only).
     pub fn next_deadline(&self) -> Option<Nanos> {
-        self.cfg.initiator.then_some(self.next_probe)
+        let next = self
+            .next_llc_probe()
+            .map_or(self.next_probe, |t| t.min(self.next_probe));
+        self.cfg.initiator.then_some(next)
     }
 
     /// Any valid datagram from the peer arrived on `ch` (liveness).
@@ -252,9 +315,18 @@ impl RttEstimator {
         let i = ch.index();
         match kind {
             ProbeKind::DSyn => {
-                let newer = self.syn_seen[i].map_or(true, |(seen, _)| is_newer(id, seen));
+                let prev = self.syn_seen[i];
+                let newer = prev.map_or(true, |(seen, _)| is_newer(id, seen));
                 if newer {
                     self.syn_seen[i] = Some((id, now));
+                }
+                if let (Channel::Llc, Some((seen, at))) = (ch, prev) {
+                    if id == seen.wrapping_add(1) {
+                        if self.llc_gaps.len() == LLC_GAPS {
+                            self.llc_gaps.pop_front();
+                        }
+                        self.llc_gaps.push_back(now.saturating_sub(at));
+                    }
                 }
                 let llc = self.syn_seen[Channel::Llc.index()];
                 match ch {
@@ -282,7 +354,10 @@ impl RttEstimator {
                 let sent = take(&mut self.syn_sent[i], id);
                 match sent {
                     Some(t0) => {
-                        self.sample(now, ch, id, now.saturating_sub(t0));
+                        let q = &mut self.llc_only_sent;
+                        let llc_only = q.iter().position(|&x| x == id).and_then(|k| q.remove(k));
+                        let round = llc_only.is_none();
+                        self.sample(now, ch, id, now.saturating_sub(t0), round);
                         self.stats.probes_sent[i] += 1;
                         Some(ProbeOut {
                             channel: ch,
@@ -298,7 +373,7 @@ impl RttEstimator {
             }
             ProbeKind::DAck => {
                 match take(&mut self.synack_sent[i], id) {
-                    Some(t1) => self.sample(now, ch, id, now.saturating_sub(t1)),
+                    Some(t1) => self.sample(now, ch, id, now.saturating_sub(t1), true),
                     None => self.stats.unmatched[i] += 1,
                 }
                 None
@@ -316,7 +391,9 @@ impl RttEstimator {
         self.llc_sample.take()
     }
 
-    fn sample(&mut self, now: Nanos, ch: Channel, id: u32, rtt: Nanos) {
+    /// Takes an RTT sample; `round`: from a round's probe (counts towards
+    /// `min_samples`), not an LLC-only one.
+    fn sample(&mut self, now: Nanos, ch: Channel, id: u32, rtt: Nanos, round: bool) {
         if ch == Channel::Llc {
             self.llc_sample = Some(LlcSample { id, rtt });
         }
@@ -324,10 +401,12 @@ impl RttEstimator {
         self.stats.samples[i] += 1;
         self.latest[i] = Some(rtt);
         let r = &mut self.recent[i];
-        if r.len() >= self.cfg.min_samples.max(1) {
-            r.pop_front();
+        if round {
+            if r.len() >= self.cfg.min_samples.max(1) {
+                r.pop_front();
+            }
+            r.push_back(now);
         }
-        r.push_back(now);
         // the window may have just filled: slow down from the last round on
         if self.cfg.initiator {
             let next = self.last_round + self.interval_at(now);
@@ -402,10 +481,24 @@ impl RttEstimator {
                 .find(|&&(_, t0)| t0 + grace <= now);
             return overdue.is_some_and(|&(_, t0)| heard.map_or(true, |h| h < t0));
         }
-        let Some(since) = self.llc_missing_since else {
-            return false;
-        };
-        since + grace <= now && heard.map_or(true, |h| h + grace <= now)
+        let quiet = heard.map_or(true, |h| h + grace <= now);
+        // a round reached the HBC but not the LLC
+        let round_missed = self
+            .llc_missing_since
+            .is_some_and(|since| since + grace <= now);
+        // no LLC D-SYN for longer than the initiator's spacing
+        let overdue = self.llc_probe_spacing().is_some_and(|spacing| {
+            let last = self.syn_seen[llc].map(|(_, at)| at);
+            last.is_some_and(|at| at + spacing + grace <= now)
+        });
+        quiet && (round_missed || overdue)
+    }
+
+    /// Responder: the spacing of the initiator's LLC D-SYNs, at least
+    /// `llc_probe_interval` (module docs); `None`: that rule is off.
+    fn llc_probe_spacing(&self) -> Option<Nanos> {
+        let floor = self.cfg.llc_probe_interval?;
+        Some(self.llc_gaps.iter().copied().fold(floor, Nanos::max))
     }
 }
 
@@ -425,10 +518,11 @@ mod tests {
     use super::*;
 
     /// Client and gateway probing every 500 ms from the first round on (no
-    /// fast probing: the tests below time rounds themselves).
+    /// fast probing, no LLC-only D-SYNs: the tests below time rounds themselves).
     fn pair() -> (RttEstimator, RttEstimator) {
         let slow = RttConfig {
             min_samples: 0,
+            llc_probe_interval: None,
             ..RttConfig::default()
         };
         let c = RttEstimator::new(slow.clone());
@@ -459,7 +553,13 @@ mod tests {
             );
             round(&mut c, &mut g, t, [h * MS, 5 * MS]);
         }
-        // 8 samples in the window: the next round is 500 ms after the last
+        // 8 samples in the window: the next round is 500 ms after the last, with
+        // an LLC-only D-SYN 250 ms after it in between
+        assert_eq!(c.next_deadline(), Some(350 * MS + 250 * MS));
+        let mut out = Vec::new();
+        c.poll_probes(600 * MS, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].channel, out[0].id), (Channel::Llc, 9));
         assert_eq!(c.next_deadline(), Some(350 * MS + 500 * MS));
         // after 2 samples the minimum was the start's 69 ms; now it is the base
         assert_eq!(c.rtt(Channel::Hbc, 400 * MS), Some(30 * MS));
@@ -472,6 +572,7 @@ mod tests {
         let cfg = RttConfig {
             window: 1_000 * MS,
             min_samples: 3,
+            llc_probe_interval: None,
             ..RttConfig::default()
         };
         let mut c = RttEstimator::new(cfg.clone());
@@ -713,6 +814,115 @@ mod tests {
         assert!(c.alive(Channel::Hbc, 1500 * MS));
         assert!(!c.alive(Channel::Llc, 1500 * MS));
         assert!(!c.alive(Channel::Hbc, 2023 * MS)); // last heard at 22 ms + 2 s
+    }
+
+    /// Default agents (LLC-only D-SYNs every 250 ms) probing slowly from the start.
+    fn pair_with_llc_probes() -> (RttEstimator, RttEstimator) {
+        let cfg = RttConfig {
+            min_samples: 0,
+            ..RttConfig::default()
+        };
+        let g = RttEstimator::new(RttConfig {
+            initiator: false,
+            ..cfg.clone()
+        });
+        (RttEstimator::new(cfg), g)
+    }
+
+    /// Polls `c` at `t`: one LLC-only D-SYN, answered with the LLC's `rtt`
+    /// (`None`: lost on the way to `g`). Returns its id.
+    fn llc_only(c: &mut RttEstimator, g: &mut RttEstimator, t: Nanos, rtt: Option<Nanos>) -> u32 {
+        let mut out = Vec::new();
+        c.poll_probes(t, &mut out);
+        assert_eq!(out.len(), 1, "one D-SYN at {t}");
+        let p = out[0];
+        assert_eq!((p.channel, p.kind), (Channel::Llc, ProbeKind::DSyn));
+        if let Some(rtt) = rtt {
+            let synack = g
+                .handle_probe(t + rtt / 2, Channel::Llc, p.kind, p.id)
+                .unwrap();
+            let ack = c
+                .handle_probe(t + rtt, Channel::Llc, synack.kind, synack.id)
+                .unwrap();
+            g.handle_probe(t + 3 * rtt / 2, Channel::Llc, ack.kind, ack.id);
+        }
+        p.id
+    }
+
+    #[test]
+    fn llc_only_probes_halve_the_worst_failover_of_both_ends() {
+        // HBC 22 ms, LLC 6 ms: grace 2 x 6 + 50 = 62 ms. Round at 0, LLC-only
+        // D-SYN at 250 ms (answered by 256 ms), then the LLC dies: the worst phase,
+        // just after an answer. Rounds alone would notice at 500 + 62 = 562 ms
+        // (client) and 511 + 62 = 573 ms (gateway): > 300 ms after the outage.
+        let (mut c, mut g) = pair_with_llc_probes();
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        assert_eq!(c.next_deadline(), Some(250 * MS));
+        assert_eq!(llc_only(&mut c, &mut g, 250 * MS, Some(6 * MS)), 2);
+        assert_eq!(c.next_deadline(), Some(500 * MS), "then the round");
+        // the client's LLC D-SYN at 500 ms is lost: overdue at 562 ms
+        round_llc_lost(&mut c, &mut g, 500 * MS, 22 * MS);
+        assert_llc_down_from(&c, 562 * MS);
+        // the gateway's last LLC D-SYN arrived at 253 ms (spacing 250 ms, as the
+        // ids 1 -> 2 showed): overdue at 253 + 250 + 62 = 565 ms, before the twin
+        // rule (573 ms). Both within 310 ms of the outage at 256 ms.
+        assert_llc_down_from(&g, 565 * MS);
+        // an LLC-only answer at 750 ms brings both back
+        llc_only(&mut c, &mut g, 750 * MS, Some(6 * MS));
+        assert!(c.alive(Channel::Llc, 756 * MS) && g.alive(Channel::Llc, 756 * MS));
+    }
+
+    #[test]
+    fn llc_only_samples_do_not_keep_probing_slow() {
+        // 2 samples wanted in a 1 s window; rounds at 0 and 50 ms, then slow
+        let cfg = RttConfig {
+            window: 1_000 * MS,
+            min_samples: 2,
+            ..RttConfig::default()
+        };
+        let mut c = RttEstimator::new(cfg.clone());
+        let mut g = RttEstimator::new(RttConfig {
+            initiator: false,
+            ..cfg
+        });
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        round(&mut c, &mut g, 50 * MS, [22 * MS, 6 * MS]);
+        assert_eq!(c.next_deadline(), Some(300 * MS));
+        llc_only(&mut c, &mut g, 300 * MS, Some(6 * MS));
+        round_llc_lost(&mut c, &mut g, 550 * MS, 22 * MS);
+        llc_only(&mut c, &mut g, 800 * MS, Some(6 * MS));
+        // at 1.05 s the window holds one round sample on the LLC (taken at 56 ms):
+        // fast again, although the LLC-only ones (303, 803 ms) would make two
+        let mut out = Vec::new();
+        c.poll_probes(1_050 * MS, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(c.next_deadline(), Some(1_100 * MS));
+        // they still feed the filter: the LLC's samples are all 6 ms
+        assert_eq!(c.rtt(Channel::Llc, 1_050 * MS), Some(6 * MS));
+        assert_eq!(c.stats.samples[Channel::Llc.index()], 4);
+    }
+
+    #[test]
+    fn responder_learns_a_longer_spacing_and_skips_gaps_with_lost_ids() {
+        // a client with rounds only (500 ms), a gateway expecting 250 ms at least
+        let (_, mut g) = pair_with_llc_probes();
+        let (mut c, _) = pair();
+        round(&mut c, &mut g, 0, [22 * MS, 6 * MS]);
+        // before it has seen one spacing it expects 250 ms: a false alarm at
+        // 3 + 250 + 62 = 315 ms, which the next round's LLC D-SYN ends
+        assert_llc_down_from(&g, 315 * MS);
+        round(&mut c, &mut g, 500 * MS, [22 * MS, 6 * MS]);
+        assert!(g.alive(Channel::Llc, 503 * MS));
+        // ids 1 -> 2 arrived 500 ms apart: now 503 + 500 + 62 = 1065 ms
+        assert_llc_down_from(&g, 1065 * MS);
+        round(&mut c, &mut g, 1000 * MS, [22 * MS, 6 * MS]);
+        // an outage: rounds 4-6 lost on the LLC; round 7's D-SYN at 3.0 s
+        // follows id 3, not 6, so its 2 s spacing is not learnt
+        for t in [1500, 2000, 2500] {
+            round_llc_lost(&mut c, &mut g, t * MS, 22 * MS);
+        }
+        round(&mut c, &mut g, 3000 * MS, [22 * MS, 6 * MS]);
+        assert_llc_down_from(&g, 3003 * MS + 500 * MS + 62 * MS);
     }
 
     #[test]

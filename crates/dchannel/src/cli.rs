@@ -323,6 +323,12 @@ pub struct RttArgs {
     /// probe interval); 0 turns this off, leaving only --channel-dead-ms.
     #[arg(long, default_value_t = 50)]
     pub llc_probe_slack_ms: u64,
+    /// Client: between two slow probe rounds, also send a D-SYN on the LLC alone
+    /// this often, so a dead LLC is noticed within about half a probe interval
+    /// at any phase. Gateway: expect LLC D-SYNs at least this often (it learns a
+    /// longer spacing from the probes). 0 turns it off (rounds only).
+    #[arg(long, default_value_t = 250)]
+    pub llc_probe_interval_ms: u64,
 }
 
 #[derive(Args, Debug)]

@@ -398,6 +398,7 @@ fn rtt_config(a: &RttArgs, rtt: &mut RttConfig) -> Result<()> {
     rtt.hbc_scale = a.hbc_rtt_scale;
     rtt.dead_after = a.channel_dead_ms * MS;
     rtt.llc_probe_slack = (a.llc_probe_slack_ms > 0).then(|| a.llc_probe_slack_ms * MS);
+    rtt.llc_probe_interval = (a.llc_probe_interval_ms > 0).then(|| a.llc_probe_interval_ms * MS);
     Ok(())
 }
 
