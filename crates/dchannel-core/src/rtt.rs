@@ -601,22 +601,29 @@ mod tests {
         );
     }
 
-    /// Runs one probe round with the given RTTs (symmetric one-way = rtt/2).
+    /// D-SYN `p` (sent by `c` at `t0`) answered by `g` and acknowledged by `c`
+    /// over a channel of round-trip `rtt` (symmetric one-way = rtt/2).
+    fn exchange(c: &mut RttEstimator, g: &mut RttEstimator, t0: Nanos, p: ProbeOut, rtt: Nanos) {
+        let synack = g
+            .handle_probe(t0 + rtt / 2, p.channel, p.kind, p.id)
+            .unwrap();
+        assert_eq!(synack.kind, ProbeKind::DSynAck);
+        let ack = c
+            .handle_probe(t0 + rtt, p.channel, synack.kind, synack.id)
+            .unwrap();
+        assert_eq!(ack.kind, ProbeKind::DAck);
+        assert!(g
+            .handle_probe(t0 + 3 * rtt / 2, p.channel, ack.kind, ack.id)
+            .is_none());
+    }
+
+    /// Runs one probe round with the given RTTs.
     fn round(c: &mut RttEstimator, g: &mut RttEstimator, t0: Nanos, rtts: [Nanos; 2]) {
         let mut out = Vec::new();
         c.poll_probes(t0, &mut out);
         assert_eq!(out.len(), 2);
         for p in out {
-            let owd = rtts[p.channel.index()] / 2;
-            let synack = g.handle_probe(t0 + owd, p.channel, p.kind, p.id).unwrap();
-            assert_eq!(synack.kind, ProbeKind::DSynAck);
-            let ack = c
-                .handle_probe(t0 + 2 * owd, p.channel, synack.kind, synack.id)
-                .unwrap();
-            assert_eq!(ack.kind, ProbeKind::DAck);
-            assert!(g
-                .handle_probe(t0 + 3 * owd, p.channel, ack.kind, ack.id)
-                .is_none());
+            exchange(c, g, t0, p, rtts[p.channel.index()]);
         }
     }
 
@@ -731,13 +738,7 @@ mod tests {
         let mut out = Vec::new();
         c.poll_probes(t0, &mut out);
         let p = *out.iter().find(|p| p.channel == Channel::Hbc).unwrap();
-        let synack = g
-            .handle_probe(t0 + hbc / 2, Channel::Hbc, p.kind, p.id)
-            .unwrap();
-        let ack = c
-            .handle_probe(t0 + hbc, Channel::Hbc, synack.kind, synack.id)
-            .unwrap();
-        g.handle_probe(t0 + 3 * hbc / 2, Channel::Hbc, ack.kind, ack.id);
+        exchange(c, g, t0, p, hbc);
         p.id
     }
 
@@ -838,13 +839,7 @@ mod tests {
         let p = out[0];
         assert_eq!((p.channel, p.kind), (Channel::Llc, ProbeKind::DSyn));
         if let Some(rtt) = rtt {
-            let synack = g
-                .handle_probe(t + rtt / 2, Channel::Llc, p.kind, p.id)
-                .unwrap();
-            let ack = c
-                .handle_probe(t + rtt, Channel::Llc, synack.kind, synack.id)
-                .unwrap();
-            g.handle_probe(t + 3 * rtt / 2, Channel::Llc, ack.kind, ack.id);
+            exchange(c, g, t, p, rtt);
         }
         p.id
     }

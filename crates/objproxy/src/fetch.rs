@@ -225,7 +225,6 @@ fn record(shared: &Shared, d: Decision, size: Option<u64>) {
 
 async fn route(shared: &Arc<Shared>, origin: &Origin, req: Outgoing) -> Result<ProxyResponse> {
     let policy = &shared.config.policy;
-    let views = shared.views(origin);
     let discoverable = req.method == Method::GET && !req.headers.contains_key(header::RANGE);
     match policy {
         PolicyKind::Passthrough => {
@@ -271,10 +270,14 @@ async fn route(shared: &Arc<Shared>, origin: &Origin, req: Outgoing) -> Result<P
             Ok(forward(resp, None, 0, d.channel, shared))
         }
         PolicyKind::Ians | PolicyKind::ObjSize { .. } if discoverable => {
-            discover(shared, origin, req, policy.probe_channel(&views)).await
+            let probe_ch = policy.probe_channel(&shared.views(origin));
+            discover(shared, origin, req, probe_ch).await
         }
         PolicyKind::Ians | PolicyKind::ObjSize { .. } => {
-            let d = Decision::new(policy.probe_channel(&views), Reason::SizeUnknown);
+            let d = Decision::new(
+                policy.probe_channel(&shared.views(origin)),
+                Reason::SizeUnknown,
+            );
             record(shared, d, None);
             full(shared, d.channel, origin, &req).await
         }
